@@ -1,0 +1,8 @@
+"""evalgate: paired, noise-aware evaluation gates for LLM prompts."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("evalgate")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

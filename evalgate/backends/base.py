@@ -1,0 +1,113 @@
+"""The Backend protocol, the request and reply models, and the registry of backends by name.
+
+A backend implements one method, ``complete(request) -> Reply``. It never raises for a failed
+call: a call that failed after the backend's own retries comes back as a Reply with ``error``
+set, so the runner can record it as an error instead of a wrong answer. It raises only for
+faults that must stop the whole run before it floods an API (``BackendError``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalgate.errors import BackendError, MissingExtraError
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class Request(BaseModel):
+    """Everything that determines a model's reply. Its JSON is the cache key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: str
+    messages: tuple[Message, ...]
+    model: str
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    # Backend-specific settings (thinking budget, effort, response schema, ...).
+    options: dict[str, Any] = Field(default_factory=dict)
+    # Opaque metadata for backends that need the case itself (the command backend); never
+    # part of what a model sees unless the backend chooses to send it.
+    case: dict[str, Any] = Field(default_factory=dict)
+
+
+ErrorKind = Literal[
+    "rate_limit",
+    "overloaded",
+    "server",
+    "timeout",
+    "connection",
+    "bad_request",
+    "auth",
+    "not_found",
+    "malformed",
+    "command",
+    "interrupted",
+    "other",
+]
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    latency_s: float = 0.0
+    stop_reason: str | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    attempts: int = 1
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the runner needs of a backend."""
+
+    name: ClassVar[str]
+    # True when the backend needs no network and no key (the fake); reports say so.
+    offline: ClassVar[bool]
+
+    def complete(self, request: Request) -> Reply: ...
+
+
+# name -> ("module", "attribute", extra that provides its dependency or None)
+_REGISTRY: dict[str, tuple[str, str, str | None]] = {
+    "fake": ("evalgate.backends.fake", "FakeBackend", None),
+    "anthropic": ("evalgate.backends.anthropic", "AnthropicBackend", None),
+    "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
+    "command": ("evalgate.backends.command", "CommandBackend", None),
+}
+
+
+def backend_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def backend_class(name: str) -> type[Any]:
+    """Import a backend lazily, so that a missing optional extra is a one-line message."""
+    try:
+        module_name, attr, extra = _REGISTRY[name]
+    except KeyError:
+        raise BackendError(
+            f"unknown backend {name!r}", fix=f"use one of: {', '.join(backend_names())}"
+        ) from None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if extra is not None and exc.name is not None and not exc.name.startswith("evalgate"):
+            raise MissingExtraError(f"the {name!r} backend", extra) from exc
+        raise
+    cls: type[Any] = getattr(module, attr)
+    return cls

@@ -1,0 +1,326 @@
+"""The composition root: reads argv and the environment, builds the real backend and clients,
+calls the pipeline, prints, and maps errors to exit codes (0 ok, 1 failed gate, 2 user error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalgate import __version__
+from evalgate.backends.base import Backend, backend_class
+from evalgate.compare import compare_runs
+from evalgate.config import DEFAULT_CONFIG, LoadedConfig, load_config
+from evalgate.errors import EvalgateError, UserError
+from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.progress import ProgressPrinter
+from evalgate.report.render import render_model
+from evalgate.runs import Run, find_run, iter_runs, save_run
+from evalgate.summary import summarise
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Context:
+    """What every command receives: parsed args, streams, and the environment, read once here."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.out = out
+        self.err = err
+        self.env = dict(os.environ)
+
+    def config(self) -> LoadedConfig:
+        return load_config(Path(self.args.config))
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text if text.endswith("\n") else text + "\n")
+
+    def warn(self, text: str) -> None:
+        self.err.write(f"warning: {text}\n")
+
+
+def git_info(folder: Path) -> tuple[str | None, str | None]:
+    """The commit and ref of the repository holding ``folder``, or (None, None)."""
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *argv], cwd=folder, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    return git("rev-parse", "HEAD"), git("rev-parse", "--abbrev-ref", "HEAD")
+
+
+def build_backend(loaded: LoadedConfig, backend: str, options: dict[str, Any]) -> Backend:
+    cls = backend_class(backend)
+    instance: Backend = cls(options, loaded.root)
+    return instance
+
+
+def execute_version(
+    ctx: Context,
+    loaded: LoadedConfig,
+    suite_name: str,
+    version: str,
+    *,
+    repeats: int = 1,
+    limit: int | None = None,
+    case_files: list[Path] | None = None,
+) -> Run:
+    name, suite = loaded.suite(suite_name)
+    prompt = load_prompt(loaded, suite, version)
+    cases = load_suite_cases(loaded, suite, case_files)
+    commit, ref = git_info(loaded.root)
+    backend = build_backend(loaded, suite.model.backend, suite.model.options)
+    spec = RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=prompt,
+        cases=cases,
+        repeats=repeats,
+        limit=limit,
+        concurrency=getattr(ctx.args, "concurrency", None),
+        git_commit=commit,
+        git_ref=ref,
+    )
+    verbose = getattr(ctx.args, "verbose", False)
+    interactive = ctx.err.isatty() and not ctx.env.get("CI")
+    printer = ProgressPrinter(ctx.err, interactive=interactive)
+    run = run_suite(spec, backend, loaded.root, on_progress=None if verbose else printer)
+    if verbose:
+        for case in run.cases:
+            mark = "ERROR" if case.error else ("ok   " if case.passed else "WRONG")
+            detail = case.error or f"expected {case.expected}, answered {case.answer}"
+            ctx.print(f"{mark} {case.id}: {detail}")
+    return run
+
+
+def _price_as(loaded: LoadedConfig, run: Run) -> str | None:
+    suite = loaded.config.suites.get(run.suite)
+    return suite.price_as if suite else None
+
+
+def cmd_run(ctx: Context) -> int:
+    loaded = ctx.config()
+    files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
+    run = execute_version(
+        ctx,
+        loaded,
+        ctx.args.suite,
+        ctx.args.version,
+        repeats=ctx.args.repeats,
+        limit=ctx.args.limit,
+        case_files=files,
+    )
+    ctx.print(render_model("run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format))
+    if not ctx.args.no_save:
+        path = save_run(run, loaded.state_dir)
+        ctx.err.write(f"saved {run.name} to {path}\n")
+    return EXIT_OK
+
+
+def cmd_report(ctx: Context) -> int:
+    loaded = ctx.config()
+    run = find_run(ctx.args.run, loaded.state_dir)
+    ctx.print(render_model("run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format))
+    return EXIT_OK
+
+
+def cmd_list(ctx: Context) -> int:
+    loaded = ctx.config()
+    rows: list[dict[str, Any]] = []
+    for _, run in iter_runs(loaded.state_dir):
+        s = summarise(run)
+        rows.append(
+            {
+                "name": run.name,
+                "prompt": run.prompt.name,
+                "backend": run.model.backend,
+                "model": run.model.name,
+                "n": s.n,
+                "accuracy": s.accuracy.rate,
+                "format": s.format.rate,
+                "errors": s.errors,
+            }
+        )
+    if ctx.args.format == "json":
+        import json
+
+        ctx.print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        ctx.print(
+            f"no saved runs in {loaded.state_dir / 'runs'} (make one with `evalgate run VERSION`)"
+        )
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    ctx.print(
+        f"{'run':<{width}}  {'prompt':<8} {'backend':<9} {'model':<20} {'n':>5} {'accuracy':>8} {'format':>7} errors"
+    )
+    for r in rows:
+        acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
+        fmt = "n/a" if r["format"] is None else f"{100 * r['format']:.1f}%"
+        ctx.print(
+            f"{r['name']:<{width}}  {r['prompt']:<8} {r['backend']:<9} {r['model']:<20} "
+            f"{r['n']:>5} {acc:>8} {fmt:>7} {r['errors']}"
+        )
+    return EXIT_OK
+
+
+def cmd_compare(ctx: Context) -> int:
+    loaded = ctx.config()
+    a = find_run(ctx.args.a, loaded.state_dir)
+    b = find_run(ctx.args.b, loaded.state_dir)
+    ctx.print(render_model("compare", compare_runs(a, b), ctx.args.format, limit=ctx.args.show))
+    return EXIT_OK
+
+
+def bundled_example() -> Path:
+    """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
+    packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+    if checkout.is_dir():
+        return checkout
+    raise UserError(
+        "the bundled example is missing from this installation", fix="reinstall evalgate"
+    )
+
+
+def cmd_demo(ctx: Context) -> int:
+    with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
+        folder = Path(tmp) / "bike-shop"
+        shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(".evalgate"))
+        loaded = load_config(folder / DEFAULT_CONFIG)
+        ctx.print(f"evalgate {__version__} demo: the bike-shop example on the offline fake model")
+        ctx.print("(a copy in a temporary folder; nothing is written to your working tree)\n")
+        runs = []
+        for version in ("v1", "v2", "v3"):
+            run = execute_version(ctx, loaded, "bike-shop", version)
+            save_run(run, loaded.state_dir)
+            runs.append(run)
+            ctx.print(
+                render_model(
+                    "run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format
+                )
+            )
+        for a, b in itertools.pairwise(runs):
+            ctx.print(
+                render_model("compare", compare_runs(a, b), ctx.args.format, limit=ctx.args.show)
+            )
+    ctx.print(
+        "Next: copy examples/bike-shop, point evalgate.yml at your prompts and cases, "
+        "and run `evalgate run VERSION`."
+    )
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config", default=DEFAULT_CONFIG, help="path of evalgate.yml (default: %(default)s)"
+    )
+    common.add_argument(
+        "--suite", default=None, help="suite name (needed when the config has several)"
+    )
+    common.add_argument(
+        "--format", choices=["text", "markdown", "json"], default="text", help="output format"
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="evalgate",
+        description="Run prompt versions over labelled cases, compare runs case by case, and gate changes.",
+        epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error.",
+    )
+    parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo", parents=[common], help="run the bundled example on the offline fake model"
+    )
+    demo.add_argument(
+        "--show", type=int, default=10, help="cases listed per section (default: %(default)s)"
+    )
+    demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser(
+        "run", parents=[common], help="run one prompt version over the suite's cases"
+    )
+    run.add_argument("version", help="prompt version (the prompt file's stem)")
+    run.add_argument("--limit", type=_positive, help="only the first N cases")
+    run.add_argument("--no-save", action="store_true", help="do not save the run")
+    run.add_argument("-v", "--verbose", action="store_true", help="print each case as it is scored")
+    run.add_argument(
+        "--cases",
+        action="append",
+        metavar="FILE",
+        help="case file instead of the config's (repeatable)",
+    )
+    run.add_argument(
+        "--repeats", type=_positive, default=1, help="send each case K times (default: 1)"
+    )
+    run.add_argument(
+        "--concurrency", type=_positive, help="calls in flight (default: the suite's, 16)"
+    )
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", parents=[common], help="list saved runs")
+    lst.set_defaults(func=cmd_list)
+
+    report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
+    report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")
+    report.set_defaults(func=cmd_report)
+
+    cmp_ = sub.add_parser("compare", parents=[common], help="pair two runs case by case")
+    cmp_.add_argument("a", help="run A (the reference)")
+    cmp_.add_argument("b", help="run B (the change)")
+    cmp_.add_argument(
+        "--show", type=int, default=20, help="cases listed per section (default: %(default)s)"
+    )
+    cmp_.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    ctx = Context(args, out, err)
+    try:
+        code: int = args.func(ctx)
+        return code
+    except EvalgateError as exc:
+        err.write(f"error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

@@ -1,0 +1,274 @@
+"""evalgate.yml: pydantic models and the one place config is validated.
+
+Every error names the file, the line, the key path, what was found and what is allowed.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from evalgate.errors import ConfigError
+from evalgate.yamlpos import line_of
+
+DEFAULT_CONFIG = "evalgate.yml"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Fields(Strict):
+    """How a case file's fields map onto what evalgate needs (so existing JSONL needs no rewrite)."""
+
+    id: str = "id"
+    # The fields the user-turn template sees; None means every field of the case.
+    input: list[str] | None = None
+    expected: str = "expected"
+    group: str | None = "group"
+    category: str | None = "category"
+    split: str | None = "split"
+
+
+class ModelSettings(Strict):
+    backend: str = "fake"
+    name: str = "fake"
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # Backend-specific settings (fake rules, thinking, effort, response schema, command, ...).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class LabelScorer(Strict):
+    kind: Literal["label"]
+    field: str = "category"
+
+
+class ExactScorer(Strict):
+    kind: Literal["exact"]
+    case_sensitive: bool = False
+    strip: bool = True
+
+
+class ContainsScorer(Strict):
+    kind: Literal["contains"]
+    case_sensitive: bool = False
+
+
+class RegexScorer(Strict):
+    kind: Literal["regex"]
+    # When absent, the case's expected answer is the pattern.
+    pattern: str | None = None
+    ignore_case: bool = True
+
+
+class JsonSchemaScorer(Strict):
+    kind: Literal["json_schema"]
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    schema_file: str | None = None
+    # When set, the answer is this field of the reply and it must equal the expected answer.
+    field: str | None = None
+
+    @model_validator(mode="after")
+    def _one_schema(self) -> JsonSchemaScorer:
+        if (self.schema_ is None) == (self.schema_file is None):
+            raise ValueError("give exactly one of 'schema' or 'schema_file'")
+        return self
+
+
+class PythonScorer(Strict):
+    kind: Literal["python"]
+    function: str = Field(pattern=r"^[\w.]+:[\w]+$", description="module:function")
+
+
+ScorerConfig = Annotated[
+    LabelScorer | ExactScorer | ContainsScorer | RegexScorer | JsonSchemaScorer | PythonScorer,
+    Field(discriminator="kind"),
+]
+
+
+class Price(Strict):
+    """What a run made on the fake backend would cost on this real model, for scale."""
+
+    model: str
+
+
+class Suite(Strict):
+    prompts: list[str] = Field(min_length=1, description="prompt files or globs")
+    cases: list[str] = Field(min_length=1, description="case files or globs")
+    fields: Fields = Fields()
+    template: str = "{{ input }}"
+    model: ModelSettings = ModelSettings()
+    scorer: ScorerConfig
+    concurrency: int = Field(default=16, ge=1, le=512)
+    # A run with a larger share of errored cases is incomplete (the gate refuses to pass it).
+    max_error_share: float = Field(default=0.02, ge=0.0, le=1.0)
+    # For a fake run, what the same tokens would cost on a named real model.
+    price_as: str | None = "claude-haiku-4-5"
+
+    @field_validator("prompts", "cases", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class Config(Strict):
+    version: Literal[1] = 1
+    suites: dict[str, Suite] = Field(min_length=1)
+    # Where runs, the cache and baselines are kept, relative to the config file.
+    state_dir: str = ".evalgate"
+
+
+class LoadedConfig(BaseModel):
+    """A validated config and the directory its relative paths are resolved against."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    config: Config
+    path: Path
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / self.config.state_dir
+
+    def suite(self, name: str | None) -> tuple[str, Suite]:
+        suites = self.config.suites
+        if name is None:
+            if len(suites) == 1:
+                return next(iter(suites.items()))
+            raise ConfigError(
+                f"{self.path} defines {len(suites)} suites",
+                fix=f"choose one with --suite ({', '.join(suites)})",
+            )
+        if name not in suites:
+            raise ConfigError(
+                f"no suite named {name!r} in {self.path}",
+                fix=f"use one of: {', '.join(suites)}",
+            )
+        return name, suites[name]
+
+    def expand(self, patterns: list[str], what: str) -> list[Path]:
+        """Resolve files and globs relative to the config; each pattern must match something."""
+        found: list[Path] = []
+        for pattern in patterns:
+            matches = sorted(glob.glob(str(self.root / pattern), recursive=True))
+            if not matches:
+                raise ConfigError(
+                    f"{what} {pattern!r} matches no file",
+                    where=str(self.path),
+                    fix=f"paths are relative to {self.root}",
+                )
+            found.extend(Path(m) for m in matches if Path(m) not in found)
+        return found
+
+    def prompt_files(self, suite: Suite) -> dict[str, Path]:
+        """Prompt versions by name (the file stem)."""
+        versions: dict[str, Path] = {}
+        for path in self.expand(suite.prompts, "prompt"):
+            if path.stem in versions:
+                raise ConfigError(
+                    f"two prompt files share the version name {path.stem!r}: "
+                    f"{versions[path.stem]} and {path}",
+                    fix="a version's name is its file stem; rename one",
+                )
+            versions[path.stem] = path
+        return versions
+
+
+def _describe(error: Any) -> str:
+    kind = error["type"]
+    msg = str(error["msg"])
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    found = error.get("input")
+    if isinstance(found, dict | list):
+        return msg
+    return f"{msg} (found {found!r})"
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The keys allowed where an unknown key was found, walking the models along ``loc``."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                continue
+            current = field.annotation
+        args = getattr(current, "__args__", None)
+        if args:
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            if len(models) == 1:
+                current = models[0]
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return None
+
+
+def parse_config(text: str, path: Path) -> Config:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the config must be a mapping with a 'suites' key",
+            where=str(path),
+            fix="see examples/bike-shop/evalgate.yml",
+        )
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        # Drop pydantic's union-branch tags (e.g. 'label') from the path the user sees.
+        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.endswith("]")))
+        shown = [
+            p
+            for p in loc
+            if p not in ("label", "exact", "contains", "regex", "json_schema", "python")
+            or p == loc[-1]
+        ]
+        key_path = ".".join(str(p) for p in shown)
+        line = line_of(text, shown)
+        where = f"{path}:{line}" if line else str(path)
+        fix = None
+        if error["type"] == "extra_forbidden":
+            allowed = _allowed_keys(Config, tuple(shown))
+            if allowed:
+                fix = f"allowed here: {', '.join(allowed)}"
+        elif error["type"] == "union_tag_invalid":
+            fix = "scorer kinds: label, exact, contains, regex, json_schema, python"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{key_path}: {_describe(error)}{more}", where=where, fix=fix) from None
+
+
+def load_config(path: Path) -> LoadedConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {path} does not exist",
+            fix="pass --config PATH, or run `evalgate demo` to try the bundled example",
+        ) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory", fix="pass the path of evalgate.yml") from None
+    return LoadedConfig(config=parse_config(text, path), path=path.resolve())

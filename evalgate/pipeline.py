@@ -1,0 +1,167 @@
+"""Config + cases + a prompt version -> a Run. Receives the backend and cache; builds nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evalgate import __version__
+from evalgate.backends.base import Backend, Message, Request
+from evalgate.cases import Case, CaseSet, load_cases
+from evalgate.config import LoadedConfig, Suite
+from evalgate.errors import UserError
+from evalgate.runner import Cache, Job, ProgressCallback, execute
+from evalgate.runs import CaseResult, ModelInfo, PromptInfo, Run
+from evalgate.scorers.base import build_scorer, needs_expected
+from evalgate.templating import compile_template, render, render_turn
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return sha256_text(json.dumps(value, sort_keys=True, default=str))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    text: str
+    path: str | None
+
+    @property
+    def sha256(self) -> str:
+        return sha256_text(self.text)
+
+
+def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
+    versions = loaded.prompt_files(suite)
+    if version not in versions:
+        raise UserError(
+            f"unknown prompt version {version!r}",
+            where=str(loaded.path),
+            fix=f"versions of this suite: {', '.join(sorted(versions))}",
+        )
+    path = versions[version]
+    raw = path.read_text(encoding="utf-8")
+    text = render(compile_template(raw, str(path)), {}, str(path))
+    return Prompt(name=version, text=text, path=path.relative_to(loaded.root).as_posix())
+
+
+def load_suite_cases(
+    loaded: LoadedConfig, suite: Suite, case_files: Sequence[Path] | None = None
+) -> CaseSet:
+    paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
+    return load_cases(
+        paths, suite.fields, root=loaded.root, need_expected=needs_expected(suite.scorer)
+    )
+
+
+def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int) -> list[Job]:
+    template = compile_template(suite.template, "template")
+    jobs: list[Job] = []
+    for index, case in enumerate(cases):
+        turn = render_turn(template, case.input, f"template (case {case.id!r}, {case.source})")
+        request = Request(
+            system=prompt.text,
+            messages=(Message(role="user", content=turn),),
+            model=suite.model.name,
+            max_tokens=suite.model.max_tokens,
+            temperature=suite.model.temperature,
+            options=suite.model.options,
+            case={"id": case.id, "input": case.input},
+        )
+        jobs.extend(Job(index, r, case.id, case.expected, request) for r in range(repeats))
+    return jobs
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    suite_name: str
+    suite: Suite
+    prompt: Prompt
+    cases: CaseSet
+    repeats: int = 1
+    limit: int | None = None
+    concurrency: int | None = None
+    git_commit: str | None = None
+    git_ref: str | None = None
+
+
+def run_suite(
+    spec: RunSpec,
+    backend: Backend,
+    base_dir: Path,
+    *,
+    cache: Cache | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Run:
+    suite = spec.suite
+    cases = list(spec.cases.cases)
+    if spec.limit is not None:
+        cases = cases[: spec.limit]
+    scorer = build_scorer(suite.scorer, base_dir)
+    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats)
+    started = time.perf_counter()
+    outcomes, interrupted = execute(
+        jobs,
+        backend,
+        scorer,
+        concurrency=spec.concurrency or suite.concurrency,
+        cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
+        on_progress=on_progress,
+    )
+    wall = time.perf_counter() - started
+    per_case: list[list[Any]] = [[] for _ in cases]
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        per_case[job.case_index].append(outcome)
+    results = [
+        CaseResult(
+            id=case.id,
+            split=case.split or "dev",
+            group=case.group,
+            category=case.category,
+            expected=case.expected,
+            input=None if case.split == "holdout" else case.input,
+            hash=case.hash,
+            outcomes=per_case[i],
+        )
+        for i, case in enumerate(cases)
+    ]
+    created = datetime.now(UTC)
+    scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
+    return Run(
+        name=f"{spec.suite_name}-{spec.prompt.name}-{created:%Y%m%dT%H%M%S}-"
+        f"{sha256_text(created.isoformat())[:4]}",
+        created_at=created,
+        suite=spec.suite_name,
+        prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
+        cases_sha256=spec.cases.sha256,
+        case_files=spec.cases.file_hashes,
+        model=ModelInfo(
+            backend=suite.model.backend,
+            name=suite.model.name,
+            max_tokens=suite.model.max_tokens,
+            temperature=suite.model.temperature,
+            options_sha256=sha256_json(suite.model.options),
+            offline=bool(getattr(backend, "offline", False)),
+        ),
+        scorer=scorer_dump,
+        scorer_sha256=sha256_json(scorer_dump),
+        git_commit=spec.git_commit,
+        git_ref=spec.git_ref,
+        evalgate_version=__version__,
+        repeats=spec.repeats,
+        wall_s=round(wall, 4),
+        limited_to=spec.limit,
+        interrupted=interrupted,
+        max_error_share=suite.max_error_share,
+        cases=results,
+    )

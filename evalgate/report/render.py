@@ -1,0 +1,101 @@
+"""Reports from summary and comparison models, through jinja2 templates in templates/.
+
+Text that comes from cases or model replies is untrusted: the Markdown renderer escapes it so
+it cannot ping people, open HTML, break tables or forge a marker.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel
+
+from evalgate import __version__
+
+Format = Literal["text", "markdown", "json"]
+
+OFFLINE_NOTE = (
+    "The fake backend is a deterministic offline stand-in: these numbers test the bench, "
+    "not a model or a prompt."
+)
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def interval(low: float, high: float, digits: int = 1) -> str:
+    return f"{100 * low:.{digits}f}–{100 * high:.{digits}f}%"
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def count(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def pvalue(value: float) -> str:
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+
+def excerpt(text: str, limit: int = 90) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md(text: object) -> str:
+    """Escape untrusted text for one line of GitHub Markdown (a table cell or a list item).
+
+    Backslash-escapes Markdown and HTML punctuation (so no tags, links or tables break), breaks
+    @mentions and #references with a zero-width joiner, and folds newlines.
+    """
+    value = re.sub(r"\s+", " ", str(text)).strip()
+    value = _MD_SPECIAL.sub(r"\\\1", value)
+    value = re.sub(r"@(?=\w)", "@\u200d", value)
+    return value.replace("-->", "--\\>")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("evalgate", "report/templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # Markdown and terminal text, escaped by the md filter instead
+    )
+    env.filters.update(
+        pct=pct,
+        interval=interval,
+        money=money,
+        count=count,
+        pvalue=pvalue,
+        excerpt=excerpt,
+        md=md,
+    )
+    env.globals.update(version=__version__, offline_note=OFFLINE_NOTE, interval=interval)
+    return env
+
+
+_ENV = _environment()
+
+
+def render(template: str, **context: Any) -> str:
+    return _ENV.get_template(template).render(**context)
+
+
+def render_model(kind: str, model: BaseModel, fmt: Format, **extra: Any) -> str:
+    """Render a summary or comparison as text, Markdown or JSON."""
+    if fmt == "json":
+        return model.model_dump_json(indent=2) + "\n"
+    suffix = "txt" if fmt == "text" else "md"
+    return render(f"{kind}.{suffix}.j2", s=model, **extra)

@@ -1,0 +1,171 @@
+"""Sends cases through a Backend with bounded concurrency, scores every reply, loses nothing.
+
+A failed call comes back from the backend as a Reply with ``error`` set and is kept as an
+error outcome: never scored as wrong, never dropped. Ctrl-C stops cleanly: what was scored is
+kept and the rest is recorded as interrupted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Protocol
+
+from evalgate.backends.base import Backend, Reply, Request
+from evalgate.errors import BackendError, UserError
+from evalgate.runs import Outcome
+from evalgate.scorers.base import Scorer
+
+# Errors that say the whole run is misconfigured: stop before flooding the API.
+FATAL_KINDS = frozenset({"bad_request", "auth", "not_found"})
+
+
+@dataclass(frozen=True)
+class Job:
+    case_index: int
+    repeat: int
+    case_id: str
+    expected: object
+    request: Request
+
+
+class Cache(Protocol):
+    def get(self, request: Request, backend: str) -> Reply | None: ...
+    def put(self, request: Request, backend: str, reply: Reply) -> None: ...
+
+
+@dataclass
+class Progress:
+    total: int
+    done: int = 0
+    errors: int = 0
+    cache_hits: int = 0
+    started: float = 0.0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) -> Outcome:
+    usage = dict(
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        cache_read_tokens=reply.cache_read_tokens,
+        latency_s=reply.latency_s,
+        stop_reason=reply.stop_reason,
+        attempts=reply.attempts,
+        cached=cached,
+    )
+    if reply.error is not None:
+        return Outcome(error=reply.error, error_kind=reply.error_kind or "other", **usage)
+    try:
+        score = scorer(job.expected, reply.text)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(
+            f"the scorer failed on case {job.case_id!r}: {type(exc).__name__}: {exc}",
+            fix="fix the scorer; the reply was: " + reply.text[:200],
+        ) from exc
+    return Outcome(
+        text=reply.text,
+        answer=score.answer,
+        score=score.score,
+        format_ok=score.format_ok,
+        reason=score.reason,
+        **usage,
+    )
+
+
+def _call(backend: Backend, job: Job, cache: Cache | None) -> tuple[Reply, bool]:
+    if cache is not None:
+        hit = cache.get(job.request, backend.name)
+        if hit is not None:
+            return hit, True
+    started = time.perf_counter()
+    reply = backend.complete(job.request)
+    if not reply.latency_s:
+        reply.latency_s = time.perf_counter() - started
+    if cache is not None and reply.error is None:
+        cache.put(job.request, backend.name, reply)
+    return reply, False
+
+
+def execute(
+    jobs: Sequence[Job],
+    backend: Backend,
+    scorer: Scorer,
+    *,
+    concurrency: int,
+    cache: Cache | None = None,
+    on_progress: ProgressCallback | None = None,
+    stop: threading.Event | None = None,
+) -> tuple[list[Outcome], bool]:
+    """Run every job; returns one outcome per job (same order) and whether it was interrupted.
+
+    The first job is sent alone: a bad model name or key fails the run after one request
+    instead of one per case.
+    """
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    progress = Progress(total=len(jobs), started=time.perf_counter())
+    stop = stop or threading.Event()
+
+    def record(index: int, reply: Reply, cached: bool) -> None:
+        outcome = score_reply(jobs[index], reply, scorer, cached)
+        outcomes[index] = outcome
+        progress.done += 1
+        progress.errors += outcome.error is not None
+        progress.cache_hits += cached
+        if on_progress is not None:
+            on_progress(progress)
+
+    interrupted = False
+    if jobs:
+        reply, cached = _call(backend, jobs[0], cache)
+        if reply.error is not None and reply.error_kind in FATAL_KINDS:
+            raise BackendError(
+                f"the API refused the first request (case {jobs[0].case_id!r}): {reply.error}",
+                fix="check the model name, settings and key before running the suite",
+            )
+        record(0, reply, cached)
+    pending_index = 1
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalgate") as pool:
+        running: dict[Future[tuple[Reply, bool]], int] = {}
+        try:
+            while pending_index < len(jobs) or running:
+                while pending_index < len(jobs) and len(running) < concurrency * 2:
+                    if stop.is_set():
+                        break
+                    future = pool.submit(_call, backend, jobs[pending_index], cache)
+                    running[future] = pending_index
+                    pending_index += 1
+                if not running:
+                    break
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = running.pop(future)
+                    reply, cached = future.result()
+                    record(index, reply, cached)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            # Calls already in flight are paid for: wait briefly and keep their replies.
+            in_flight = [f for f in running if not f.cancel()]
+            finished, _ = wait(in_flight, timeout=30)
+            for future in finished:
+                reply, cached = future.result()
+                record(running[future], reply, cached)
+        if stop.is_set():
+            interrupted = True
+    final: list[Outcome] = []
+    for outcome in outcomes:
+        final.append(
+            outcome
+            if outcome is not None
+            else Outcome(error="interrupted before this call was made", error_kind="interrupted")
+        )
+    return final, interrupted

@@ -1,0 +1,1 @@
+"""Scorers turn (case, reply text) into (answer, score, format_ok). Registry in base.py."""

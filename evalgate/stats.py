@@ -1,0 +1,629 @@
+"""The statistics behind the gates: intervals, paired tests, noise models and power.
+
+This is the only module of evalgate that imports scipy, so the rest of the package can be read,
+typed and tested without it. Every function is pure: numbers in, floats or small frozen models
+out. Anything random takes an explicit ``seed`` and draws from ``numpy.random.default_rng(seed)``,
+so a report computed twice from the same run is identical.
+
+Vocabulary used throughout, for a candidate prompt compared case by case with a baseline:
+
+* *broken* (``b``): cases the baseline passed and the candidate fails;
+* *fixed* (``c``): cases the baseline failed and the candidate passes;
+* *flip rate* (``f``): the share of cases whose pass/fail changes between two runs of the *same*
+  prompt, i.e. the noise floor of the model under test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict
+from scipy import integrate, stats
+
+__all__ = [
+    "PairedDifference",
+    "broke_more_than_noise",
+    "cases_for_mde",
+    "clustered_se",
+    "expected_max_normal",
+    "flip_rate",
+    "holm_adjust",
+    "max_normal_quantile",
+    "mean_and_se",
+    "minimum_detectable_effect",
+    "paired_difference",
+    "paired_permutation_test",
+    "sign_test_two_sided",
+    "sign_test_worse",
+    "simulate_best_of",
+    "standard_error",
+    "wilcoxon_pratt",
+    "wilson_interval",
+]
+
+Alternative = Literal["less", "greater", "two-sided"]
+
+#: Largest case count :func:`cases_for_mde` will recommend; beyond it the answer is "not reachable".
+CASES_CAP = 1_000_000
+
+#: Absolute tolerance, in units of the effect size, of :func:`minimum_detectable_effect`.
+MDE_TOLERANCE = 1e-5
+
+#: Number of nonzero differences up to which the permutation test enumerates all 2**k sign flips.
+EXACT_PERMUTATION_MAX = 16
+
+# Binomial tail mass ignored on each side when summing the power over m = b + c. 1e-15 is below
+# double precision relative to a power of order 0.1-1, so the truncated sum equals the full one,
+# while n = 1,000,000 needs a few thousand terms instead of a million.
+_TAIL = 1e-15
+
+# One-sided sign-test p-values are dyadic rationals computed in floating point; this relative
+# slack makes a p-value equal to alpha (e.g. 1/32 at alpha = 0.03125) count as p <= alpha.
+_P_SLACK = 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _check_probability(name: str, value: float, *, open_low: bool = True) -> None:
+    low_ok = value > 0.0 if open_low else value >= 0.0
+    if not (low_ok and value < 1.0):
+        interval = "(0, 1)" if open_low else "[0, 1)"
+        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+
+
+def _check_count(name: str, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+def _two_sided_z(confidence: float) -> float:
+    _check_probability("confidence", confidence)
+    return float(stats.norm.ppf(0.5 + confidence / 2.0))
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals and standard errors
+# --------------------------------------------------------------------------------------------
+
+
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``successes / n``.
+
+    With ``p = successes / n`` and ``z`` the two-sided normal quantile for ``confidence``::
+
+        centre = (p + z²/(2n)) / (1 + z²/n)
+        half   = z / (1 + z²/n) * sqrt(p(1 - p)/n + z²/(4n²))
+
+    (Wilson 1927, "Probable inference, the law of succession, and statistical inference",
+    JASA 22:209-212; Agresti & Coull 1998, eq. 2.) ``successes`` may be fractional, e.g. the
+    sum of per-case mean scores in [0, 1]. ``n == 0`` carries no information: ``(0.0, 1.0)``.
+    """
+    _check_count("n", n)
+    if n == 0:
+        return (0.0, 1.0)
+    if not 0.0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, n={n}], got {successes!r}")
+    z = _two_sided_z(confidence)
+    p = successes / n
+    z2n = z * z / n
+    centre = (p + z2n / 2.0) / (1.0 + z2n)
+    half = z / (1.0 + z2n) * math.sqrt(p * (1.0 - p) / n + z2n / (4.0 * n))
+    # Clamp only against rounding: mathematically the interval is always inside [0, 1].
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def standard_error(per_case_sd: float, n: int) -> float:
+    """Standard error of a mean of ``n`` independent cases: ``sd / sqrt(n)``."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    if per_case_sd < 0:
+        raise ValueError(f"per_case_sd must be >= 0, got {per_case_sd!r}")
+    return per_case_sd / math.sqrt(n)
+
+
+def clustered_se(residuals: Sequence[float], groups: Sequence[str]) -> float:
+    """Cluster-robust standard error of a mean, given residuals ``r_i = x_i - mean(x)``.
+
+    Miller (2024), "Adding Error Bars to Evals: A Statistical Approach to Language Model
+    Evaluations", arXiv:2411.00640, section 2.2 (the CRSE with the usual small-sample factor)::
+
+        SE = sqrt( C/(C-1) * sum_over_clusters (sum of r_i in the cluster)² ) / n
+
+    where ``C`` is the number of clusters and ``n`` the number of observations. Questions that
+    share a passage, a template or a source are correlated, and ignoring that understates the SE.
+
+    With fewer than two clusters the between-cluster spread cannot be estimated at all, so the
+    function falls back to treating every observation as its own cluster (``C = n``), which is
+    exactly the ordinary sample SE ``sqrt(sum r² / (n(n-1)))`` = ``sqrt(var_ddof1 / n)``; this
+    keeps ``mean_and_se(x, groups)`` equal to ``mean_and_se(x)`` in that case. That fallback
+    understates the uncertainty if the observations really are correlated. A single observation
+    gives ``nan``: one number says nothing about spread, and NaN compares false, so no gate can
+    call a one-case difference significant.
+    """
+    if len(residuals) != len(groups):
+        raise ValueError(
+            f"residuals and groups must have the same length, got {len(residuals)} and "
+            f"{len(groups)}"
+        )
+    n = len(residuals)
+    if n == 0:
+        raise ValueError("clustered_se needs at least one residual")
+    r = np.asarray(residuals, dtype=np.float64)
+    labels = list(dict.fromkeys(groups))
+    if len(labels) < 2:
+        if n < 2:
+            return math.nan
+        return float(math.sqrt(float(np.sum(r * r)) / (n * (n - 1))))
+    index = {label: i for i, label in enumerate(labels)}
+    codes = np.fromiter((index[g] for g in groups), dtype=np.intp, count=n)
+    sums = np.bincount(codes, weights=r, minlength=len(labels))
+    c = len(labels)
+    return float(math.sqrt(c / (c - 1) * float(np.sum(sums * sums))) / n)
+
+
+def mean_and_se(
+    values: Sequence[float], groups: Sequence[str] | None = None
+) -> tuple[float, float]:
+    """Mean of ``values`` and its standard error.
+
+    Without ``groups``: the ordinary sample SE ``sqrt(var_ddof1 / n)`` (``nan`` for a single
+    value). With ``groups`` (one label per value): the cluster-robust SE of :func:`clustered_se`.
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean_and_se needs at least one value")
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(np.mean(x))
+    residuals = x - mean
+    if groups is not None:
+        return (mean, clustered_se(residuals.tolist(), groups))
+    if n < 2:
+        return (mean, math.nan)
+    return (mean, float(math.sqrt(float(np.sum(residuals * residuals)) / (n * (n - 1)))))
+
+
+class PairedDifference(BaseModel):
+    """Mean of candidate - baseline per case, its SE and a normal confidence interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mean: float
+    se: float
+    low: float
+    high: float
+    n: int
+
+
+def paired_difference(
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    groups: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> PairedDifference:
+    """Paired difference of means, ``mean(candidate - baseline) ± z * SE``.
+
+    Pairing removes the between-case variance that both prompts share, which is why it is far
+    tighter than comparing two independent means (Miller 2024, section 4, "paired
+    differences"). The SE is the ordinary one, or cluster-robust when ``groups`` is given
+    (:func:`mean_and_se`); ``z`` is the two-sided normal quantile for ``confidence``.
+    """
+    if len(candidate) != len(baseline):
+        raise ValueError(
+            f"candidate and baseline must have the same length, got {len(candidate)} and "
+            f"{len(baseline)}"
+        )
+    z = _two_sided_z(confidence)
+    diffs = np.asarray(candidate, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    mean, se = mean_and_se(diffs.tolist(), groups)
+    return PairedDifference(
+        mean=mean, se=se, low=mean - z * se, high=mean + z * se, n=len(candidate)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Sign tests on broken / fixed counts
+# --------------------------------------------------------------------------------------------
+
+
+def sign_test_two_sided(fixed: int, broken: int) -> float:
+    """Exact two-sided binomial sign test on the changed cases.
+
+    Under H0 (the change does nothing) each changed case is equally likely to be fixed or broken,
+    so ``fixed ~ Bin(fixed + broken, 1/2)``; the p-value is
+    ``scipy.stats.binomtest(k, fixed + broken, 0.5, alternative="two-sided").pvalue``. At
+    p = 1/2 this is ``min(1, 2 * P(X <= min(fixed, broken)))``. No changed cases: ``1.0``.
+    """
+    _check_count("fixed", fixed)
+    _check_count("broken", broken)
+    m = fixed + broken
+    if m == 0:
+        return 1.0
+    # Passing the smaller count makes the result exactly symmetric in the two arguments.
+    k = min(fixed, broken)
+    return float(min(1.0, stats.binomtest(k, m, 0.5, alternative="two-sided").pvalue))
+
+
+def sign_test_worse(broken: int, fixed: int, mid_p: bool = False) -> float:
+    """One-sided exact McNemar test that the candidate is worse than the baseline.
+
+    With ``X ~ Bin(b + c, 1/2)`` (b = broken, c = fixed), ``p = P(X >= b)``; the mid-p variant
+    is ``P(X > b) + P(X = b) / 2`` (Lancaster 1961; Fagerland, Lydersen & Laake 2013, "The
+    McNemar test for binary matched-pairs data: mid-p and asymptotic are better than exact
+    conditional", BMC Med Res Methodol 13:91). ``b + c == 0``: ``1.0``.
+    """
+    _check_count("broken", broken)
+    _check_count("fixed", fixed)
+    m = broken + fixed
+    if m == 0:
+        return 1.0
+    if mid_p:
+        p = stats.binom.sf(broken, m, 0.5) + 0.5 * stats.binom.pmf(broken, m, 0.5)
+    else:
+        p = stats.binom.sf(broken - 1, m, 0.5)
+    return float(min(1.0, max(0.0, p)))
+
+
+def broke_more_than_noise(broken: int, flips: int, repeats: int) -> float:
+    """P-value that the candidate broke more cases than run-to-run noise explains.
+
+    ``p = P(Bin(b + F, 1/(1 + 2R)) >= b)`` with ``b = broken`` and ``F`` the flips counted over
+    ``R`` repeats of the baseline. This is the conditional test for comparing two Poisson counts
+    (Przyborowski & Wilenski 1940): given ``b + F``, ``b ~ Bin(b + F, λ_b / (λ_b + λ_F))``. Under
+    H0 the candidate's breaks are noise; a flip can go either way while a break goes one way, so
+    the expected ``F`` is ``2R`` times the expected noise-only ``b`` and the share is
+    ``1/(1 + 2R)``. ``broken == 0``: ``1.0``.
+    """
+    _check_count("broken", broken)
+    _check_count("flips", flips)
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+    if broken == 0:
+        return 1.0
+    share = 1.0 / (1.0 + 2.0 * repeats)
+    return float(min(1.0, max(0.0, stats.binom.sf(broken - 1, broken + flips, share))))
+
+
+def flip_rate(outcomes: Sequence[Sequence[bool]]) -> float:
+    """Share of cases whose pass/fail differs between two runs of the same prompt.
+
+    ``outcomes[case][repeat]``. For every pair of repeats ``(i, j)`` take the fraction of cases
+    with ``outcome_i != outcome_j``, then average over the ``R(R-1)/2`` pairs. A case with ``k``
+    passes out of ``R`` differs in ``k(R-k)`` pairs, so the average is
+    ``sum_cases k(R-k) / (cases * R(R-1)/2)``. No cases: ``0.0``. Needs at least two repeats,
+    the same number for every case.
+    """
+    if len(outcomes) == 0:
+        return 0.0
+    repeats = {len(row) for row in outcomes}
+    if len(repeats) != 1:
+        raise ValueError(f"every case needs the same number of repeats, got {sorted(repeats)}")
+    r = repeats.pop()
+    if r < 2:
+        raise ValueError(f"flip_rate needs at least 2 repeats per case, got {r}")
+    passes = np.array([sum(bool(x) for x in row) for row in outcomes], dtype=np.float64)
+    pairs = r * (r - 1) / 2.0
+    return float(np.sum(passes * (r - passes)) / (len(outcomes) * pairs))
+
+
+# --------------------------------------------------------------------------------------------
+# Power of the one-sided sign test
+# --------------------------------------------------------------------------------------------
+
+
+def _critical_broken(m: NDArray[np.int64], alpha: float) -> NDArray[np.int64]:
+    """Smallest ``b`` with ``P(Bin(m, 1/2) >= b) <= alpha``, for each ``m`` (``m + 1``: never).
+
+    Rejection is non-strict (``p <= alpha``), the same rule as comparing
+    :func:`sign_test_worse` with alpha. For alpha = 0.05 strict and non-strict agree, because a
+    one-sided sign-test p-value is a multiple of ``2**-m`` and ``0.05 * 2**m`` is never an
+    integer.
+    """
+    limit = alpha * (1.0 + _P_SLACK)
+    # scipy's discrete isf is the smallest k with sf(k) <= alpha, and sf(k) = P(X >= k + 1).
+    k = np.asarray(stats.binom.isf(alpha, m, 0.5), dtype=np.float64)
+    k = np.where(np.isnan(k), m, k).astype(np.int64) + 1
+    k = np.clip(k, 0, m + 1)
+    # isf works in floating point; walk each k to the exact boundary of the rule above.
+    while True:
+        lower = (k > 0) & (stats.binom.sf(k - 2, m, 0.5) <= limit)
+        if not lower.any():
+            break
+        k = k - lower
+    while True:
+        higher = (k <= m) & (stats.binom.sf(k - 1, m, 0.5) > limit)
+        if not higher.any():
+            break
+        k = k + higher
+    return k
+
+
+def _sign_test_power(n: int, flip: float, drop: float, alpha: float) -> float:
+    """Exact power of the one-sided sign test (:func:`minimum_detectable_effect` model)."""
+    changed = flip + drop
+    if changed <= 0.0:
+        # No case can change, so b = c = 0 and the p-value is 1: never rejects for alpha < 1.
+        return 0.0
+    changed = min(changed, 1.0)
+    p_broken = min(1.0, (flip / 2.0 + drop) / changed)
+    lo = int(stats.binom.ppf(_TAIL, n, changed))
+    hi = int(stats.binom.isf(_TAIL, n, changed))
+    m = np.arange(max(0, lo - 1), min(n, hi + 1) + 1, dtype=np.int64)
+    weight = stats.binom.pmf(m, n, changed)
+    k = _critical_broken(m, alpha)
+    reject = stats.binom.sf(k - 1, m, p_broken)
+    return float(min(1.0, np.sum(weight * reject)))
+
+
+def _check_power_args(flip: float, alpha: float, power: float) -> None:
+    _check_probability("flip_rate", flip, open_low=False)
+    _check_probability("alpha", alpha)
+    _check_probability("power", power)
+
+
+def minimum_detectable_effect(
+    n: int, flip_rate: float, alpha: float = 0.05, power: float = 0.80
+) -> float:
+    """Smallest drop in pass rate that the one-sided exact sign test detects with ``power``.
+
+    Model: each of ``n`` paired cases independently is broken with probability ``f/2 + d``,
+    fixed with probability ``f/2`` and unchanged otherwise (a trinomial; ``f`` is the flip rate,
+    so with ``d = 0`` the candidate is the baseline plus noise). The test rejects when
+    ``P(Bin(b + c, 1/2) >= b) <= alpha`` (:func:`sign_test_worse`, non-strict; for alpha = 0.05
+    strict gives the same answers, see :func:`_critical_broken`). Its power is computed exactly:
+
+        power(d) = sum_m P(M = m) * P(B >= k_crit(m) | M = m)
+
+    with ``M = b + c ~ Bin(n, f + d)``, ``B | M = m ~ Bin(m, (f/2 + d)/(f + d))`` and
+    ``k_crit(m)`` the smallest ``b`` that rejects (Lachin 1992, "Power and sample size
+    evaluation for the McNemar test with application to matched case-control studies", Stat Med
+    11:1239-1251, computed exactly instead of by the normal approximation).
+
+    ``power(d)`` is non-decreasing in ``d``: raising ``d`` only turns unchanged cases into broken
+    ones, and one more broken case never raises the p-value. So bisection on ``d`` in
+    ``[0, 1 - f]`` finds the smallest ``d`` with ``power(d) >= power``; the result is an upper
+    bound within ``MDE_TOLERANCE`` (1e-5) of it. Returns ``math.inf`` when even ``d = 1 - f``
+    (every case that is not fixed by noise breaks) does not reach ``power``, e.g. ``n < 5`` at
+    ``f = 0``, where no outcome gives p <= 0.05.
+
+    Known answers (alpha 0.05, power 0.8): n=100, f=0 -> 0.066; n=30, f=0 -> 0.214;
+    n=100, f=0.10 -> 0.121; n=300, f=0.10 -> 0.059; n=1000, f=0.05 -> 0.022.
+    """
+    _check_count("n", n)
+    _check_power_args(flip_rate, alpha, power)
+    lo, hi = 0.0, 1.0 - flip_rate
+    if _sign_test_power(n, flip_rate, lo, alpha) >= power:
+        return 0.0
+    if _sign_test_power(n, flip_rate, hi, alpha) < power:
+        return math.inf
+    while hi - lo > MDE_TOLERANCE:
+        mid = (lo + hi) / 2.0
+        if _sign_test_power(n, flip_rate, mid, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def cases_for_mde(target: float, flip_rate: float, alpha: float = 0.05, power: float = 0.80) -> int:
+    """Smallest number of cases whose minimum detectable effect is at most ``target``.
+
+    Because power is non-decreasing in the drop ``d``, "MDE(n) <= target" is the same as
+    "power(n, target) >= power", which needs one power evaluation per ``n`` instead of a
+    bisection. The search doubles ``n`` until it qualifies, then bisects, which assumes power is
+    non-decreasing in ``n``. The discrete test does not guarantee that (one more case can be a
+    fixed one), but a scan of every n <= 600 for f in {0, 0.02, 0.1, 0.3} and d in
+    {0.03, 0.1, 0.2} found no decrease: averaging over M = b + c smooths the sawtooth away.
+    Returns ``CASES_CAP`` (1,000,000) when even that many cases fall short.
+    ``minimum_detectable_effect(result, ...)`` is then ``<= target + MDE_TOLERANCE``.
+    """
+    _check_power_args(flip_rate, alpha, power)
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"target must be in (0, 1], got {target!r}")
+    # The largest possible drop is 1 - f; asking to detect more is asking to detect that.
+    drop = min(target, 1.0 - flip_rate)
+
+    def enough(n: int) -> bool:
+        return _sign_test_power(n, flip_rate, drop, alpha) >= power
+
+    if not enough(CASES_CAP):
+        return CASES_CAP
+    hi = 1
+    while not enough(hi):
+        hi *= 2
+    hi = min(hi, CASES_CAP)
+    lo = hi // 2  # fails (or is 0, which never has power)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# --------------------------------------------------------------------------------------------
+# Multiple comparisons and tests on continuous paired differences
+# --------------------------------------------------------------------------------------------
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm (1979) step-down adjusted p-values, returned in the original order.
+
+    Sort ascending, ``p_(1) <= ... <= p_(m)``; then
+    ``adj_(i) = min(1, max_{j <= i} (m - j + 1) * p_(j))``. Rejecting where ``adj <= alpha``
+    controls the family-wise error rate at alpha (Holm 1979, "A simple sequentially rejective
+    multiple test procedure", Scand J Statist 6:65-70). The running maximum keeps the adjusted
+    values in the same order as the raw ones.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.size == 0:
+        return []
+    if np.any(np.isnan(p)) or np.any(p < 0.0) or np.any(p > 1.0):
+        raise ValueError(f"p-values must be in [0, 1], got {list(p_values)!r}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    scaled = (m - np.arange(m)) * p[order]
+    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(scaled))
+    adjusted = np.empty(m, dtype=np.float64)
+    adjusted[order] = adjusted_sorted
+    return [float(x) for x in adjusted]
+
+
+def _tail_count(
+    sums: NDArray[np.float64], observed: float, tol: float, alternative: Alternative
+) -> int:
+    if alternative == "less":
+        return int(np.count_nonzero(sums <= observed + tol))
+    if alternative == "greater":
+        return int(np.count_nonzero(sums >= observed - tol))
+    return int(np.count_nonzero(np.abs(sums) >= abs(observed) - tol))
+
+
+def paired_permutation_test(
+    diffs: Sequence[float],
+    seed: int,
+    n_resamples: int = 10_000,
+    alternative: Alternative = "less",
+) -> float:
+    """Sign-flip permutation test on the mean paired difference (candidate - baseline).
+
+    Under H0 each difference is as likely to be ``+d`` as ``-d``, so the null distribution of the
+    mean is that of ``sum(s_i * d_i) / n`` over random signs ``s_i = ±1`` (Fisher 1935, "The
+    Design of Experiments", section 21; Good 2005, "Permutation, Parametric and Bootstrap Tests
+    of Hypotheses", ch. 3). Zero differences do not change under a flip and are left out.
+
+    * ``k <= 16`` nonzero differences: all ``2**k`` sign vectors are enumerated and
+      ``p = count / 2**k`` (the observed signs are one of them, so ``p >= 2**-k``).
+    * otherwise ``n_resamples`` seeded random sign vectors, ``p = (1 + count) / (1 + n_resamples)``
+      (Phipson & Smyth 2010, "Permutation p-values should never be zero", SAGAMB 9:39).
+
+    ``count`` is the number of sign vectors at least as extreme as the observed one: sum ``<=``
+    observed for ``"less"`` (candidate worse), ``>=`` for ``"greater"``, ``|sum| >= |observed|``
+    for ``"two-sided"``. All differences zero (or none): ``1.0``.
+    """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples!r}")
+    d = np.asarray(diffs, dtype=np.float64)
+    if not np.all(np.isfinite(d)):
+        raise ValueError("diffs must be finite numbers")
+    magnitudes = np.abs(d[d != 0.0])
+    k = magnitudes.size
+    if k == 0:
+        return 1.0
+    observed = float(np.sum(d))
+    # Sums of the same terms in another order differ by rounding; a tie must still count as a tie.
+    tol = 1e-10 * float(np.sum(magnitudes))
+
+    if k <= EXACT_PERMUTATION_MAX:
+        bits = (np.arange(2**k, dtype=np.int64)[:, None] >> np.arange(k, dtype=np.int64)) & 1
+        sums = (1.0 - 2.0 * bits) @ magnitudes
+        return _tail_count(sums, observed, tol, alternative) / 2**k
+
+    rng = np.random.default_rng(seed)
+    count = 0
+    # Chunks bound memory at about a million signs whatever n_resamples and k are.
+    rows = max(1, 2**20 // k)
+    done = 0
+    while done < n_resamples:
+        size = min(rows, n_resamples - done)
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(size, k))
+        count += _tail_count(signs @ magnitudes, observed, tol, alternative)
+        done += size
+    return (1 + count) / (1 + n_resamples)
+
+
+def wilcoxon_pratt(diffs: Sequence[float], alternative: Alternative = "less") -> float:
+    """Wilcoxon signed-rank test on paired differences, zeros handled by Pratt's method.
+
+    ``scipy.stats.wilcoxon(diffs, zero_method="pratt", alternative=alternative).pvalue``. Pratt
+    (1959, "Remarks on zeros and ties in the Wilcoxon signed rank procedures", JASA 54:655-667)
+    ranks the zeros with the rest and then drops their ranks, which keeps the test consistent
+    when many cases score the same under both prompts. All differences zero (or none): ``1.0``.
+    """
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.size == 0 or not np.any(d != 0.0):
+        return 1.0
+    result = stats.wilcoxon(d, zero_method="pratt", alternative=alternative)
+    return float(min(1.0, max(0.0, result.pvalue)))
+
+
+# --------------------------------------------------------------------------------------------
+# Best-of-n selection ("winner's curse")
+# --------------------------------------------------------------------------------------------
+
+
+def expected_max_normal(n: int) -> float:
+    """``E[max of n iid standard normals]`` by numerical integration.
+
+    The max has density ``n * phi(x) * Phi(x)**(n-1)``, so the mean is
+    ``∫ x * n * phi(x) * Phi(x)**(n-1) dx`` (David & Nagaraja 2003, "Order Statistics", eq.
+    2.1.5), evaluated with ``scipy.integrate.quad``. Known: n=400 -> 2.97.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    if n == 1:
+        return 0.0
+
+    def integrand(x: float) -> float:
+        # log Phi keeps Phi(x)**(n-1) from underflowing in the left tail for large n.
+        log_density = math.log(n) + stats.norm.logpdf(x) + (n - 1) * stats.norm.logcdf(x)
+        return float(x * math.exp(log_density))
+
+    # quad over (-inf, inf) can step over a narrow peak far from 0, so integrate over a finite
+    # range holding all but ~1e-20 of the mass and tell quad where the peak is.
+    low = -10.0
+    high = float(stats.norm.isf(1e-20 / n)) + 1.0
+    peak = max_normal_quantile(n, 0.5)
+    value, _ = integrate.quad(integrand, low, high, points=[peak], limit=200)
+    return float(value)
+
+
+def max_normal_quantile(n: int, q: float) -> float:
+    """The ``q``-quantile of the max of ``n`` iid standard normals: ``Phi^-1(q ** (1/n))``.
+
+    ``P(max <= x) = Phi(x)**n``. Computed as ``isf(-expm1(log(q)/n))`` so that ``1 - q**(1/n)``
+    keeps its digits when ``n`` is large. Known: n=400, q=0.95 -> 3.66.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    _check_probability("q", q)
+    return float(stats.norm.isf(-math.expm1(math.log(q) / n)))
+
+
+def simulate_best_of(
+    n_candidates: int,
+    true_score: float,
+    n_cases: int,
+    per_case_sd: float,
+    seed: int,
+    n_sims: int = 20_000,
+) -> tuple[float, float]:
+    """Monte Carlo mean and 95th percentile of the best observed score of equal candidates.
+
+    Every candidate is truly worth ``true_score`` and is observed as
+    ``true_score + N(0, SE**2)`` with ``SE = per_case_sd / sqrt(n_cases)``; picking the best of
+    ``n_candidates`` inflates the winner by about ``SE * E[max of n normals]``
+    (:func:`expected_max_normal`). The draws are brute force rather than through the max's
+    distribution, so the simulation is an independent check on the closed forms. Known:
+    SE 0.0233 (0.33 on 200 cases), 400 candidates worth 0.79 -> mean 0.859, 95th pct 0.875.
+    """
+    if n_candidates < 1:
+        raise ValueError(f"n_candidates must be >= 1, got {n_candidates!r}")
+    if n_sims < 1:
+        raise ValueError(f"n_sims must be >= 1, got {n_sims!r}")
+    se = standard_error(per_case_sd, n_cases)
+    rng = np.random.default_rng(seed)
+    best = np.empty(n_sims, dtype=np.float64)
+    rows = max(1, 2**20 // n_candidates)
+    for start in range(0, n_sims, rows):
+        size = min(rows, n_sims - start)
+        best[start : start + size] = rng.standard_normal((size, n_candidates)).max(axis=1)
+    best = true_score + se * best
+    return (float(np.mean(best)), float(np.quantile(best, 0.95)))

@@ -1,0 +1,243 @@
+"""The numbers of one run's report, as a model: pure, computed from a Run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import fmean
+
+from pydantic import BaseModel, ConfigDict
+
+from evalgate.pricing import Usage, cost, uncached_cost
+from evalgate.runs import CaseResult, Run
+from evalgate.stats import wilson_interval
+
+NO_ANSWER = "(none)"
+
+
+class Rate(BaseModel):
+    """A proportion with its n and 95% Wilson interval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hits: float
+    n: int
+    rate: float | None
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, hits: float, n: int) -> Rate:
+        low, high = wilson_interval(hits, n)
+        return cls(hits=hits, n=n, rate=hits / n if n else None, low=low, high=high)
+
+
+class CategoryRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    category: str
+    accuracy: Rate
+    format: Rate
+    errors: int
+
+
+class WrongCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    expected: str
+    answer: str
+    message: str
+
+
+class WorstCategory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    category: str
+    accuracy: Rate
+    answered_as: list[tuple[str, int]]
+    wrong: list[WrongCase]
+
+
+class Confusion(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    expected: list[str]
+    answers: list[str]
+    counts: list[list[int]]
+
+
+class Costs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    usage: Usage
+    # None when the model is missing from the price table: "unknown", never $0.
+    cost: float | None
+    # What the same calls would cost without prompt caching (None when unknown).
+    uncached_cost: float | None
+    # For an offline run (which costs nothing): what the same tokens would cost on a real model.
+    priced_as: str | None = None
+    priced_as_cost: float | None = None
+
+
+class Latency(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    calls: int
+    mean_s: float
+    p95_s: float
+    wall_s: float
+
+
+class RunSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str
+    suite: str
+    prompt: str
+    prompt_sha: str
+    backend: str
+    model: str
+    offline: bool
+    repeats: int
+    n: int
+    scored: int
+    errors: int
+    error_kinds: list[tuple[str, int]]
+    incomplete: bool
+    interrupted: bool
+    accuracy: Rate
+    format: Rate
+    categories: list[CategoryRow]
+    worst: WorstCategory | None
+    confusion: Confusion | None
+    costs: Costs
+    latency: Latency
+    stop_reasons: list[tuple[str, int]]
+    cut_off: list[str]
+    cache_hits: int
+
+
+def _label(value: object) -> str:
+    return NO_ANSWER if value is None else str(value)
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile, nearest-rank (no interpolation)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, -(-95 * len(ordered) // 100))  # ceil(0.95 n)
+    return ordered[rank - 1]
+
+
+def _rates(cases: list[CaseResult]) -> tuple[Rate, Rate]:
+    scored = [c for c in cases if c.error is None]
+    return (
+        Rate.of(sum(c.score or 0.0 for c in scored), len(scored)),
+        Rate.of(sum(1 for c in scored if c.format_ok), len(scored)),
+    )
+
+
+def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8) -> RunSummary:
+    cases = run.cases
+    scored = run.scored()
+    accuracy, fmt = _rates(cases)
+    by_category: dict[str, list[CaseResult]] = {}
+    for case in cases:
+        by_category.setdefault(_label(case.category), []).append(case)
+    rows = []
+    for name in sorted(by_category):
+        acc, form = _rates(by_category[name])
+        errors = sum(1 for c in by_category[name] if c.error is not None)
+        rows.append(CategoryRow(category=name, accuracy=acc, format=form, errors=errors))
+
+    worst = None
+    ranked = [r for r in rows if r.accuracy.n and r.accuracy.rate is not None]
+    if len(ranked) > 1 or (ranked and ranked[0].category != NO_ANSWER):
+        low = min(ranked, key=lambda r: (r.accuracy.rate, r.category))
+        wrong = [c for c in by_category[low.category] if c.error is None and not c.passed]
+        worst = WorstCategory(
+            category=low.category,
+            accuracy=low.accuracy,
+            answered_as=Counter(_label(c.answer) for c in wrong).most_common(),
+            wrong=[
+                WrongCase(
+                    id=c.id,
+                    expected=_label(c.expected),
+                    answer=_label(c.answer),
+                    message=c.message(),
+                )
+                for c in wrong[:worst_examples]
+            ],
+        )
+
+    confusion = None
+    if run.scorer.get("kind") == "label" and scored:
+        expected = sorted({_label(c.expected) for c in scored})
+        answers = sorted({_label(c.answer) for c in scored}, key=lambda a: (a not in expected, a))
+        counter = Counter((_label(c.expected), _label(c.answer)) for c in scored)
+        confusion = Confusion(
+            expected=expected,
+            answers=answers,
+            counts=[[counter[(e, a)] for a in answers] for e in expected],
+        )
+
+    outcomes = [o for c in cases for o in c.outcomes]
+    usage = Usage()
+    for o in outcomes:
+        usage = usage + Usage(
+            input_tokens=o.input_tokens,
+            output_tokens=o.output_tokens,
+            cache_write_tokens=o.cache_write_tokens,
+            cache_read_tokens=o.cache_read_tokens,
+        )
+    if run.model.offline:
+        costs = Costs(
+            usage=usage,
+            cost=0.0,
+            uncached_cost=0.0,
+            priced_as=price_as,
+            priced_as_cost=cost(usage, price_as) if price_as else None,
+        )
+    else:
+        costs = Costs(
+            usage=usage,
+            cost=cost(usage, run.model.name),
+            uncached_cost=uncached_cost(usage, run.model.name),
+        )
+    live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
+    latency = Latency(
+        calls=len(live),
+        mean_s=fmean(live) if live else 0.0,
+        p95_s=p95(live),
+        wall_s=run.wall_s,
+    )
+    stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
+    cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})
+    kinds = Counter(o.error_kind or "other" for c in cases for o in c.outcomes if o.error)
+    return RunSummary(
+        run=run.name,
+        suite=run.suite,
+        prompt=run.prompt.name,
+        prompt_sha=run.prompt.sha256[:12],
+        backend=run.model.backend,
+        model=run.model.name,
+        offline=run.model.offline,
+        repeats=run.repeats,
+        n=len(cases),
+        scored=len(scored),
+        errors=run.errors,
+        error_kinds=kinds.most_common(),
+        incomplete=run.incomplete,
+        interrupted=run.interrupted,
+        accuracy=accuracy,
+        format=fmt,
+        categories=rows,
+        worst=worst,
+        confusion=confusion,
+        costs=costs,
+        latency=latency,
+        stop_reasons=stops.most_common(),
+        cut_off=cut,
+        cache_hits=sum(1 for o in outcomes if o.cached),
+    )

@@ -1,0 +1,1153 @@
+"""A loopback stand-in of the Anthropic Messages API, for tests and benchmarks.
+
+Tests and benchmarks drive the real ``anthropic`` SDK against it, so the code under test is the
+code users run::
+
+    with MessagesServer(rules, Knobs(latency_s=0.01)) as srv:
+        with anthropic.Anthropic(api_key="test", base_url=srv.url, max_retries=0) as client:
+            client.messages.create(model="m", max_tokens=64, messages=[...])
+
+It answers like the fake model (``evalgate.backends.fake.fake_answer`` with the ``FakeRules`` it
+was given) and speaks the API's wire format: the message object and its ``usage``, the SSE event
+sequence when ``"stream": true``, the error body ``{"type": "error", "error": {...}}``, the
+``request-id``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
+
+Endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``; anything else answers
+404 ``not_found_error``. ``anthropic-version`` and ``anthropic-beta`` are accepted and ignored.
+
+What a request goes through, in order:
+
+1. routing and JSON parsing (404 / 400 ``invalid_request_error``);
+2. the key, when ``knobs.api_key`` is set: ``x-api-key: KEY`` or ``Authorization: Bearer KEY``
+   (the 2.x SDK sends the latter for ``api_key=``), else 401 ``authentication_error``;
+3. a fault (``/v1/messages`` only): the next entry of the script (``server.script([...])``), or
+   else a seeded draw against the fault rates in ``Knobs``;
+4. validation (400) and unknown models (``knobs.unknown_models``: 404 ``not_found_error``
+   "model: NAME", as the real API answers; ``knobs.unknown_model_status = 400`` for a 400);
+5. the rate-limit buckets, when configured (429 ``rate_limit_error`` with ``retry-after``);
+6. the answer, after ``latency_s`` (spread over the events when streaming).
+
+Determinism: every random decision is a hash of (``knobs.seed``, a digest of the request's
+content, an occurrence number), never of arrival order, so concurrent clients get the same
+decisions whatever the thread scheduling. The content is the JSON body without ``stream`` and
+``metadata``.
+
+* faults: the occurrence number counts earlier *arrivals* with the same content, so a retry of a
+  request that drew a fault draws again, independently;
+* flips: the occurrence number counts earlier *answers* to the same content, so faults and
+  retries do not shift the answers, and repeated identical requests flip independently.
+
+The same seed and the same sequence of requests therefore give the same answers and faults;
+``reset()`` forgets the counts.
+
+Prompt caching: the cached prefix is the system text up to the last system block that carries
+``cache_control`` (or the whole system text when the body has a top-level ``cache_control``);
+``cache_control`` on message blocks is ignored. The first request with a prefix (per model)
+reports ``cache_creation_input_tokens``, later ones within the TTL ``cache_read_input_tokens``,
+and ``input_tokens`` counts the rest, as the real API does. A prefix becomes readable once the
+response that wrote it is due (after ``latency_s``), so concurrent first requests all write, as
+on the real API. Tokens are the fake backend's estimate (``rough_tokens``: about four characters
+a token), so the numbers match ``FakeBackend``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import formatdate
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import TCPServer
+from types import TracebackType
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalgate.backends.base import Message, Request
+from evalgate.backends.fake import FakeRules, fake_answer, rough_tokens
+
+__all__ = ["FAULTS", "Exchange", "Fault", "Knobs", "MessagesServer", "Stats"]
+
+Fault = Literal[
+    "ok",
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "slow",
+    "drop",
+    "malformed",
+    "bad_request",
+    "auth",
+    "stream_error",
+]
+FAULTS: tuple[str, ...] = get_args(Fault)
+
+# Short names accepted by ``script``.
+_ALIASES = {
+    "200": "ok",
+    "429": "rate_limit",
+    "529": "overloaded",
+    "500": "server_error",
+    "400": "bad_request",
+    "401": "auth",
+}
+# The fault rates, stacked in this order on one uniform draw.
+_RATED = (
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "slow",
+    "drop",
+    "malformed",
+    "bad_request",
+    "stream_error",
+)
+_MESSAGES = "/v1/messages"
+_COUNT = "/v1/messages/count_tokens"
+_HTML = (
+    b"<html><head><title>502 Bad Gateway</title></head>"
+    b"<body><center><h1>502 Bad Gateway</h1></center></body></html>\n"
+)
+
+
+class Knobs(BaseModel):
+    """The server's behaviour. Change fields while it runs (``server.knobs.latency_s = 0.2``):
+    each request reads a snapshot when it arrives. Assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # --- answers
+    latency_s: float = Field(0.0, ge=0)
+    """Delay before answering; when streaming, spread over the events."""
+    latency_jitter_s: float = Field(0.0, ge=0)
+    """Extra seeded uniform delay in [0, latency_jitter_s)."""
+    seed: int = 0
+    flip_rate: float = Field(0.0, ge=0, le=1)
+    """Probability that the answer is replaced by the fake's answer for a different label."""
+    stream_chunks: int = Field(3, ge=1)
+    """Number of ``text_delta`` events a streamed answer is split into (at most)."""
+    ping: bool = True
+    """Send a ``ping`` event after ``content_block_start``, as the real API does."""
+
+    # --- faults, as rates in [0, 1] (their sum should be at most 1)
+    rate_limit: float = Field(0.0, ge=0, le=1)
+    """429 ``rate_limit_error`` with ``retry-after: retry_after_s``."""
+    overloaded: float = Field(0.0, ge=0, le=1)
+    """529 ``overloaded_error``."""
+    server_error: float = Field(0.0, ge=0, le=1)
+    """500 ``api_error``."""
+    slow: float = Field(0.0, ge=0, le=1)
+    """Wait ``slow_s`` before answering normally (the client should time out first)."""
+    drop: float = Field(0.0, ge=0, le=1)
+    """Close the connection without a response."""
+    malformed: float = Field(0.0, ge=0, le=1)
+    """200 with a broken body (see ``malformed_kind``)."""
+    bad_request: float = Field(0.0, ge=0, le=1)
+    """400 ``invalid_request_error``."""
+    stream_error: float = Field(0.0, ge=0, le=1)
+    """Streaming: 200, then an ``error`` event (``overloaded_error``) after the first delta, as
+    the real API does when it is overloaded mid-stream. Not streaming: a 529."""
+
+    # --- fault details
+    retry_after_s: float | None = Field(1.0, ge=0)
+    """``retry-after`` of the ``rate_limit`` fault (None: no header). Integral values are sent
+    as integers, others as decimals (which the SDK honours)."""
+    retry_after_ms_header: bool = False
+    """Also send ``retry-after-ms`` on 429s (the SDK prefers it; the real API does not send it)."""
+    should_retry_header: bool = False
+    """Send ``x-should-retry: true|false`` on errors (true for 408, 409, 429 and 5xx)."""
+    slow_s: float = Field(5.0, ge=0)
+    malformed_kind: Literal["truncated", "html"] = "truncated"
+    """``truncated``: JSON cut in the middle (or a stream whose first event is cut);
+    ``html``: a proxy's HTML page with ``content-type: text/html``."""
+    unknown_models: list[str] = Field(default_factory=list)
+    unknown_model_status: Literal[400, 404] = 404
+    api_key: str | None = None
+    """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
+
+    # --- rate limits: token buckets refilled continuously (None: unlimited, no headers)
+    requests_per_minute: float | None = Field(None, gt=0)
+    input_tokens_per_minute: float | None = Field(None, gt=0)
+    """Charged with uncached input plus cache writes (cache reads are free, as on the API)."""
+    output_tokens_per_minute: float | None = Field(None, gt=0)
+    """Refuses while exhausted; charged with the output tokens of each answer."""
+
+    # --- prompt caching
+    cache_min_tokens: int = Field(0, ge=0)
+    """Prefixes shorter than this are not cached (the real API: 1024 to 4096 by model)."""
+    cache_ttl_s: float = Field(300.0, gt=0)
+    """TTL of ``{"type": "ephemeral"}``; ``"ttl": "1h"`` uses 3600 s."""
+
+
+@dataclass
+class Exchange:
+    """One request the server received, and what it did with it."""
+
+    index: int
+    t: float
+    """``time.monotonic()`` on arrival."""
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Request headers, names in lower case."""
+    body: Any = None
+    """The parsed JSON body (None when it was not JSON)."""
+    stream: bool = False
+    fault: str | None = None
+    """The injected fault (scripted or drawn), or None."""
+    outcome: str = "pending"
+    """What happened: ``ok``, a fault's name (``slow``: answered late, maybe to nobody),
+    ``bucket`` (rate-limit bucket 429), ``auth``, ``unknown_model``, ``invalid_request``,
+    ``not_found``, ``client_gone`` (writing failed: the client had hung up), ``shutdown``,
+    ``internal_error``."""
+    status: int | None = None
+    """The status answered (its sending may have failed: see ``outcome``), or None when no
+    response was started (``drop``, ``shutdown``)."""
+    text: str | None = None
+    """The answer's text."""
+    flipped: bool = False
+    usage: dict[str, int] | None = None
+    t_done: float | None = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    requests: int
+    """Requests received, all paths."""
+    by_status: dict[int, int]
+    by_outcome: dict[str, int]
+    by_path: dict[str, int]
+    in_flight: int
+    max_in_flight: int
+    flips: int
+    cache_writes: int
+    cache_reads: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    internal_errors: int
+
+
+@dataclass
+class _Bucket:
+    limit: float
+    level: float
+    t: float
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.limit, self.level + (now - self.t) * self.limit / 60.0)
+        self.t = now
+
+    def wait(self, need: float) -> float:
+        """Seconds until ``need`` units are available (0: now). Call ``refill`` first."""
+        need = min(need, self.limit)
+        return 0.0 if self.level >= need else (need - self.level) * 60.0 / self.limit
+
+    def remaining(self) -> int:
+        return max(0, math.floor(self.level))
+
+    def full_in(self) -> float:
+        return max(0.0, (self.limit - self.level) * 60.0 / self.limit)
+
+
+@dataclass
+class _CacheEntry:
+    ready_at: float
+    expires_at: float
+
+
+@dataclass
+class _Parsed:
+    request: Request
+    cache_prefix: str | None
+    ttl_1h: bool
+
+
+class _Invalid(Exception):
+    pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    # Idle keep-alive connections are closed after this many seconds.
+    timeout = 300
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.app._register(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.app._unregister(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.server.app._handle(self)
+
+    def do_GET(self) -> None:
+        self.server.app._handle(self)
+
+    def do_PUT(self) -> None:
+        self.server.app._handle(self)
+
+    def do_DELETE(self) -> None:
+        self.server.app._handle(self)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: MessagesServer) -> None:
+        self.app = app
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn, a DNS lookup that can take seconds.
+        TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        self.app._note_error(traceback.format_exc())
+
+
+class MessagesServer:
+    """The stand-in, serving on ``127.0.0.1`` (a free port) from a daemon thread until
+    ``close()``. Use it as a context manager."""
+
+    def __init__(
+        self,
+        rules: FakeRules,
+        knobs: Knobs | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_limit: int | None = 100_000,
+        **overrides: Any,
+    ) -> None:
+        """``overrides`` are Knobs fields applied over ``knobs``. ``log_limit`` bounds how many
+        exchanges ``requests`` keeps (the counters in ``stats()`` count them all)."""
+        self.rules = rules
+        base = knobs if knobs is not None else Knobs()
+        self._knobs = (
+            Knobs.model_validate({**base.model_dump(), **overrides}) if overrides else base
+        )
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._closed = False
+        self._script: deque[str] = deque()
+        self._log: deque[Exchange] = deque(maxlen=log_limit)
+        self._errors: list[str] = []
+        self._reset_state()
+        self._conns: dict[socket.socket, threading.Thread] = {}
+        self._httpd = _HTTPServer((host, port), self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"messages-server-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def knobs(self) -> Knobs:
+        return self._knobs
+
+    @knobs.setter
+    def knobs(self, value: Knobs) -> None:
+        self._knobs = value
+
+    def script(self, faults: Iterable[str]) -> None:
+        """Queue faults for the next ``/v1/messages`` requests, one each, in order (appended to
+        what is already queued). Names: ``FAULTS`` or ``200 429 529 500 400 401``; ``ok`` means
+        no injected fault. Scripted entries replace the rate draws while the queue lasts."""
+        names = [_ALIASES.get(str(f), str(f)) for f in faults]
+        unknown = [n for n in names if n not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; use {list(FAULTS)} or {list(_ALIASES)}")
+        with self._lock:
+            self._script.extend(names)
+
+    @property
+    def scripted(self) -> list[str]:
+        """The faults still queued."""
+        with self._lock:
+            return list(self._script)
+
+    @property
+    def requests(self) -> list[Exchange]:
+        """The exchanges so far (the last ``log_limit``), oldest first."""
+        with self._lock:
+            return list(self._log)
+
+    @property
+    def errors(self) -> list[str]:
+        """Tracebacks of the stand-in's own bugs (each also answered 500); tests assert it is
+        empty."""
+        with self._lock:
+            return list(self._errors)
+
+    def stats(self) -> Stats:
+        with self._lock:
+            return Stats(
+                requests=self._n,
+                by_status=dict(self._by_status),
+                by_outcome=dict(self._by_outcome),
+                by_path=dict(self._by_path),
+                in_flight=self._in_flight,
+                max_in_flight=self._max_in_flight,
+                flips=self._flips,
+                cache_writes=self._cache_writes,
+                cache_reads=self._cache_reads,
+                input_tokens=self._tokens["input"],
+                output_tokens=self._tokens["output"],
+                cache_creation_input_tokens=self._tokens["cache_creation"],
+                cache_read_input_tokens=self._tokens["cache_read"],
+                internal_errors=len(self._errors),
+            )
+
+    def reset(self) -> None:
+        """Forget the log, counters, script, occurrence counts, prompt cache and buckets."""
+        with self._lock:
+            self._script.clear()
+            self._log.clear()
+            self._errors.clear()
+            self._reset_state()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._closing.set()
+        self._httpd.shutdown()
+        self._thread.join()
+        self._httpd.server_close()
+        with self._lock:
+            conns = list(self._conns.items())
+        for sock, _ in conns:
+            _shutdown(sock)
+        for _, thread in conns:
+            thread.join(timeout=2.0)
+
+    def __enter__(self) -> MessagesServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ state
+
+    def _reset_state(self) -> None:
+        self._n = 0
+        self._by_status: Counter[int] = Counter()
+        self._by_outcome: Counter[str] = Counter()
+        self._by_path: Counter[str] = Counter()
+        self._tokens: Counter[str] = Counter()
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._flips = 0
+        self._cache_writes = 0
+        self._cache_reads = 0
+        self._arrivals: dict[bytes, int] = {}
+        self._answers: dict[bytes, int] = {}
+        self._cache: dict[tuple[str, str], _CacheEntry] = {}
+        self._alternatives: dict[str, list[str]] = {}
+        self._buckets: dict[str, _Bucket] = {}
+
+    def _register(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._conns[sock] = threading.current_thread()
+        if self._closing.is_set():
+            _shutdown(sock)
+
+    def _unregister(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._conns.pop(sock, None)
+
+    def _note_error(self, text: str) -> None:
+        with self._lock:
+            self._errors.append(text)
+
+    # ------------------------------------------------------------------ handling
+
+    def _handle(self, h: _Handler) -> None:
+        arrived = time.monotonic()
+        path = h.path.split("?", 1)[0]
+        try:
+            length = int(h.headers.get("content-length") or 0)
+        except ValueError:
+            length = 0
+        raw = h.rfile.read(length) if length > 0 else b""
+        headers = {name.lower(): value for name, value in h.headers.items()}
+        with self._lock:
+            ex = Exchange(self._n, arrived, h.command, path, headers)
+            self._n += 1
+            self._log.append(ex)
+            self._by_path[path] += 1
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            self._dispatch(h, ex, raw, self._knobs.model_copy())
+        except OSError:
+            h.close_connection = True
+            if ex.outcome in ("pending", "ok", "slow"):
+                ex.outcome = "client_gone"
+        except Exception:
+            self._note_error(traceback.format_exc())
+            h.close_connection = True
+            if ex.status is None:
+                with contextlib.suppress(OSError):
+                    self._error(h, ex, Knobs(), 500, "api_error", "stand-in bug", "internal_error")
+            ex.outcome = "internal_error"
+        finally:
+            ex.t_done = time.monotonic()
+            with self._lock:
+                self._in_flight -= 1
+                self._by_outcome[ex.outcome] += 1
+                if ex.status is not None:
+                    self._by_status[ex.status] += 1
+
+    def _dispatch(self, h: _Handler, ex: Exchange, raw: bytes, k: Knobs) -> None:
+        if ex.method != "POST" or ex.path not in (_MESSAGES, _COUNT):
+            self._error(h, ex, k, 404, "not_found_error", "Not Found", "not_found")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            msg = "There was an issue with the format of your request: invalid JSON body"
+            self._error(h, ex, k, 400, "invalid_request_error", msg, "invalid_request")
+            return
+        ex.body = body
+        ex.stream = body.get("stream") is True
+        if k.api_key is not None and not _authorized(ex.headers, k.api_key):
+            self._error(h, ex, k, 401, "authentication_error", "invalid x-api-key", "auth")
+            return
+
+        digest = _digest(body)
+        fault = "ok"
+        if ex.path == _MESSAGES:
+            with self._lock:
+                scripted = self._script.popleft() if self._script else None
+                n = self._arrivals.get(digest, 0)
+                self._arrivals[digest] = n + 1
+            fault = scripted if scripted is not None else _draw_fault(k, digest, n)
+        if fault != "ok":
+            ex.fault = fault
+            if fault == "slow":
+                if self._closing.wait(k.slow_s):
+                    ex.outcome = "shutdown"
+                    h.close_connection = True
+                    return
+            elif fault != "stream_error" or not ex.stream:
+                self._fault(h, ex, k, fault)
+                return
+
+        try:
+            parsed = _parse(body)
+        except _Invalid as exc:
+            self._error(h, ex, k, 400, "invalid_request_error", str(exc), "invalid_request")
+            return
+        req = parsed.request
+        if req.model in k.unknown_models:
+            status = k.unknown_model_status
+            etype = "not_found_error" if status == 404 else "invalid_request_error"
+            self._error(h, ex, k, status, etype, f"model: {req.model}", "unknown_model")
+            return
+        total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+        if ex.path == _COUNT:
+            self._json(h, ex, 200, {"input_tokens": total}, [], "ok")
+            return
+        self._answer(h, ex, k, parsed, total, digest)
+        if ex.fault == "slow" and ex.outcome == "ok":
+            ex.outcome = "slow"
+
+    def _fault(self, h: _Handler, ex: Exchange, k: Knobs, fault: str) -> None:
+        if fault == "drop":
+            ex.outcome = "drop"
+            h.close_connection = True
+        elif fault == "rate_limit":
+            extra: list[tuple[str, str]] = []
+            if k.retry_after_s is not None:
+                extra.append(("retry-after", _seconds(k.retry_after_s)))
+                if k.retry_after_ms_header:
+                    extra.append(("retry-after-ms", str(math.ceil(k.retry_after_s * 1000))))
+            msg = (
+                "This request would exceed your organization's rate limit. Please try again later."
+            )
+            self._error(h, ex, k, 429, "rate_limit_error", msg, "rate_limit", extra)
+        elif fault in ("overloaded", "stream_error"):
+            self._error(h, ex, k, 529, "overloaded_error", "Overloaded", fault)
+        elif fault == "server_error":
+            self._error(h, ex, k, 500, "api_error", "Internal server error", "server_error")
+        elif fault == "bad_request":
+            msg = "messages: injected invalid_request_error"
+            self._error(h, ex, k, 400, "invalid_request_error", msg, "bad_request")
+        elif fault == "auth":
+            self._error(h, ex, k, 401, "authentication_error", "invalid x-api-key", "auth")
+        elif fault == "malformed":
+            self._malformed(h, ex, k)
+        else:  # pragma: no cover - FAULTS and this list are kept in step
+            raise AssertionError(fault)
+
+    def _malformed(self, h: _Handler, ex: Exchange, k: Knobs) -> None:
+        rid = _request_id()
+        if k.malformed_kind == "html":
+            self._send(h, ex, 200, _HTML, [("request-id", rid)], "malformed", "text/html")
+        elif ex.stream:
+            event = (
+                b'event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_\n\n'
+            )
+            self._stream_head(h, ex, rid, [])
+            h.wfile.write(_chunk(event) + b"0\r\n\r\n")
+            ex.outcome = "malformed"
+        else:
+            body = (
+                b'{"id": "msg_01", "type": "message", "role": "assistant", "content": [{"type": "te'
+            )
+            self._send(h, ex, 200, body, [("request-id", rid)], "malformed")
+
+    def _answer(
+        self, h: _Handler, ex: Exchange, k: Knobs, parsed: _Parsed, total: int, digest: bytes
+    ) -> None:
+        req = parsed.request
+        text = fake_answer(req, self.rules)
+        delay = k.latency_s
+        now = time.monotonic()
+        with self._lock:
+            # prompt cache: look up without committing
+            written = read = 0
+            cache_key: tuple[str, str] | None = None
+            ttl = 3600.0 if parsed.ttl_1h else k.cache_ttl_s
+            if parsed.cache_prefix:
+                cached = min(rough_tokens(parsed.cache_prefix), total)
+                if cached >= k.cache_min_tokens:
+                    cache_key = (req.model, parsed.cache_prefix)
+                    entry = self._cache.get(cache_key)
+                    if entry is not None and entry.ready_at <= now < entry.expires_at:
+                        read = cached
+                    else:
+                        written = cached
+            uncached = total - written - read
+            # rate limits
+            self._sync_buckets(k, now)
+            waits = [0.0]
+            limited: list[str] = []
+            for name, need in (("requests", 1.0), ("input-tokens", uncached + written)):
+                bucket = self._buckets.get(name)
+                if bucket is not None and (w := bucket.wait(need)) > 0:
+                    waits.append(w)
+                    limited.append(name)
+            out_bucket = self._buckets.get("output-tokens")
+            if out_bucket is not None and (w := out_bucket.wait(1.0)) > 0:
+                waits.append(w)
+                limited.append("output-tokens")
+            if not limited:
+                if "requests" in self._buckets:
+                    self._buckets["requests"].level -= 1
+                if "input-tokens" in self._buckets:
+                    self._buckets["input-tokens"].level -= uncached + written
+                if cache_key is not None:
+                    entry = self._cache.get(cache_key)
+                    if read:
+                        assert entry is not None
+                        entry.expires_at = now + ttl
+                        self._cache_reads += 1
+                    else:
+                        if entry is None or entry.expires_at <= now:
+                            self._cache[cache_key] = _CacheEntry(now + delay, now + delay + ttl)
+                        self._cache_writes += 1
+                occurrence = self._answers.get(digest, 0)
+                self._answers[digest] = occurrence + 1
+            rate_headers = self._ratelimit_headers(now)
+
+        if limited:
+            wait = max(waits)
+            extra = [("retry-after", str(max(1, math.ceil(wait))))]
+            if k.retry_after_ms_header:
+                extra.append(("retry-after-ms", str(math.ceil(wait * 1000))))
+            msg = (
+                "This request would exceed the rate limit for your organization of "
+                + ", ".join(f"{self._buckets_limit(name)} {name} per minute" for name in limited)
+                + ". Please reduce the prompt length or the maximum tokens requested, "
+                "or try again later."
+            )
+            self._error(h, ex, k, 429, "rate_limit_error", msg, "bucket", extra + rate_headers)
+            return
+
+        u, v, w = _draws(k.seed, "flip", digest, occurrence)
+        delay += k.latency_jitter_s * w
+        if k.flip_rate > 0 and u < k.flip_rate:
+            alternatives = self._alternatives_for(req, text)
+            if alternatives:
+                text = alternatives[int(v * len(alternatives))]
+                ex.flipped = True
+        output = rough_tokens(text)
+        stop_reason = "end_turn"
+        if output > req.max_tokens:
+            text = text[: req.max_tokens * 4]
+            output = req.max_tokens
+            stop_reason = "max_tokens"
+        usage = {
+            "input_tokens": uncached,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "output_tokens": output,
+        }
+        ex.text = text
+        ex.usage = usage
+        with self._lock:
+            if out_bucket is not None and "output-tokens" in self._buckets:
+                bucket = self._buckets["output-tokens"]
+                bucket.level = max(0.0, bucket.level - output)
+            self._flips += ex.flipped
+            self._tokens["input"] += uncached
+            self._tokens["output"] += output
+            self._tokens["cache_creation"] += written
+            self._tokens["cache_read"] += read
+
+        full_usage: dict[str, Any] = {
+            **usage,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 0 if parsed.ttl_1h else written,
+                "ephemeral_1h_input_tokens": written if parsed.ttl_1h else 0,
+            },
+            "service_tier": "standard",
+        }
+        message: dict[str, Any] = {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": req.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": full_usage,
+        }
+        if ex.stream:
+            self._stream(h, ex, k, message, delay, rate_headers)
+            return
+        if delay > 0 and self._closing.wait(delay):
+            ex.outcome = "shutdown"
+            h.close_connection = True
+            return
+        self._json(h, ex, 200, message, rate_headers, "ok")
+
+    def _stream(
+        self,
+        h: _Handler,
+        ex: Exchange,
+        k: Knobs,
+        message: dict[str, Any],
+        delay: float,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        text: str = message["content"][0]["text"]
+        usage: dict[str, Any] = message["usage"]
+        start_usage = {**usage, "output_tokens": 1}
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": start_usage,
+        }
+        groups: list[list[tuple[str, dict[str, Any]]]] = [
+            [
+                ("message_start", {"type": "message_start", "message": start}),
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                ),
+            ]
+        ]
+        if k.ping:
+            groups[0].append(("ping", {"type": "ping"}))
+        for piece in _split(text, k.stream_chunks):
+            delta = {"type": "text_delta", "text": piece}
+            groups.append(
+                [
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": 0, "delta": delta},
+                    )
+                ]
+            )
+        if ex.fault == "stream_error":
+            error = {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "Overloaded"},
+            }
+            groups = [*groups[:2], [("error", error)]]
+        else:
+            delta_usage = {
+                key: usage[key]
+                for key in (
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                    "output_tokens",
+                )
+            }
+            groups[-1] += [
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                (
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                        "usage": delta_usage,
+                    },
+                ),
+                ("message_stop", {"type": "message_stop"}),
+            ]
+        share = delay / len(groups)
+        for i, group in enumerate(groups):
+            if share > 0 and self._closing.wait(share):
+                ex.outcome = "shutdown"
+                h.close_connection = True
+                return
+            if i == 0:
+                self._stream_head(h, ex, message["id"].replace("msg_", "req_"), headers)
+            payload = b"".join(
+                f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in group
+            )
+            last = i == len(groups) - 1
+            h.wfile.write(_chunk(payload) + (b"0\r\n\r\n" if last else b""))
+        ex.outcome = "stream_error" if ex.fault == "stream_error" else "ok"
+
+    # ------------------------------------------------------------------ helpers
+
+    def _alternatives_for(self, req: Request, original: str) -> list[str]:
+        """The fake's answers for the other labels, under this system prompt."""
+        with self._lock:
+            answers = self._alternatives.get(req.system)
+        if answers is None:
+            probes = [p for rule in self.rules.rules for p in rule.phrases] + [""]
+            answers = []
+            for phrase in probes:
+                probe = Request(
+                    system=req.system,
+                    messages=(Message(role="user", content=f"<message>{phrase}</message>"),),
+                    model=req.model,
+                )
+                answer = fake_answer(probe, self.rules)
+                if answer not in answers:
+                    answers.append(answer)
+            with self._lock:
+                if len(self._alternatives) > 4096:
+                    self._alternatives.clear()
+                self._alternatives[req.system] = answers
+        return [a for a in answers if a != original]
+
+    def _sync_buckets(self, k: Knobs, now: float) -> None:
+        for name, limit in (
+            ("requests", k.requests_per_minute),
+            ("input-tokens", k.input_tokens_per_minute),
+            ("output-tokens", k.output_tokens_per_minute),
+        ):
+            bucket = self._buckets.get(name)
+            if limit is None:
+                self._buckets.pop(name, None)
+            elif bucket is None or bucket.limit != limit:
+                self._buckets[name] = _Bucket(limit, limit, now)
+            else:
+                bucket.refill(now)
+
+    def _buckets_limit(self, name: str) -> str:
+        bucket = self._buckets.get(name)
+        return f"{bucket.limit:g}" if bucket is not None else "?"
+
+    def _ratelimit_headers(self, now: float) -> list[tuple[str, str]]:
+        wall = time.time()
+        out: list[tuple[str, str]] = []
+
+        def family(prefix: str, bucket: _Bucket) -> None:
+            reset = datetime.fromtimestamp(math.ceil(wall + bucket.full_in()), UTC)
+            out.extend(
+                [
+                    (f"anthropic-ratelimit-{prefix}-limit", f"{math.floor(bucket.limit)}"),
+                    (f"anthropic-ratelimit-{prefix}-remaining", str(bucket.remaining())),
+                    (f"anthropic-ratelimit-{prefix}-reset", reset.strftime("%Y-%m-%dT%H:%M:%SZ")),
+                ]
+            )
+
+        for name in ("requests", "input-tokens", "output-tokens"):
+            if name in self._buckets:
+                family(name, self._buckets[name])
+        token_buckets = [
+            self._buckets[n] for n in ("input-tokens", "output-tokens") if n in self._buckets
+        ]
+        if token_buckets:
+            family("tokens", min(token_buckets, key=lambda b: b.remaining()))
+        return out
+
+    def _error(
+        self,
+        h: _Handler,
+        ex: Exchange,
+        k: Knobs,
+        status: int,
+        etype: str,
+        message: str,
+        outcome: str,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        rid = _request_id()
+        body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": rid}
+        extra = [("request-id", rid), *(headers or [])]
+        if k.should_retry_header:
+            retry = status in (408, 409, 429) or status >= 500
+            extra.append(("x-should-retry", "true" if retry else "false"))
+        self._send(h, ex, status, json.dumps(body).encode(), extra, outcome)
+
+    def _json(
+        self,
+        h: _Handler,
+        ex: Exchange,
+        status: int,
+        data: dict[str, Any],
+        headers: list[tuple[str, str]],
+        outcome: str,
+    ) -> None:
+        extra = [("request-id", _request_id()), *headers]
+        self._send(h, ex, status, json.dumps(data).encode(), extra, outcome)
+
+    def _send(
+        self,
+        h: _Handler,
+        ex: Exchange,
+        status: int,
+        body: bytes,
+        headers: list[tuple[str, str]],
+        outcome: str,
+        content_type: str = "application/json",
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {_reason(status)}",
+            f"date: {formatdate(usegmt=True)}",
+            f"content-type: {content_type}",
+            f"content-length: {len(body)}",
+            *(f"{name}: {value}" for name, value in headers),
+        ]
+        if h.close_connection:
+            lines.append("connection: close")
+        ex.status = status
+        ex.outcome = outcome
+        h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    def _stream_head(
+        self, h: _Handler, ex: Exchange, rid: str, headers: list[tuple[str, str]]
+    ) -> None:
+        lines = [
+            "HTTP/1.1 200 OK",
+            f"date: {formatdate(usegmt=True)}",
+            "content-type: text/event-stream; charset=utf-8",
+            "cache-control: no-cache",
+            "transfer-encoding: chunked",
+            f"request-id: {rid}",
+            *(f"{name}: {value}" for name, value in headers),
+        ]
+        ex.status = 200
+        h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+
+# ---------------------------------------------------------------------- functions
+
+
+def _parse(body: dict[str, Any]) -> _Parsed:
+    """The body as the fake's Request, with the cacheable system prefix."""
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise _Invalid(
+            "model: Field required" if model is None else "model: Input should be a valid string"
+        )
+    max_tokens = body.get("max_tokens")
+    if max_tokens is None:
+        raise _Invalid("max_tokens: Field required")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise _Invalid("max_tokens: Input should be an integer greater than or equal to 1")
+
+    system = body.get("system", "")
+    cache_prefix: str | None = None
+    ttl_1h = False
+    if isinstance(system, str):
+        system_text = system
+    elif isinstance(system, list):
+        texts: list[str] = []
+        for i, block in enumerate(system):
+            if not isinstance(block, dict) or block.get("type") != "text":
+                raise _Invalid(f"system.{i}.type: Input should be 'text'")
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise _Invalid(f"system.{i}.text: Field required")
+            texts.append(text)
+            control = block.get("cache_control")
+            if isinstance(control, dict) and control.get("type") == "ephemeral":
+                cache_prefix = "\n".join(texts)
+                ttl_1h = control.get("ttl") == "1h"
+        system_text = "\n".join(texts)
+    else:
+        raise _Invalid("system: Input should be a valid string or a list of text blocks")
+    top = body.get("cache_control")
+    if isinstance(top, dict) and top.get("type") == "ephemeral" and system_text:
+        cache_prefix = system_text
+        ttl_1h = top.get("ttl") == "1h"
+
+    raw_messages = body.get("messages")
+    if raw_messages is None:
+        raise _Invalid("messages: Field required")
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise _Invalid("messages: at least one message is required")
+    messages: list[Message] = []
+    for i, item in enumerate(raw_messages):
+        if not isinstance(item, dict):
+            raise _Invalid(f"messages.{i}: Input should be an object")
+        role = item.get("role")
+        if role not in ("user", "assistant"):
+            raise _Invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = item.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(
+                str(block.get("text", ""))
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "text"
+            )
+        else:
+            raise _Invalid(f"messages.{i}.content: Field required")
+        messages.append(Message(role=role, content=text))
+    try:
+        request = Request(
+            system=system_text,
+            messages=tuple(messages),
+            model=model,
+            max_tokens=max_tokens,
+            temperature=body.get("temperature", 0.0),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise _Invalid(f"{loc}: {err['msg']}") from None
+    return _Parsed(request, cache_prefix, ttl_1h)
+
+
+def _digest(body: dict[str, Any]) -> bytes:
+    content = {key: value for key, value in body.items() if key not in ("stream", "metadata")}
+    data = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _draws(seed: int, tag: str, digest: bytes, occurrence: int) -> tuple[float, float, float]:
+    """Three uniform numbers in [0, 1), a pure function of the arguments."""
+    h = hashlib.blake2b(f"{seed}|{tag}|{occurrence}|".encode() + digest, digest_size=24).digest()
+    return (
+        int.from_bytes(h[0:8], "big") / 2**64,
+        int.from_bytes(h[8:16], "big") / 2**64,
+        int.from_bytes(h[16:24], "big") / 2**64,
+    )
+
+
+def _draw_fault(k: Knobs, digest: bytes, occurrence: int) -> str:
+    rates = [(name, float(getattr(k, name))) for name in _RATED]
+    if not any(rate > 0 for _, rate in rates):
+        return "ok"
+    u = _draws(k.seed, "fault", digest, occurrence)[0]
+    acc = 0.0
+    for name, rate in rates:
+        acc += rate
+        if u < acc:
+            return name
+    return "ok"
+
+
+def _authorized(headers: dict[str, str], key: str) -> bool:
+    return headers.get("x-api-key") == key or headers.get("authorization") == f"Bearer {key}"
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """``text`` in at most ``parts`` non-empty, nearly equal pieces (one empty piece if empty)."""
+    if not text:
+        return [""]
+    parts = min(parts, len(text))
+    size, extra = divmod(len(text), parts)
+    pieces: list[str] = []
+    start = 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def _chunk(payload: bytes) -> bytes:
+    return f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _reason(status: int) -> str:
+    if status == 529:
+        return "Overloaded"
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _request_id() -> str:
+    return f"req_{uuid.uuid4().hex[:24]}"
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)

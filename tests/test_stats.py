@@ -1,0 +1,522 @@
+"""Known answers and properties of evalgate.stats.
+
+Every known answer says where its number comes from. Numbers are checked against arithmetic done
+independently of the code under test (math.comb, closed forms, hand enumeration) or against the
+issue text that specified them, never against a previous run of the same function.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from evalgate import stats as s
+
+Z975 = 1.959963984540054  # Phi^-1(0.975), standard normal tables
+
+
+def binom_sf_by_hand(k: int, n: int, p: float) -> float:
+    """P(Bin(n, p) >= k) summed term by term with math.comb."""
+    return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(max(k, 0), n + 1))
+
+
+def wilson_by_hand(x: float, n: int, z: float = Z975) -> tuple[float, float]:
+    # Wilson (1927): (p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)
+    p = x / n
+    centre = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    denominator = 1 + z * z / n
+    return ((centre - half) / denominator, (centre + half) / denominator)
+
+
+# ------------------------------------------------------------------------------------------
+# wilson_interval
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "expected"),
+    [
+        # Issue text, confirmed with the Wilson formula by hand: 0.5555..., 0.8582...
+        (22, 30, (0.556, 0.858)),
+        # Issue text, same formula: 0.5907..., 0.8821...
+        (23, 30, (0.591, 0.882)),
+    ],
+)
+def test_wilson_known_answers(successes: int, n: int, expected: tuple[float, float]) -> None:
+    low, high = s.wilson_interval(successes, n)
+    assert (round(low, 3), round(high, 3)) == expected
+    assert (low, high) == pytest.approx(wilson_by_hand(successes, n), abs=1e-12)
+
+
+def test_wilson_fractional_successes_and_empty() -> None:
+    # Sum of mean scores, e.g. 10 cases averaging 0.75 -> 7.5 "successes".
+    assert s.wilson_interval(7.5, 10) == pytest.approx(wilson_by_hand(7.5, 10), abs=1e-12)
+    assert s.wilson_interval(0, 0) == (0.0, 1.0)
+    # 99%: z = 2.5758293035489 from normal tables.
+    assert s.wilson_interval(22, 30, 0.99) == pytest.approx(
+        wilson_by_hand(22, 30, 2.5758293035489), abs=1e-9
+    )
+
+
+def test_wilson_rejects_impossible_counts() -> None:
+    with pytest.raises(ValueError):
+        s.wilson_interval(31, 30)
+    with pytest.raises(ValueError):
+        s.wilson_interval(-1, 30)
+    with pytest.raises(ValueError):
+        s.wilson_interval(3, 30, confidence=1.0)
+
+
+@given(
+    n=st.integers(min_value=1, max_value=10_000),
+    share=st.floats(min_value=0.0, max_value=1.0),
+    confidence=st.floats(min_value=0.5, max_value=0.999),
+)
+def test_wilson_contains_estimate_and_stays_in_unit_interval(
+    n: int, share: float, confidence: float
+) -> None:
+    successes = share * n
+    low, high = s.wilson_interval(successes, n, confidence)
+    assert 0.0 <= low <= successes / n + 1e-12
+    assert successes / n - 1e-12 <= high <= 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# Sign tests
+# ------------------------------------------------------------------------------------------
+
+
+def test_sign_test_two_sided_known_answers() -> None:
+    # 18 fixed, 0 broken: 2 * 0.5**18 = 7.63e-06.
+    assert s.sign_test_two_sided(18, 0) == pytest.approx(2 * 0.5**18, rel=1e-9)
+    assert s.sign_test_two_sided(18, 0) == pytest.approx(7.63e-06, rel=1e-3)
+    # 5 and 0: 2 * 0.5**5 = 0.0625.
+    assert s.sign_test_two_sided(5, 0) == pytest.approx(0.0625, rel=1e-12)
+    # 7 vs 3 of 10: 2 * P(X <= 3) = 2 * (1 + 10 + 45 + 120) / 1024 = 0.34375.
+    assert s.sign_test_two_sided(7, 3) == pytest.approx(352 / 1024, rel=1e-12)
+    assert s.sign_test_two_sided(0, 0) == 1.0
+    # 5 vs 5: the observation is the centre of the distribution.
+    assert s.sign_test_two_sided(5, 5) == 1.0
+
+
+@given(st.integers(0, 300), st.integers(0, 300))
+def test_sign_test_two_sided_symmetric_and_a_probability(fixed: int, broken: int) -> None:
+    p = s.sign_test_two_sided(fixed, broken)
+    assert 0.0 <= p <= 1.0
+    assert p == s.sign_test_two_sided(broken, fixed)
+
+
+@given(st.integers(0, 40), st.integers(0, 40))
+def test_sign_test_two_sided_matches_binomial_sum(fixed: int, broken: int) -> None:
+    m = fixed + broken
+    expected = 1.0 if m == 0 else min(1.0, 2 * (1 - binom_sf_by_hand(min(fixed, broken) + 1, m, 0.5)))
+    assert s.sign_test_two_sided(fixed, broken) == pytest.approx(expected, abs=1e-12)
+
+
+def test_sign_test_worse_known_answers() -> None:
+    # 5 broken, 0 fixed: P(X >= 5 | Bin(5, 1/2)) = 1/32.
+    assert s.sign_test_worse(5, 0) == pytest.approx(1 / 32, rel=1e-12)
+    # 3 broken, 1 fixed: P(X >= 3 | Bin(4, 1/2)) = (4 + 1)/16; mid-p = 1/16 + 4/16/2 = 3/16.
+    assert s.sign_test_worse(3, 1) == pytest.approx(5 / 16, rel=1e-12)
+    assert s.sign_test_worse(3, 1, mid_p=True) == pytest.approx(3 / 16, rel=1e-12)
+    assert s.sign_test_worse(0, 0) == 1.0
+    assert s.sign_test_worse(0, 0, mid_p=True) == 1.0
+    # No broken cases: P(X >= 0) = 1.
+    assert s.sign_test_worse(0, 7) == 1.0
+
+
+@given(st.integers(0, 200), st.integers(0, 200))
+def test_sign_test_worse_properties(broken: int, fixed: int) -> None:
+    exact = s.sign_test_worse(broken, fixed)
+    mid = s.sign_test_worse(broken, fixed, mid_p=True)
+    assert 0.0 <= mid <= exact <= 1.0
+    if broken <= fixed:
+        # The candidate broke no more than it fixed: never evidence that it is worse.
+        assert exact >= 0.5
+
+
+@given(st.integers(0, 40), st.integers(0, 40))
+def test_sign_test_worse_matches_binomial_sum(broken: int, fixed: int) -> None:
+    m = broken + fixed
+    expected = 1.0 if m == 0 else binom_sf_by_hand(broken, m, 0.5)
+    assert s.sign_test_worse(broken, fixed) == pytest.approx(expected, abs=1e-12)
+
+
+def test_broke_more_than_noise_known_answers() -> None:
+    # b = 3, F = 2, R = 1: share 1/3, P(Bin(5, 1/3) >= 3) = (10*4 + 5*2 + 1) / 3**5 = 51/243.
+    assert s.broke_more_than_noise(3, 2, 1) == pytest.approx(51 / 243, rel=1e-12)
+    # b = 4, F = 0, R = 2: share 1/5, P(Bin(4, 1/5) >= 4) = 1/625.
+    assert s.broke_more_than_noise(4, 0, 2) == pytest.approx(1 / 625, rel=1e-12)
+    assert s.broke_more_than_noise(0, 10, 3) == 1.0
+    with pytest.raises(ValueError):
+        s.broke_more_than_noise(1, 1, 0)
+
+
+@given(st.integers(0, 100), st.integers(0, 100), st.integers(1, 10))
+def test_broke_more_than_noise_properties(broken: int, flips: int, repeats: int) -> None:
+    p = s.broke_more_than_noise(broken, flips, repeats)
+    assert 0.0 <= p <= 1.0
+    # More baseline noise can only make the same number of breaks less surprising.
+    assert s.broke_more_than_noise(broken, flips + 1, repeats) >= p - 1e-12
+
+
+# ------------------------------------------------------------------------------------------
+# flip_rate
+# ------------------------------------------------------------------------------------------
+
+
+def test_flip_rate_known_answers() -> None:
+    # Two repeats: case 1 differs, case 2 does not -> 1/2.
+    assert s.flip_rate([[True, False], [True, True]]) == 0.5
+    # Three repeats of one case: pairs (0,1) same, (0,2) and (1,2) differ -> 2/3.
+    assert s.flip_rate([[True, True, False]]) == pytest.approx(2 / 3)
+    assert s.flip_rate([]) == 0.0
+    assert s.flip_rate([[False, False, False], [True, True, True]]) == 0.0
+
+
+def test_flip_rate_rejects_bad_shapes() -> None:
+    with pytest.raises(ValueError):
+        s.flip_rate([[True], [False]])
+    with pytest.raises(ValueError):
+        s.flip_rate([[True, False], [True, False, True]])
+
+
+@given(
+    st.integers(2, 5).flatmap(
+        lambda r: st.lists(st.lists(st.booleans(), min_size=r, max_size=r), min_size=1, max_size=20)
+    )
+)
+def test_flip_rate_matches_pairwise_definition(outcomes: list[list[bool]]) -> None:
+    repeats = len(outcomes[0])
+    pair_rates = [
+        sum(row[i] != row[j] for row in outcomes) / len(outcomes)
+        for i, j in itertools.combinations(range(repeats), 2)
+    ]
+    assert s.flip_rate(outcomes) == pytest.approx(sum(pair_rates) / len(pair_rates))
+
+
+# ------------------------------------------------------------------------------------------
+# Minimum detectable effect
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "f", "expected"),
+    [
+        # All five from the issue text (one-sided alpha 0.05, power 0.8), to +-0.002.
+        (100, 0.0, 0.066),
+        (100, 0.10, 0.121),
+        (300, 0.10, 0.059),
+        (1000, 0.05, 0.022),
+        (30, 0.0, 0.214),
+    ],
+)
+def test_mde_known_answers(n: int, f: float, expected: float) -> None:
+    assert s.minimum_detectable_effect(n, f) == pytest.approx(expected, abs=0.002)
+
+
+def test_mde_with_no_noise_is_a_binomial_tail() -> None:
+    # With f = 0 nothing is fixed, so b = m and the test rejects iff b >= 5 (0.5**5 <= 0.05 <
+    # 0.5**4): power(d) = P(Bin(n, d) >= 5). Check the answer straddles 0.8 by hand.
+    d = s.minimum_detectable_effect(100, 0.0)
+    assert binom_sf_by_hand(5, 100, d) >= 0.8
+    assert binom_sf_by_hand(5, 100, d - 2 * s.MDE_TOLERANCE) < 0.8
+    # n = 5: power is d**5, so the MDE is 0.8 ** (1/5) = 0.95635.
+    assert s.minimum_detectable_effect(5, 0.0) == pytest.approx(0.8**0.2, abs=2e-5)
+    # n = 4: even four broken out of four gives p = 1/16 > 0.05. Nothing is detectable.
+    assert s.minimum_detectable_effect(4, 0.0) == math.inf
+
+
+def test_mde_exact_power_matches_brute_force_trinomial() -> None:
+    # Sum the trinomial over every (b, c) by hand for a small n and compare.
+    n, f, d, alpha = 12, 0.2, 0.25, 0.05
+    p_broken, p_fixed = f / 2 + d, f / 2
+    power = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if binom_sf_by_hand(b, b + c, 0.5) <= alpha:
+                u = n - b - c
+                power += (
+                    math.factorial(n)
+                    / (math.factorial(b) * math.factorial(c) * math.factorial(u))
+                    * p_broken**b
+                    * p_fixed**c
+                    * (1 - p_broken - p_fixed) ** u
+                )
+    assert s._sign_test_power(n, f, d, alpha) == pytest.approx(power, abs=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.1, 1 / 32, 1 / 1024])
+def test_critical_broken_is_the_sign_test_rule(alpha: float) -> None:
+    # k_crit(m) is the smallest b with sign_test_worse(b, m - b) <= alpha (m + 1 if none).
+    m = np.arange(0, 80, dtype=np.int64)
+    expected = [
+        next((b for b in range(mm + 1) if binom_sf_by_hand(b, mm, 0.5) <= alpha * (1 + 1e-12)), mm + 1)
+        for mm in range(80)
+    ]
+    assert s._critical_broken(m, alpha).tolist() == expected
+
+
+def test_mde_monotone_in_n_and_in_flip_rate() -> None:
+    by_n = [s.minimum_detectable_effect(n, 0.1) for n in (30, 100, 300, 1000, 3000)]
+    assert by_n == sorted(by_n, reverse=True)
+    assert len(set(by_n)) == len(by_n)
+    by_f = [s.minimum_detectable_effect(300, f) for f in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)]
+    assert by_f == sorted(by_f)
+    assert len(set(by_f)) == len(by_f)
+
+
+def test_mde_is_fast_for_ten_thousand_cases() -> None:
+    start = time.perf_counter()
+    d = s.minimum_detectable_effect(10_000, 0.1)
+    assert time.perf_counter() - start < 0.5
+    # Normal approximation (Connor 1987): d ≈ (1.645 + 0.842) * sqrt(f / n) = 0.0079.
+    assert d == pytest.approx(0.0079, abs=0.0005)
+
+
+def test_cases_for_mde() -> None:
+    n = s.cases_for_mde(0.066, 0.0)
+    assert s.minimum_detectable_effect(n, 0.0) <= 0.066 + s.MDE_TOLERANCE
+    assert s.minimum_detectable_effect(n - 1, 0.0) > 0.066
+    # The issue's 300 cases at f = 0.10 detect 0.059, so about 300 are needed for 0.06.
+    n = s.cases_for_mde(0.06, 0.10)
+    assert 280 <= n <= 300
+    assert s.minimum_detectable_effect(n, 0.10) <= 0.06 + s.MDE_TOLERANCE
+    assert s.minimum_detectable_effect(n - 1, 0.10) > 0.06
+    # 1e-4 at f = 0.1 needs about (2.49 / 1e-4)**2 * 0.1 = 6e7 cases: beyond the cap.
+    assert s.cases_for_mde(1e-4, 0.1) == s.CASES_CAP
+    with pytest.raises(ValueError):
+        s.cases_for_mde(0.0, 0.1)
+
+
+# ------------------------------------------------------------------------------------------
+# Holm
+# ------------------------------------------------------------------------------------------
+
+
+def test_holm_known_answer() -> None:
+    # Sorted 0.01, 0.03, 0.04 -> 3*0.01, 2*0.03, max(1*0.04, 0.06) = 0.03, 0.06, 0.06.
+    assert s.holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # 4 * 0.5 = 2 is capped at 1.
+    assert s.holm_adjust([0.5, 0.6, 0.9, 0.7]) == [1.0, 1.0, 1.0, 1.0]
+    assert s.holm_adjust([]) == []
+    with pytest.raises(ValueError):
+        s.holm_adjust([0.5, 1.5])
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=30))
+def test_holm_properties(raw: list[float]) -> None:
+    adjusted = s.holm_adjust(raw)
+    assert len(adjusted) == len(raw)
+    for p, a in zip(raw, adjusted, strict=True):
+        assert p <= a <= 1.0
+    for (p1, a1), (p2, a2) in itertools.combinations(zip(raw, adjusted, strict=True), 2):
+        if p1 <= p2:
+            assert a1 <= a2
+        if p2 <= p1:
+            assert a2 <= a1
+
+
+# ------------------------------------------------------------------------------------------
+# Permutation and Wilcoxon tests
+# ------------------------------------------------------------------------------------------
+
+
+def test_permutation_exact_matches_hand_enumeration() -> None:
+    # diffs -1, -2, +0.5: the eight sums ±1 ±2 ±0.5 are
+    # 3.5, 2.5, -0.5, -1.5, 1.5, 0.5, -2.5, -3.5; observed -2.5.
+    diffs = [-1.0, -2.0, 0.5]
+    assert s.paired_permutation_test(diffs, seed=0, alternative="less") == 2 / 8
+    assert s.paired_permutation_test(diffs, seed=0, alternative="greater") == 7 / 8
+    assert s.paired_permutation_test(diffs, seed=0, alternative="two-sided") == 4 / 8
+    # Zeros do not move under a sign flip and change nothing.
+    assert s.paired_permutation_test([0.0, *diffs, 0.0], seed=0) == 2 / 8
+    assert s.paired_permutation_test([0.0, 0.0], seed=0) == 1.0
+    assert s.paired_permutation_test([], seed=0) == 1.0
+
+
+def test_permutation_counts_ties_despite_rounding() -> None:
+    # 0.1 + 0.2 != 0.3 in floating point; the sign vector (+, +, -) sums to exactly 0 in
+    # real arithmetic, as does the observed data, so both must count as ties.
+    diffs = [0.1, 0.2, -0.3]
+    # The eight sums of ±0.1 ±0.2 ±0.3: +++ .6, ++- 0, +-+ .2, +-- -.4, -++ .4, -+- -.2,
+    # --+ 0, --- -.6; five are >= 0 and five are <= 0.
+    assert s.paired_permutation_test(diffs, seed=0, alternative="greater") == 5 / 8
+    assert s.paired_permutation_test(diffs, seed=0, alternative="less") == 5 / 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-5, 5).map(float), min_size=0, max_size=8),
+    st.sampled_from(["less", "greater", "two-sided"]),
+)
+def test_permutation_exact_matches_brute_force(diffs: list[float], alternative: str) -> None:
+    nonzero = [d for d in diffs if d != 0]
+    if not nonzero:
+        expected = 1.0
+    else:
+        observed = sum(diffs)
+        sums = [
+            sum(sign * abs(d) for sign, d in zip(signs, nonzero, strict=True))
+            for signs in itertools.product((1, -1), repeat=len(nonzero))
+        ]
+        if alternative == "less":
+            hits = sum(t <= observed for t in sums)
+        elif alternative == "greater":
+            hits = sum(t >= observed for t in sums)
+        else:
+            hits = sum(abs(t) >= abs(observed) for t in sums)
+        expected = hits / len(sums)
+    assert s.paired_permutation_test(diffs, seed=1, alternative=alternative) == expected  # type: ignore[arg-type]
+
+
+def test_permutation_monte_carlo_is_seeded() -> None:
+    rng = np.random.default_rng(123)
+    diffs = (rng.normal(-0.1, 1.0, size=40)).tolist()
+    first = s.paired_permutation_test(diffs, seed=7, n_resamples=2000)
+    assert first == s.paired_permutation_test(diffs, seed=7, n_resamples=2000)
+    assert 0.0 < first <= 1.0
+    # Every diff negative: only the observed signs reach the observed sum, and a random draw hits
+    # them with chance 2**-40, so p = (1 + 0) / (1 + 2000).
+    assert s.paired_permutation_test([-1.0] * 40, seed=3, n_resamples=2000) == 1 / 2001
+
+
+def test_permutation_monte_carlo_agrees_with_exact() -> None:
+    # 17 nonzero diffs: Monte Carlo path. Exact by enumerating 2**17 sign vectors here.
+    diffs = np.array([-3, -2, -2, -1, -1, -1, -1, 1, 1, -4, 2, -1, -3, 1, -2, -1, 1], dtype=float)
+    bits = (np.arange(2**17)[:, None] >> np.arange(17)) & 1
+    exact = float(np.mean((1 - 2 * bits) @ np.abs(diffs) <= diffs.sum() + 1e-9))
+    mc = s.paired_permutation_test(diffs.tolist(), seed=11, n_resamples=20_000)
+    # Binomial SE of the estimate is sqrt(p(1-p)/20000) < 0.0036.
+    assert mc == pytest.approx(exact, abs=0.015)
+
+
+def test_wilcoxon_pratt_known_answers() -> None:
+    # Five negative differences with distinct magnitudes: W+ = 0 is 1 of 2**5 sign patterns.
+    assert s.wilcoxon_pratt([-1.0, -2.0, -3.0, -4.0, -5.0]) == pytest.approx(1 / 32)
+    assert s.wilcoxon_pratt([0.0, 0.0, 0.0]) == 1.0
+    assert s.wilcoxon_pratt([]) == 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(-3, 3).map(float), min_size=1, max_size=30),
+    st.sampled_from(["less", "greater", "two-sided"]),
+)
+def test_wilcoxon_pratt_is_a_probability(diffs: list[float], alternative: str) -> None:
+    p = s.wilcoxon_pratt(diffs, alternative=alternative)  # type: ignore[arg-type]
+    assert 0.0 <= p <= 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# Means, standard errors, paired differences
+# ------------------------------------------------------------------------------------------
+
+
+def test_standard_error_known_answers() -> None:
+    # Issue text: per-case SD 0.33 on 200 cases gives SE 0.0233.
+    assert s.standard_error(0.33, 200) == pytest.approx(0.0233, abs=5e-5)
+    # 0.33 / sqrt(86) = 0.0356, the issue's "SE 0.036 on 86 cases".
+    assert s.standard_error(0.33, 86) == pytest.approx(0.0356, abs=5e-5)
+    with pytest.raises(ValueError):
+        s.standard_error(0.33, 0)
+
+
+def test_mean_and_se_known_answer() -> None:
+    # [1, 2, 3, 4]: mean 2.5, var_ddof1 = (2.25 + 0.25 + 0.25 + 2.25) / 3 = 5/3,
+    # SE = sqrt(5/3 / 4) = sqrt(5/12).
+    mean, se = s.mean_and_se([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5
+    assert se == pytest.approx(math.sqrt(5 / 12))
+    mean, se = s.mean_and_se([0.7])
+    assert mean == 0.7
+    assert math.isnan(se)
+    with pytest.raises(ValueError):
+        s.mean_and_se([])
+
+
+def test_clustered_se_known_answer() -> None:
+    # Residuals -1.5, -0.5, 0.5, 1.5 in clusters {a, a, b, b}: cluster sums -2 and 2,
+    # SE = sqrt(2/1 * (4 + 4)) / 4 = 1.0 (Miller 2024, eq. for the clustered SE).
+    assert s.clustered_se([-1.5, -0.5, 0.5, 1.5], ["a", "a", "b", "b"]) == pytest.approx(1.0)
+    mean, se = s.mean_and_se([1.0, 2.0, 3.0, 4.0], groups=["a", "a", "b", "b"])
+    assert (mean, se) == (2.5, pytest.approx(1.0))
+    # Interleaved clusters {a, b, a, b}: sums -1 and 1, SE = sqrt(2 * 2) / 4 = 0.5.
+    assert s.clustered_se([-1.5, -0.5, 0.5, 1.5], ["a", "b", "a", "b"]) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        s.clustered_se([1.0, 2.0], ["a"])
+
+
+def test_clustered_se_with_one_cluster_falls_back_to_ordinary_se() -> None:
+    values = [1.0, 2.0, 3.0, 4.0]
+    assert s.mean_and_se(values, groups=["x"] * 4) == s.mean_and_se(values)
+    assert math.isnan(s.clustered_se([0.0], ["x"]))
+
+
+@given(st.lists(st.floats(min_value=-1.0, max_value=1.0), min_size=2, max_size=50))
+def test_singleton_clusters_equal_the_ordinary_se(values: list[float]) -> None:
+    # C = n: sqrt(n/(n-1) * sum r²) / n = sqrt(sum r² / (n(n-1))) = sqrt(var_ddof1 / n).
+    mean, se = s.mean_and_se(values, groups=[str(i) for i in range(len(values))])
+    assert se == pytest.approx(float(np.std(values, ddof=1)) / math.sqrt(len(values)), abs=1e-12)
+    assert mean == pytest.approx(float(np.mean(values)))
+
+
+def test_paired_difference_known_answer() -> None:
+    # diffs 1, 0, 0, 1: mean 0.5, var_ddof1 = 4 * 0.25 / 3 = 1/3, SE = sqrt(1/12).
+    result = s.paired_difference([1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0])
+    se = math.sqrt(1 / 12)
+    assert result.n == 4
+    assert result.mean == pytest.approx(0.5)
+    assert result.se == pytest.approx(se)
+    assert result.low == pytest.approx(0.5 - Z975 * se)
+    assert result.high == pytest.approx(0.5 + Z975 * se)
+    with pytest.raises(ValidationError):
+        result.mean = 0.0  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        s.paired_difference([1.0], [1.0, 0.0])
+
+
+def test_paired_difference_clustered() -> None:
+    # diffs 0, 1, 2, 3 in clusters {a, a, b, b}: same residuals as above, clustered SE 1.0.
+    result = s.paired_difference([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"])
+    assert result.mean == pytest.approx(1.5)
+    assert result.se == pytest.approx(1.0)
+    assert (result.low, result.high) == pytest.approx((1.5 - Z975, 1.5 + Z975))
+
+
+# ------------------------------------------------------------------------------------------
+# Best of n
+# ------------------------------------------------------------------------------------------
+
+
+def test_expected_max_normal_known_answers() -> None:
+    # Issue text: E[max of 400 standard normals] = 2.97.
+    assert s.expected_max_normal(400) == pytest.approx(2.97, abs=0.01)
+    # Closed forms (David & Nagaraja): n=2 -> 1/sqrt(pi), n=3 -> 3/(2 sqrt(pi)).
+    assert s.expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-8)
+    assert s.expected_max_normal(3) == pytest.approx(3 / (2 * math.sqrt(math.pi)), abs=1e-8)
+    assert s.expected_max_normal(1) == 0.0
+
+
+def test_max_normal_quantile_known_answers() -> None:
+    # Issue text: 95th percentile of the max of 400 standard normals = 3.66.
+    assert s.max_normal_quantile(400, 0.95) == pytest.approx(3.66, abs=0.01)
+    # n = 1 is the normal itself: Phi^-1(0.975) = 1.96.
+    assert s.max_normal_quantile(1, 0.975) == pytest.approx(Z975, abs=1e-9)
+
+
+def test_simulate_best_of_known_answers() -> None:
+    # Issue text: 400 candidates worth 0.79, SE 0.0233 -> mean best 0.859, 95th pct 0.875.
+    # Independent arithmetic: 0.79 + 0.0233 * 2.97 = 0.859, 0.79 + 0.0233 * 3.66 = 0.875.
+    mean, p95 = s.simulate_best_of(400, 0.79, 200, 0.33, seed=2024)
+    assert mean == pytest.approx(0.859, abs=0.002)
+    assert p95 == pytest.approx(0.875, abs=0.002)
+    assert s.simulate_best_of(400, 0.79, 200, 0.33, seed=2024) == (mean, p95)
