@@ -89,6 +89,13 @@ def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
                 where=f"{path}:{number}",
                 fix="each line must be one JSON object",
             ) from None
+        except (ValueError, RecursionError) as exc:
+            # Valid JSON that Python refuses: an integer over 4,300 digits, nesting too deep.
+            raise CaseFileError(
+                f"JSON that cannot be read: {exc}",
+                where=f"{path}:{number}",
+                fix="each line must be one JSON object",
+            ) from None
     return records
 
 
@@ -104,6 +111,8 @@ def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise CaseFileError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+    except RecursionError:
+        raise CaseFileError("YAML nested too deeply to read", where=str(path)) from None
     if isinstance(loaded, dict) and list(loaded) == ["cases"]:
         loaded = loaded["cases"]
         assert isinstance(root, yaml.MappingNode)
@@ -178,9 +187,37 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         group=optional["group"],
         category=optional["category"],
         split=split,
-        hash=record_hash(record),
+        hash=_hash_or_explain(record, case_id, where),
         source=where,
     )
+
+
+def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:
+    """The record's hash; a CaseFileError naming the field when it is not plain JSON data.
+
+    YAML can hold dates, sets, binary and non-string keys, and a JSON escape can hold half a
+    surrogate pair: none has one canonical JSON form, so none could be hashed or saved.
+    """
+    try:
+        return record_hash(record)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    for key, value in record.items():
+        if not isinstance(key, str):
+            raise CaseFileError(
+                f"case {case_id!r} has a non-string key {key!r}",
+                where=where,
+                fix="quote the key",
+            )
+        try:
+            record_hash({key: value})
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise CaseFileError(
+                f"field {key!r} of case {case_id!r} is not plain JSON data ({exc})",
+                where=where,
+                fix="use strings, numbers, booleans, lists and objects; quote dates",
+            ) from None
+    raise CaseFileError(f"case {case_id!r} is not plain JSON data", where=where)
 
 
 def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
@@ -188,6 +225,10 @@ def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) ->
         data = path.read_bytes()
     except FileNotFoundError:
         raise CaseFileError("case file does not exist", where=str(path)) from None
+    except IsADirectoryError:
+        raise CaseFileError(
+            "is a directory, not a case file", where=str(path), fix="name .jsonl or .yaml files"
+        ) from None
     if data.startswith(_BOM):
         raise CaseFileError(
             "file starts with a byte-order mark",

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalgate import __version__
-from evalgate.backends.base import Backend, backend_class
+from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.cache import ResponseCache
 from evalgate.compare import compare_runs
-from evalgate.config import DEFAULT_CONFIG, LoadedConfig, load_config
-from evalgate.errors import EvalgateError, UserError
+from evalgate.config import DEFAULT_CONFIG, LoadedConfig, ModelSettings, load_config
+from evalgate.errors import EvalgateError, RunFileError, UserError
+from evalgate.gate import decide
+from evalgate.noise import measure_noise
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.progress import ProgressPrinter
-from evalgate.report.render import render_model
+from evalgate.report.render import render, render_model
 from evalgate.runs import Run, find_run, iter_runs, save_run
 from evalgate.summary import summarise
 
@@ -64,9 +67,9 @@ def git_info(folder: Path) -> tuple[str | None, str | None]:
     return git("rev-parse", "HEAD"), git("rev-parse", "--abbrev-ref", "HEAD")
 
 
-def build_backend(loaded: LoadedConfig, backend: str, options: dict[str, Any]) -> Backend:
-    cls = backend_class(backend)
-    instance: Backend = cls(options, loaded.root)
+def build_backend(ctx: Context, loaded: LoadedConfig, settings: ModelSettings) -> Backend:
+    cls = backend_class(settings.backend)
+    instance: Backend = cls(settings, BackendContext(base_dir=loaded.root, env=ctx.env))
     return instance
 
 
@@ -84,7 +87,7 @@ def execute_version(
     prompt = load_prompt(loaded, suite, version)
     cases = load_suite_cases(loaded, suite, case_files)
     commit, ref = git_info(loaded.root)
-    backend = build_backend(loaded, suite.model.backend, suite.model.options)
+    backend = build_backend(ctx, loaded, suite.model)
     spec = RunSpec(
         suite_name=name,
         suite=suite,
@@ -99,7 +102,30 @@ def execute_version(
     verbose = getattr(ctx.args, "verbose", False)
     interactive = ctx.err.isatty() and not ctx.env.get("CI")
     printer = ProgressPrinter(ctx.err, interactive=interactive)
-    run = run_suite(spec, backend, loaded.root, on_progress=None if verbose else printer)
+    cache = None
+    if getattr(ctx.args, "cache", None) is True or (
+        getattr(ctx.args, "cache", None) is None and ctx.env.get("CI", "").lower() in ("1", "true")
+    ):
+        cache = ResponseCache(loaded.state_dir / "cache")
+    judge = None
+    if suite.scorer.kind == "judge":
+        judge = build_backend(ctx, loaded, suite.scorer.model)
+    try:
+        run = run_suite(
+            spec,
+            backend,
+            loaded.root,
+            cache=cache,
+            on_progress=None if verbose else printer,
+            judge=judge,
+        )
+    finally:
+        for used in (backend, judge):
+            close = getattr(used, "close", None)
+            if close is not None:
+                close()
+    if cache is not None and repeats == 1:
+        ctx.err.write(f"cache: {cache.hits} hits, {cache.misses} misses\n")
     if verbose:
         for case in run.cases:
             mark = "ERROR" if case.error else ("ok   " if case.passed else "WRONG")
@@ -188,6 +214,52 @@ def cmd_compare(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_noise(ctx: Context) -> int:
+    loaded = ctx.config()
+    name, suite = loaded.suite(ctx.args.suite)
+    ctx.args.cache = False  # a cached reply measures nothing about noise
+    run = execute_version(ctx, loaded, name, ctx.args.version, repeats=ctx.args.repeats)
+    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
+    assert noise is not None  # repeats >= 2 is enforced by the parser
+    if not ctx.args.no_save:
+        path = save_run(run, loaded.state_dir)
+        ctx.err.write(f"saved {run.name} to {path} (usable as a baseline)\n")
+    if ctx.args.format == "json":
+        ctx.print(noise.model_dump_json(indent=2))
+    else:
+        ctx.print(render("noise.txt.j2", s=noise, limit=ctx.args.show))
+    return EXIT_OK
+
+
+def cmd_gate(ctx: Context) -> int:
+    loaded = ctx.config()
+    baseline = find_run(ctx.args.baseline, loaded.state_dir)
+    name, suite = loaded.suite(ctx.args.suite or baseline.suite)
+    ref = ctx.args.candidate
+    try:
+        candidate = find_run(ref, loaded.state_dir)
+    except RunFileError:
+        versions = loaded.prompt_files(suite)
+        if ref not in versions:
+            raise
+        candidate = execute_version(ctx, loaded, name, ref)
+        if not ctx.args.no_save:
+            save_run(candidate, loaded.state_dir)
+    verdict = decide(baseline, candidate, suite.gate)
+    ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+    if verdict.kind == "fail":
+        return EXIT_GATE_FAILED
+    if verdict.kind == "inconclusive":
+        code = suite.gate.inconclusive_exit
+        ctx.warn(
+            "the verdict is inconclusive: "
+            + "; ".join(verdict.reasons)
+            + (f" (exit {code}; set gate.inconclusive_exit to change it)")
+        )
+        return code
+    return EXIT_OK
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -233,6 +305,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _at_least_two(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError("needs at least 2 repeats to see flips")
     return value
 
 
@@ -283,7 +362,37 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--concurrency", type=_positive, help="calls in flight (default: the suite's, 16)"
     )
+    run.add_argument(
+        "--cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reuse cached replies (default: on when CI is set; always off with --repeats)",
+    )
     run.set_defaults(func=cmd_run)
+
+    noise = sub.add_parser(
+        "noise", parents=[common], help="measure the noise floor: one prompt, R repeats"
+    )
+    noise.add_argument("version", help="prompt version")
+    noise.add_argument("--repeats", type=_at_least_two, default=2, help="R >= 2 (default: 2)")
+    noise.add_argument("--no-save", action="store_true", help="do not save the run")
+    noise.add_argument("--concurrency", type=_positive, help="calls in flight")
+    noise.add_argument("--show", type=int, default=20, help="unstable cases listed")
+    noise.set_defaults(func=cmd_noise, verbose=False)
+
+    gate = sub.add_parser(
+        "gate", parents=[common], help="decide pass / fail / inconclusive against a baseline"
+    )
+    gate.add_argument("--baseline", required=True, help="baseline run (name, prefix, path)")
+    gate.add_argument(
+        "--candidate",
+        required=True,
+        help="candidate run, or a prompt version to run now",
+    )
+    gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
+    gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument("--concurrency", type=_positive, help="calls in flight")
+    gate.set_defaults(func=cmd_gate, verbose=False, cache=None)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -45,7 +45,8 @@ class ModelSettings(Strict):
     backend: str = "fake"
     name: str = "fake"
     max_tokens: int = Field(default=1024, gt=0)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # None: the model's default (newer models may not accept the parameter at all).
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     # Backend-specific settings (fake rules, thinking, effort, response schema, command, ...).
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -92,16 +93,59 @@ class PythonScorer(Strict):
     function: str = Field(pattern=r"^[\w.]+:[\w]+$", description="module:function")
 
 
+class JudgeScorer(Strict):
+    """A model grades each reply against a rubric (and the case's reference answer, if any)."""
+
+    kind: Literal["judge"]
+    rubric: str | None = None
+    rubric_file: str | None = None
+    model: ModelSettings = Field(description="the judge's backend, model and settings")
+    # Judge calls in flight, on top of the suite's own concurrency.
+    concurrency: int = Field(default=8, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _one_rubric(self) -> JudgeScorer:
+        if (self.rubric is None) == (self.rubric_file is None):
+            raise ValueError("give exactly one of 'rubric' or 'rubric_file'")
+        return self
+
+
 ScorerConfig = Annotated[
-    LabelScorer | ExactScorer | ContainsScorer | RegexScorer | JsonSchemaScorer | PythonScorer,
+    LabelScorer
+    | ExactScorer
+    | ContainsScorer
+    | RegexScorer
+    | JsonSchemaScorer
+    | PythonScorer
+    | JudgeScorer,
     Field(discriminator="kind"),
 ]
 
 
-class Price(Strict):
-    """What a run made on the fake backend would cost on this real model, for scale."""
+class GatePolicy(Strict):
+    """How the gate decides. Defaults follow the README's statistics section."""
 
-    model: str
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
+    # The drop (as a fraction) the suite should be able to detect with 80% power.
+    tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
+    power: float = Field(default=0.80, gt=0.0, lt=1.0)
+    mid_p: bool = False
+    # Cases that flipped between the baseline's repeats are shown apart and left out.
+    exclude_unstable: bool = True
+    # Does the PR break more than the baseline's measured flips predict? off | warn | fail.
+    noise_check: Literal["off", "warn", "fail"] = "warn"
+    critical_categories: list[str] = Field(default_factory=list)
+    # Continuous scores (a judge's 0..1): sign-flip permutation test, or Wilcoxon (Pratt).
+    continuous_test: Literal["permutation", "wilcoxon"] = "permutation"
+    # Test at the level of scenario groups instead of cases (clustered data).
+    unit: Literal["case", "group"] = "case"
+    # More than this share of the candidate's cases unpaired (new, edited) -> inconclusive.
+    max_unpaired_share: float = Field(default=0.2, ge=0.0, le=1.0)
+    # Exit code of `evalgate gate` for an inconclusive verdict (0 with a warning, or 1).
+    inconclusive_exit: Literal[0, 1] = 0
+    # Repeats for a baseline run (the noise floor needs at least 2).
+    baseline_repeats: int = Field(default=2, ge=1, le=50)
+    seed: int = 0
 
 
 class Suite(Strict):
@@ -116,6 +160,7 @@ class Suite(Strict):
     max_error_share: float = Field(default=0.02, ge=0.0, le=1.0)
     # For a fake run, what the same tokens would cost on a named real model.
     price_as: str | None = "claude-haiku-4-5"
+    gate: GatePolicy = GatePolicy()
 
     @field_validator("prompts", "cases", mode="before")
     @classmethod
@@ -190,6 +235,9 @@ class LoadedConfig(BaseModel):
         return versions
 
 
+SCORER_KINDS = ("label", "exact", "contains", "regex", "json_schema", "python", "judge")
+
+
 def _describe(error: Any) -> str:
     kind = error["type"]
     msg = str(error["msg"])
@@ -203,10 +251,24 @@ def _describe(error: Any) -> str:
     return f"{msg} (found {found!r})"
 
 
+def _tagged_branch(union: Any, tag: Any) -> type[BaseModel] | None:
+    """The model of a tagged union whose ``kind`` is ``tag`` (pydantic puts tags in error paths)."""
+    for arg in getattr(union, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            kind = arg.model_fields.get("kind")
+            if kind is not None and get_args(kind.annotation) == (tag,):
+                return arg
+    return None
+
+
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
     """The keys allowed where an unknown key was found, walking the models along ``loc``."""
     current: Any = model
     for part in loc[:-1]:
+        branch = _tagged_branch(current, part)
+        if branch is not None:
+            current = branch
+            continue
         if isinstance(current, type) and issubclass(current, BaseModel):
             field = current.model_fields.get(str(part))
             if field is None:
@@ -241,22 +303,20 @@ def parse_config(text: str, path: Path) -> Config:
         error = exc.errors()[0]
         # Drop pydantic's union-branch tags (e.g. 'label') from the path the user sees.
         loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.endswith("]")))
+        # ... and the scorer's kind tag, which pydantic puts after "scorer".
         shown = [
-            p
-            for p in loc
-            if p not in ("label", "exact", "contains", "regex", "json_schema", "python")
-            or p == loc[-1]
+            p for i, p in enumerate(loc) if not (i and loc[i - 1] == "scorer" and p in SCORER_KINDS)
         ]
         key_path = ".".join(str(p) for p in shown)
         line = line_of(text, shown)
         where = f"{path}:{line}" if line else str(path)
         fix = None
         if error["type"] == "extra_forbidden":
-            allowed = _allowed_keys(Config, tuple(shown))
+            allowed = _allowed_keys(Config, loc)
             if allowed:
                 fix = f"allowed here: {', '.join(allowed)}"
         elif error["type"] == "union_tag_invalid":
-            fix = "scorer kinds: label, exact, contains, regex, json_schema, python"
+            fix = f"scorer kinds: {', '.join(SCORER_KINDS)}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{key_path}: {_describe(error)}{more}", where=where, fix=fix) from None
 

@@ -78,7 +78,9 @@ def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int
             options=suite.model.options,
             case={"id": case.id, "input": case.input},
         )
-        jobs.extend(Job(index, r, case.id, case.expected, request) for r in range(repeats))
+        jobs.extend(
+            Job(index, r, case.id, case.expected, request, case.input) for r in range(repeats)
+        )
     return jobs
 
 
@@ -102,12 +104,13 @@ def run_suite(
     *,
     cache: Cache | None = None,
     on_progress: ProgressCallback | None = None,
+    judge: Backend | None = None,
 ) -> Run:
     suite = spec.suite
     cases = list(spec.cases.cases)
     if spec.limit is not None:
         cases = cases[: spec.limit]
-    scorer = build_scorer(suite.scorer, base_dir)
+    scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats)
     started = time.perf_counter()
     outcomes, interrupted = execute(

@@ -17,7 +17,7 @@ from typing import Protocol
 from evalgate.backends.base import Backend, Reply, Request
 from evalgate.errors import BackendError, UserError
 from evalgate.runs import Outcome
-from evalgate.scorers.base import Scorer
+from evalgate.scorers.base import Scorer, ScoringError
 
 # Errors that say the whole run is misconfigured: stop before flooding the API.
 FATAL_KINDS = frozenset({"bad_request", "auth", "not_found"})
@@ -30,6 +30,7 @@ class Job:
     case_id: str
     expected: object
     request: Request
+    case_input: dict[str, object] | None = None
 
 
 class Cache(Protocol):
@@ -63,9 +64,17 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
     if reply.error is not None:
         return Outcome(error=reply.error, error_kind=reply.error_kind or "other", **usage)
     try:
-        score = scorer(job.expected, reply.text)
-    except UserError:
-        raise
+        if getattr(scorer, "needs_input", False):
+            score = scorer(job.expected, reply.text, case_input=job.case_input)
+        else:
+            score = scorer(job.expected, reply.text)
+    except ScoringError as exc:
+        return Outcome(text=reply.text, error=str(exc), error_kind=exc.kind, **usage)
+    except UserError as exc:
+        # A bad per-case regex or a scorer's bad return value: say which case, among hundreds.
+        raise UserError(
+            f"the scorer failed on case {job.case_id!r}: {exc.what}", where=exc.where, fix=exc.fix
+        ) from None
     except Exception as exc:
         raise UserError(
             f"the scorer failed on case {job.case_id!r}: {type(exc).__name__}: {exc}",
@@ -77,6 +86,9 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
         score=score.score,
         format_ok=score.format_ok,
         reason=score.reason,
+        judge_calls=score.judge_calls,
+        judge_input_tokens=score.judge_input_tokens,
+        judge_output_tokens=score.judge_output_tokens,
         **usage,
     )
 
@@ -114,12 +126,16 @@ def execute(
     progress = Progress(total=len(jobs), started=time.perf_counter())
     stop = stop or threading.Event()
 
-    def record(index: int, reply: Reply, cached: bool) -> None:
-        outcome = score_reply(jobs[index], reply, scorer, cached)
+    def work(index: int) -> Outcome:
+        # Calls and scoring both happen in the worker: a judge scorer makes calls too.
+        reply, cached = _call(backend, jobs[index], cache)
+        return score_reply(jobs[index], reply, scorer, cached)
+
+    def record(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
         progress.done += 1
         progress.errors += outcome.error is not None
-        progress.cache_hits += cached
+        progress.cache_hits += outcome.cached
         if on_progress is not None:
             on_progress(progress)
 
@@ -131,16 +147,16 @@ def execute(
                 f"the API refused the first request (case {jobs[0].case_id!r}): {reply.error}",
                 fix="check the model name, settings and key before running the suite",
             )
-        record(0, reply, cached)
+        record(0, score_reply(jobs[0], reply, scorer, cached))
     pending_index = 1
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalgate") as pool:
-        running: dict[Future[tuple[Reply, bool]], int] = {}
+        running: dict[Future[Outcome], int] = {}
         try:
             while pending_index < len(jobs) or running:
                 while pending_index < len(jobs) and len(running) < concurrency * 2:
                     if stop.is_set():
                         break
-                    future = pool.submit(_call, backend, jobs[pending_index], cache)
+                    future = pool.submit(work, pending_index)
                     running[future] = pending_index
                     pending_index += 1
                 if not running:
@@ -148,8 +164,7 @@ def execute(
                 done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = running.pop(future)
-                    reply, cached = future.result()
-                    record(index, reply, cached)
+                    record(index, future.result())
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
@@ -157,8 +172,7 @@ def execute(
             in_flight = [f for f in running if not f.cancel()]
             finished, _ = wait(in_flight, timeout=30)
             for future in finished:
-                reply, cached = future.result()
-                record(running[future], reply, cached)
+                record(running[future], future.result())
         if stop.is_set():
             interrupted = True
     final: list[Outcome] = []

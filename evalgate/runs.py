@@ -39,6 +39,9 @@ class Outcome(BaseModel):
     error_kind: str | None = None
     attempts: int = 1
     cached: bool = False
+    judge_calls: int = 0
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
 
 
 class CaseResult(BaseModel):
@@ -108,7 +111,7 @@ class ModelInfo(BaseModel):
     backend: str
     name: str
     max_tokens: int
-    temperature: float
+    temperature: float | None
     options_sha256: str
     offline: bool = False
 
@@ -173,6 +176,13 @@ def read_run(path: Path) -> Run:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RunFileError("run file does not exist", where=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        # A directory, a truncated download, a binary file: unreadable, not a crash.
+        raise RunFileError(
+            f"cannot read the run file: {exc}",
+            where=str(path),
+            fix="re-create it with `evalgate run`",
+        ) from None
     try:
         return Run.model_validate_json(text)
     except ValidationError as exc:

@@ -25,6 +25,9 @@ from pydantic import BaseModel, ConfigDict
 from scipy import integrate, stats
 
 __all__ = [
+    "CASES_CAP",
+    "MDE_TOLERANCE",
+    "Alternative",
     "PairedDifference",
     "broke_more_than_noise",
     "cases_for_mde",
@@ -132,7 +135,7 @@ def clustered_se(residuals: Sequence[float], groups: Sequence[str]) -> float:
     """Cluster-robust standard error of a mean, given residuals ``r_i = x_i - mean(x)``.
 
     Miller (2024), "Adding Error Bars to Evals: A Statistical Approach to Language Model
-    Evaluations", arXiv:2411.00640, section 2.2 (the CRSE with the usual small-sample factor)::
+    Evaluations", arXiv:2411.00640, clustered standard errors (with the usual C/(C-1) factor)::
 
         SE = sqrt( C/(C-1) * sum_over_clusters (sum of r_i in the cluster)² ) / n
 
@@ -209,10 +212,11 @@ def paired_difference(
 ) -> PairedDifference:
     """Paired difference of means, ``mean(candidate - baseline) ± z * SE``.
 
-    Pairing removes the between-case variance that both prompts share, which is why it is far
-    tighter than comparing two independent means (Miller 2024, section 4, "paired
-    differences"). The SE is the ordinary one, or cluster-robust when ``groups`` is given
-    (:func:`mean_and_se`); ``z`` is the two-sided normal quantile for ``confidence``.
+    Pairing removes the between-case variance that both prompts share, so the interval is
+    tighter than one for two independent means whenever the prompts' scores are positively
+    correlated across cases (Miller 2024, arXiv:2411.00640, "paired differences"). The SE is
+    the ordinary one, or cluster-robust when ``groups`` is given (:func:`mean_and_se`); ``z``
+    is the two-sided normal quantile for ``confidence``.
     """
     if len(candidate) != len(baseline):
         raise ValueError(
@@ -327,8 +331,8 @@ def _critical_broken(m: NDArray[np.int64], alpha: float) -> NDArray[np.int64]:
     """
     limit = alpha * (1.0 + _P_SLACK)
     # scipy's discrete isf is the smallest k with sf(k) <= alpha, and sf(k) = P(X >= k + 1).
-    k = np.asarray(stats.binom.isf(alpha, m, 0.5), dtype=np.float64)
-    k = np.where(np.isnan(k), m, k).astype(np.int64) + 1
+    start = np.asarray(stats.binom.isf(alpha, m, 0.5), dtype=np.float64)
+    k: NDArray[np.int64] = np.where(np.isnan(start), m, start).astype(np.int64) + 1
     k = np.clip(k, 0, m + 1)
     # isf works in floating point; walk each k to the exact boundary of the rule above.
     while True:
@@ -514,7 +518,7 @@ def paired_permutation_test(
     if not np.all(np.isfinite(d)):
         raise ValueError("diffs must be finite numbers")
     magnitudes = np.abs(d[d != 0.0])
-    k = magnitudes.size
+    k = int(magnitudes.size)
     if k == 0:
         return 1.0
     observed = float(np.sum(d))
@@ -522,9 +526,9 @@ def paired_permutation_test(
     tol = 1e-10 * float(np.sum(magnitudes))
 
     if k <= EXACT_PERMUTATION_MAX:
-        bits = (np.arange(2**k, dtype=np.int64)[:, None] >> np.arange(k, dtype=np.int64)) & 1
+        bits = (np.arange(1 << k, dtype=np.int64)[:, None] >> np.arange(k, dtype=np.int64)) & 1
         sums = (1.0 - 2.0 * bits) @ magnitudes
-        return _tail_count(sums, observed, tol, alternative) / 2**k
+        return _tail_count(sums, observed, tol, alternative) / (1 << k)
 
     rng = np.random.default_rng(seed)
     count = 0
@@ -542,16 +546,56 @@ def paired_permutation_test(
 def wilcoxon_pratt(diffs: Sequence[float], alternative: Alternative = "less") -> float:
     """Wilcoxon signed-rank test on paired differences, zeros handled by Pratt's method.
 
-    ``scipy.stats.wilcoxon(diffs, zero_method="pratt", alternative=alternative).pvalue``. Pratt
-    (1959, "Remarks on zeros and ties in the Wilcoxon signed rank procedures", JASA 54:655-667)
-    ranks the zeros with the rest and then drops their ranks, which keeps the test consistent
-    when many cases score the same under both prompts. All differences zero (or none): ``1.0``.
+    The p-value of ``scipy.stats.wilcoxon(diffs, zero_method="pratt", alternative=alternative)``
+    (default ``method="auto"``). Pratt (1959, "Remarks on zeros and ties in the Wilcoxon signed
+    rank procedures", JASA 54:655-667) ranks the zeros with the rest and then drops their ranks,
+    which keeps the test consistent when many cases score the same under both prompts. All
+    differences zero (or none): ``1.0``.
+
+    One branch is computed here instead of by scipy, with the same result: for at most 13
+    differences with ties or zeros (the usual case for pass/fail scores), scipy (1.17) runs an
+    exact sign-flip permutation test of ``W+`` that calls its statistic once for each of the
+    ``2**n`` sign vectors, which takes seconds. :func:`_pratt_exact` does the same enumeration
+    as one matrix product (tests check it against scipy).
     """
     d = np.asarray(diffs, dtype=np.float64)
     if d.size == 0 or not np.any(d != 0.0):
         return 1.0
+    has_ties = np.unique(np.abs(d)).size < d.size
+    if d.size <= _SCIPY_WILCOXON_PERMUTATION_MAX and (has_ties or np.any(d == 0.0)):
+        return _pratt_exact(d, alternative)
     result = stats.wilcoxon(d, zero_method="pratt", alternative=alternative)
     return float(min(1.0, max(0.0, result.pvalue)))
+
+
+# scipy.stats.wilcoxon(method="auto") switches to an exact permutation test at this size.
+_SCIPY_WILCOXON_PERMUTATION_MAX = 13
+
+
+def _pratt_exact(d: NDArray[np.float64], alternative: Alternative) -> float:
+    """Exact sign-flip distribution of Pratt's ``W+``, as scipy's ``permutation_test`` gives it.
+
+    ``W+`` is the sum of the ranks of ``|d|`` (zeros ranked, average ranks for ties) over the
+    positive ``d``. Flipping signs leaves the ranks alone and zeros at zero, so ``W+`` over all
+    sign vectors is ``bits @ ranks`` for the nonzero entries. Two-sided is scipy's convention,
+    ``min(1, 2 * min(p_less, p_greater))``.
+    """
+    ranks = stats.rankdata(np.abs(d))
+    nonzero = d != 0.0
+    r = ranks[nonzero]
+    observed = float(np.sum(ranks[d > 0.0]))
+    k = int(r.size)
+    bits = (np.arange(1 << k, dtype=np.int64)[:, None] >> np.arange(k, dtype=np.int64)) & 1
+    null = bits @ r
+    # Ranks are multiples of 1/2 and the sums are exact, so ties compare exactly.
+    total = 1 << k
+    p_less = int(np.count_nonzero(null <= observed)) / total
+    p_greater = int(np.count_nonzero(null >= observed)) / total
+    if alternative == "less":
+        return p_less
+    if alternative == "greater":
+        return p_greater
+    return min(1.0, 2.0 * min(p_less, p_greater))
 
 
 # --------------------------------------------------------------------------------------------

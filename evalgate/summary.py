@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from statistics import fmean
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -77,6 +78,11 @@ class Costs(BaseModel):
     # For an offline run (which costs nothing): what the same tokens would cost on a real model.
     priced_as: str | None = None
     priced_as_cost: float | None = None
+    # A judge scorer's own calls, tokens and cost, apart from the system under test's.
+    judge_model: str | None = None
+    judge_calls: int = 0
+    judge_usage: Usage = Usage()
+    judge_cost: float | None = None
 
 
 class Latency(BaseModel):
@@ -191,6 +197,20 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             cache_write_tokens=o.cache_write_tokens,
             cache_read_tokens=o.cache_read_tokens,
         )
+    judge: dict[str, Any] = {}
+    judge_model = run.scorer.get("model")
+    if run.scorer.get("kind") == "judge" and isinstance(judge_model, dict):
+        judge_usage = Usage(
+            input_tokens=sum(o.judge_input_tokens for o in outcomes),
+            output_tokens=sum(o.judge_output_tokens for o in outcomes),
+        )
+        name = str(judge_model.get("name"))
+        judge = {
+            "judge_model": name,
+            "judge_calls": sum(o.judge_calls for o in outcomes),
+            "judge_usage": judge_usage,
+            "judge_cost": 0.0 if judge_model.get("backend") == "fake" else cost(judge_usage, name),
+        }
     if run.model.offline:
         costs = Costs(
             usage=usage,
@@ -198,12 +218,14 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             uncached_cost=0.0,
             priced_as=price_as,
             priced_as_cost=cost(usage, price_as) if price_as else None,
+            **judge,
         )
     else:
         costs = Costs(
             usage=usage,
             cost=cost(usage, run.model.name),
             uncached_cost=uncached_cost(usage, run.model.name),
+            **judge,
         )
     live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
     latency = Latency(

@@ -16,10 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from scipy import stats as scipy_stats
 
 from evalgate import stats as s
 
 Z975 = 1.959963984540054  # Phi^-1(0.975), standard normal tables
+
+# Few examples and no deadline: the whole file should run in a few seconds, and scipy's first
+# call on a busy CI runner can exceed hypothesis's default 200 ms deadline.
+PROPERTY = settings(max_examples=40, deadline=None)
 
 
 def binom_sf_by_hand(k: int, n: int, p: float) -> float:
@@ -75,6 +80,7 @@ def test_wilson_rejects_impossible_counts() -> None:
         s.wilson_interval(3, 30, confidence=1.0)
 
 
+@PROPERTY
 @given(
     n=st.integers(min_value=1, max_value=10_000),
     share=st.floats(min_value=0.0, max_value=1.0),
@@ -107,6 +113,7 @@ def test_sign_test_two_sided_known_answers() -> None:
     assert s.sign_test_two_sided(5, 5) == 1.0
 
 
+@PROPERTY
 @given(st.integers(0, 300), st.integers(0, 300))
 def test_sign_test_two_sided_symmetric_and_a_probability(fixed: int, broken: int) -> None:
     p = s.sign_test_two_sided(fixed, broken)
@@ -114,10 +121,13 @@ def test_sign_test_two_sided_symmetric_and_a_probability(fixed: int, broken: int
     assert p == s.sign_test_two_sided(broken, fixed)
 
 
+@PROPERTY
 @given(st.integers(0, 40), st.integers(0, 40))
 def test_sign_test_two_sided_matches_binomial_sum(fixed: int, broken: int) -> None:
     m = fixed + broken
-    expected = 1.0 if m == 0 else min(1.0, 2 * (1 - binom_sf_by_hand(min(fixed, broken) + 1, m, 0.5)))
+    expected = (
+        1.0 if m == 0 else min(1.0, 2 * (1 - binom_sf_by_hand(min(fixed, broken) + 1, m, 0.5)))
+    )
     assert s.sign_test_two_sided(fixed, broken) == pytest.approx(expected, abs=1e-12)
 
 
@@ -133,6 +143,7 @@ def test_sign_test_worse_known_answers() -> None:
     assert s.sign_test_worse(0, 7) == 1.0
 
 
+@PROPERTY
 @given(st.integers(0, 200), st.integers(0, 200))
 def test_sign_test_worse_properties(broken: int, fixed: int) -> None:
     exact = s.sign_test_worse(broken, fixed)
@@ -143,6 +154,7 @@ def test_sign_test_worse_properties(broken: int, fixed: int) -> None:
         assert exact >= 0.5
 
 
+@PROPERTY
 @given(st.integers(0, 40), st.integers(0, 40))
 def test_sign_test_worse_matches_binomial_sum(broken: int, fixed: int) -> None:
     m = broken + fixed
@@ -160,6 +172,7 @@ def test_broke_more_than_noise_known_answers() -> None:
         s.broke_more_than_noise(1, 1, 0)
 
 
+@PROPERTY
 @given(st.integers(0, 100), st.integers(0, 100), st.integers(1, 10))
 def test_broke_more_than_noise_properties(broken: int, flips: int, repeats: int) -> None:
     p = s.broke_more_than_noise(broken, flips, repeats)
@@ -189,6 +202,7 @@ def test_flip_rate_rejects_bad_shapes() -> None:
         s.flip_rate([[True, False], [True, False, True]])
 
 
+@PROPERTY
 @given(
     st.integers(2, 5).flatmap(
         lambda r: st.lists(st.lists(st.booleans(), min_size=r, max_size=r), min_size=1, max_size=20)
@@ -259,7 +273,10 @@ def test_critical_broken_is_the_sign_test_rule(alpha: float) -> None:
     # k_crit(m) is the smallest b with sign_test_worse(b, m - b) <= alpha (m + 1 if none).
     m = np.arange(0, 80, dtype=np.int64)
     expected = [
-        next((b for b in range(mm + 1) if binom_sf_by_hand(b, mm, 0.5) <= alpha * (1 + 1e-12)), mm + 1)
+        next(
+            (b for b in range(mm + 1) if binom_sf_by_hand(b, mm, 0.5) <= alpha * (1 + 1e-12)),
+            mm + 1,
+        )
         for mm in range(80)
     ]
     assert s._critical_broken(m, alpha).tolist() == expected
@@ -278,8 +295,9 @@ def test_mde_is_fast_for_ten_thousand_cases() -> None:
     start = time.perf_counter()
     d = s.minimum_detectable_effect(10_000, 0.1)
     assert time.perf_counter() - start < 0.5
-    # Normal approximation (Connor 1987): d ≈ (1.645 + 0.842) * sqrt(f / n) = 0.0079.
-    assert d == pytest.approx(0.0079, abs=0.0005)
+    # Normal approximation (Connor 1987, Biometrics 43:207): d ≈ (1.645 + 0.842) *
+    # sqrt((f + d) / n), whose fixed point at f = 0.1, n = 10,000 is d = 0.0082.
+    assert d == pytest.approx(0.0082, abs=0.0003)
 
 
 def test_cases_for_mde() -> None:
@@ -312,6 +330,7 @@ def test_holm_known_answer() -> None:
         s.holm_adjust([0.5, 1.5])
 
 
+@PROPERTY
 @given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=30))
 def test_holm_properties(raw: list[float]) -> None:
     adjusted = s.holm_adjust(raw)
@@ -353,12 +372,14 @@ def test_permutation_counts_ties_despite_rounding() -> None:
     assert s.paired_permutation_test(diffs, seed=0, alternative="less") == 5 / 8
 
 
-@settings(max_examples=60, deadline=None)
+@PROPERTY
 @given(
     st.lists(st.integers(-5, 5).map(float), min_size=0, max_size=8),
     st.sampled_from(["less", "greater", "two-sided"]),
 )
-def test_permutation_exact_matches_brute_force(diffs: list[float], alternative: str) -> None:
+def test_permutation_exact_matches_brute_force(
+    diffs: list[float], alternative: s.Alternative
+) -> None:
     nonzero = [d for d in diffs if d != 0]
     if not nonzero:
         expected = 1.0
@@ -375,7 +396,7 @@ def test_permutation_exact_matches_brute_force(diffs: list[float], alternative: 
         else:
             hits = sum(abs(t) >= abs(observed) for t in sums)
         expected = hits / len(sums)
-    assert s.paired_permutation_test(diffs, seed=1, alternative=alternative) == expected  # type: ignore[arg-type]
+    assert s.paired_permutation_test(diffs, seed=1, alternative=alternative) == expected
 
 
 def test_permutation_monte_carlo_is_seeded() -> None:
@@ -404,15 +425,35 @@ def test_wilcoxon_pratt_known_answers() -> None:
     assert s.wilcoxon_pratt([-1.0, -2.0, -3.0, -4.0, -5.0]) == pytest.approx(1 / 32)
     assert s.wilcoxon_pratt([0.0, 0.0, 0.0]) == 1.0
     assert s.wilcoxon_pratt([]) == 1.0
+    # Twelve +1 and one -1: all ranks tie at 7, W+ = 7 * (number positive). Two-sided exact:
+    # 2 * P(Bin(13, 1/2) >= 12) = 2 * (13 + 1) / 2**13 = 0.00341796875.
+    start = time.perf_counter()
+    assert s.wilcoxon_pratt([1.0] * 12 + [-1.0], alternative="two-sided") == 28 / 8192
+    assert time.perf_counter() - start < 0.1
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize(
+    "diffs",
+    [
+        [1.0, -1.0, 0.0, 2.0, 2.0, -3.0],  # ties and a zero: the exact permutation branch
+        [0.0, 0.0, -1.0, -1.0, -2.0, 1.0, -3.0, -3.0],
+        [-0.5, 1.5, -2.5, 3.5, -4.5],  # no ties: scipy's exact distribution
+        [float(x) for x in range(-8, 12)],  # 20 values with a zero: normal approximation
+    ],
+)
+@pytest.mark.parametrize("alternative", ["less", "greater", "two-sided"])
+def test_wilcoxon_pratt_matches_scipy(diffs: list[float], alternative: s.Alternative) -> None:
+    expected = scipy_stats.wilcoxon(diffs, zero_method="pratt", alternative=alternative).pvalue
+    assert s.wilcoxon_pratt(diffs, alternative=alternative) == pytest.approx(expected, abs=1e-12)
+
+
+@PROPERTY
 @given(
     st.lists(st.integers(-3, 3).map(float), min_size=1, max_size=30),
     st.sampled_from(["less", "greater", "two-sided"]),
 )
-def test_wilcoxon_pratt_is_a_probability(diffs: list[float], alternative: str) -> None:
-    p = s.wilcoxon_pratt(diffs, alternative=alternative)  # type: ignore[arg-type]
+def test_wilcoxon_pratt_is_a_probability(diffs: list[float], alternative: s.Alternative) -> None:
+    p = s.wilcoxon_pratt(diffs, alternative=alternative)
     assert 0.0 <= p <= 1.0
 
 
@@ -445,10 +486,11 @@ def test_mean_and_se_known_answer() -> None:
 
 def test_clustered_se_known_answer() -> None:
     # Residuals -1.5, -0.5, 0.5, 1.5 in clusters {a, a, b, b}: cluster sums -2 and 2,
-    # SE = sqrt(2/1 * (4 + 4)) / 4 = 1.0 (Miller 2024, eq. for the clustered SE).
+    # SE = sqrt(2/1 * (4 + 4)) / 4 = 1.0 (Miller 2024, clustered SE formula).
     assert s.clustered_se([-1.5, -0.5, 0.5, 1.5], ["a", "a", "b", "b"]) == pytest.approx(1.0)
     mean, se = s.mean_and_se([1.0, 2.0, 3.0, 4.0], groups=["a", "a", "b", "b"])
-    assert (mean, se) == (2.5, pytest.approx(1.0))
+    assert mean == 2.5
+    assert se == pytest.approx(1.0)
     # Interleaved clusters {a, b, a, b}: sums -1 and 1, SE = sqrt(2 * 2) / 4 = 0.5.
     assert s.clustered_se([-1.5, -0.5, 0.5, 1.5], ["a", "b", "a", "b"]) == pytest.approx(0.5)
     with pytest.raises(ValueError):
@@ -461,6 +503,7 @@ def test_clustered_se_with_one_cluster_falls_back_to_ordinary_se() -> None:
     assert math.isnan(s.clustered_se([0.0], ["x"]))
 
 
+@PROPERTY
 @given(st.lists(st.floats(min_value=-1.0, max_value=1.0), min_size=2, max_size=50))
 def test_singleton_clusters_equal_the_ordinary_se(values: list[float]) -> None:
     # C = n: sqrt(n/(n-1) * sum r²) / n = sqrt(sum r² / (n(n-1))) = sqrt(var_ddof1 / n).

@@ -9,6 +9,9 @@ faults that must stop the whole run before it floods an API (``BackendError``).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,7 +35,7 @@ class Request(BaseModel):
     messages: tuple[Message, ...]
     model: str
     max_tokens: int = 1024
-    temperature: float = 0.0
+    temperature: float | None = None
     # Backend-specific settings (thinking budget, effort, response schema, ...).
     options: dict[str, Any] = Field(default_factory=dict)
     # Opaque metadata for backends that need the case itself (the command backend); never
@@ -69,6 +72,14 @@ class Reply(BaseModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     attempts: int = 1
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend may know of the world, handed down by the composition root."""
+
+    base_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

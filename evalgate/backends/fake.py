@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evalgate.backends.base import Reply, Request
+from evalgate.backends.base import BackendContext, Reply, Request
+from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
@@ -137,8 +138,8 @@ class FakeBackend:
     name: ClassVar[str] = "fake"
     offline: ClassVar[bool] = True
 
-    def __init__(self, options: dict[str, Any], base_dir: Path) -> None:
-        self.rules = load_rules(options, base_dir)
+    def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
+        self.rules = load_rules(settings.options, context.base_dir)
 
     def complete(self, request: Request) -> Reply:
         text = fake_answer(request, self.rules)

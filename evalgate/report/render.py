@@ -64,6 +64,16 @@ def md(text: object) -> str:
     return value.replace("-->", "--\\>")
 
 
+def code(text: object) -> str:
+    """Untrusted text as an inline code span.
+
+    Backslash escapes do not work inside code spans (GitHub would show the backslashes), and
+    need not: a code span's content is literal. Only a backtick could end it early.
+    """
+    value = re.sub(r"\s+", " ", str(text)).strip().replace("`", "'")
+    return f"`{value}`"
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("evalgate", "report/templates"),
@@ -81,6 +91,7 @@ def _environment() -> jinja2.Environment:
         pvalue=pvalue,
         excerpt=excerpt,
         md=md,
+        code=code,
     )
     env.globals.update(version=__version__, offline_note=OFFLINE_NOTE, interval=interval)
     return env

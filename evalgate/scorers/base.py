@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalgate.backends.base import Backend
 from evalgate.config import ScorerConfig
 
 
@@ -22,14 +23,36 @@ class Score(BaseModel):
     score: float = Field(ge=0.0, le=1.0)
     format_ok: bool
     reason: str | None = None
+    # A model-graded scorer's own calls, counted apart from the system under test's.
+    judge_calls: int = 0
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
 
 
-# A scorer is built once per run from its config and then called once per reply.
-Scorer = Callable[[Any, str], Score]
+class ScoringError(Exception):
+    """The scorer could not grade a reply (a judge call failed): the case is an error."""
+
+    def __init__(self, message: str, kind: str = "judge") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
-def build_scorer(config: ScorerConfig, base_dir: Path) -> Scorer:
+# A scorer is built once per run from its config and then called once per reply, with the
+# case's expected answer and the reply text. Scorers that also read the case's input (a judge)
+# set ``needs_input = True`` and are called with ``case_input=`` as well.
+Scorer = Callable[..., Score]
+
+
+def build_scorer(config: ScorerConfig, base_dir: Path, judge: Backend | None = None) -> Scorer:
+    """Build the scorer a config names; a judge scorer needs the judge's backend, built outside."""
     from evalgate.scorers import code, json_schema, text
+
+    if config.kind == "judge":
+        from evalgate.scorers.judge import JudgeScorer
+
+        if judge is None:
+            raise ValueError("a judge scorer needs a judge backend")
+        return JudgeScorer(config, base_dir, judge)
 
     builders: dict[str, Callable[[Any, Path], Scorer]] = {
         "label": text.label,
@@ -48,4 +71,4 @@ def needs_expected(config: ScorerConfig) -> bool:
         return config.field is not None
     if config.kind == "regex":
         return config.pattern is None
-    return config.kind != "python"
+    return config.kind not in ("python", "judge")

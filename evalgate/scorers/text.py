@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,26 @@ from evalgate.config import ContainsScorer, ExactScorer, LabelScorer, RegexScore
 from evalgate.errors import ConfigError
 from evalgate.scorers.base import Score, Scorer
 
-_FENCE_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
+_DECODER = json.JSONDecoder()
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def _objects_in(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object that starts at a ``{`` of the text (nested values included)."""
+    for brace in re.finditer(r"\{", text):
+        try:
+            value, _ = _DECODER.raw_decode(text, brace.start())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            yield value
 
 
 def read_label(text: str, field: str) -> tuple[str | None, bool]:
@@ -32,9 +44,8 @@ def read_label(text: str, field: str) -> tuple[str | None, bool]:
     whole = _json_object(text.strip())
     if whole is not None and isinstance(whole.get(field), str):
         return whole[field].strip().lower(), True
-    for match in _FENCE_OBJECT.finditer(text):
-        inner = _json_object(match.group(0))
-        if inner is not None and isinstance(inner.get(field), str):
+    for inner in _objects_in(text):
+        if isinstance(inner.get(field), str):
             return inner[field].strip().lower(), False
     bare = re.search(rf"{re.escape(field)}\s*:\s*\"?([^\n\".]+)", text, re.IGNORECASE)
     if bare:

@@ -56,6 +56,7 @@ import contextlib
 import hashlib
 import json
 import math
+import selectors
 import socket
 import threading
 import time
@@ -63,7 +64,7 @@ import traceback
 import uuid
 from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate
 from http import HTTPStatus
@@ -219,6 +220,8 @@ class Exchange:
     flipped: bool = False
     usage: dict[str, int] | None = None
     t_done: float | None = None
+    """When it was counted: just before the last byte of the answer was written."""
+    _counted: bool = field(default=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,8 @@ class Stats:
     by_status: dict[int, int]
     by_outcome: dict[str, int]
     by_path: dict[str, int]
+    connections: int
+    """TCP connections accepted (few, when the client's pool keeps them alive)."""
     in_flight: int
     max_in_flight: int
     flips: int
@@ -359,12 +364,15 @@ class MessagesServer:
         self._script: deque[str] = deque()
         self._log: deque[Exchange] = deque(maxlen=log_limit)
         self._errors: list[str] = []
+        self._in_flight = 0
         self._reset_state()
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._httpd = _HTTPServer((host, port), self)
+        # serve() waits on the listening socket and this pair, so close() wakes it at once and
+        # an idle server costs no CPU (serve_forever polls).
+        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            target=self._serve,
             name=f"messages-server-{self.port}",
             daemon=True,
         )
@@ -429,6 +437,7 @@ class MessagesServer:
                 by_status=dict(self._by_status),
                 by_outcome=dict(self._by_outcome),
                 by_path=dict(self._by_path),
+                connections=self._connections,
                 in_flight=self._in_flight,
                 max_in_flight=self._max_in_flight,
                 flips=self._flips,
@@ -455,9 +464,11 @@ class MessagesServer:
                 return
             self._closed = True
         self._closing.set()
-        self._httpd.shutdown()
+        self._wake_w.send(b"x")
         self._thread.join()
         self._httpd.server_close()
+        self._wake_r.close()
+        self._wake_w.close()
         with self._lock:
             conns = list(self._conns.items())
         for sock, _ in conns:
@@ -484,8 +495,8 @@ class MessagesServer:
         self._by_outcome: Counter[str] = Counter()
         self._by_path: Counter[str] = Counter()
         self._tokens: Counter[str] = Counter()
-        self._in_flight = 0
-        self._max_in_flight = 0
+        self._connections = 0
+        self._max_in_flight = self._in_flight
         self._flips = 0
         self._cache_writes = 0
         self._cache_reads = 0
@@ -495,9 +506,19 @@ class MessagesServer:
         self._alternatives: dict[str, list[str]] = {}
         self._buckets: dict[str, _Bucket] = {}
 
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._httpd, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closing.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is self._httpd and not self._closing.is_set():
+                        self._httpd.handle_request()  # accepts; a thread serves the connection
+
     def _register(self, sock: socket.socket) -> None:
         with self._lock:
             self._conns[sock] = threading.current_thread()
+            self._connections += 1
         if self._closing.is_set():
             _shutdown(sock)
 
@@ -531,22 +552,38 @@ class MessagesServer:
             self._dispatch(h, ex, raw, self._knobs.model_copy())
         except OSError:
             h.close_connection = True
-            if ex.outcome in ("pending", "ok", "slow"):
-                ex.outcome = "client_gone"
+            self._recount(ex, "client_gone")
         except Exception:
             self._note_error(traceback.format_exc())
             h.close_connection = True
             if ex.status is None:
                 with contextlib.suppress(OSError):
                     self._error(h, ex, Knobs(), 500, "api_error", "stand-in bug", "internal_error")
-            ex.outcome = "internal_error"
+            self._recount(ex, "internal_error")
         finally:
+            self._finish(ex)
+
+    def _finish(self, ex: Exchange) -> None:
+        """Count the exchange, once: just before the last byte of its answer is written (so a
+        client holding its answer finds it counted), or when its handler ends."""
+        with self._lock:
+            if ex._counted:
+                return
+            ex._counted = True
             ex.t_done = time.monotonic()
-            with self._lock:
-                self._in_flight -= 1
-                self._by_outcome[ex.outcome] += 1
-                if ex.status is not None:
-                    self._by_status[ex.status] += 1
+            self._in_flight -= 1
+            self._by_outcome[ex.outcome] += 1
+            if ex.status is not None:
+                self._by_status[ex.status] += 1
+
+    def _recount(self, ex: Exchange, outcome: str) -> None:
+        with self._lock:
+            if ex._counted:
+                self._by_outcome[ex.outcome] -= 1
+                if not self._by_outcome[ex.outcome]:
+                    del self._by_outcome[ex.outcome]
+                self._by_outcome[outcome] += 1
+            ex.outcome = outcome
 
     def _dispatch(self, h: _Handler, ex: Exchange, raw: bytes, k: Knobs) -> None:
         if ex.method != "POST" or ex.path not in (_MESSAGES, _COUNT):
@@ -586,7 +623,7 @@ class MessagesServer:
                 return
 
         try:
-            parsed = _parse(body)
+            parsed = _parse(body, counting=ex.path == _COUNT)
         except _Invalid as exc:
             self._error(h, ex, k, 400, "invalid_request_error", str(exc), "invalid_request")
             return
@@ -602,7 +639,7 @@ class MessagesServer:
             return
         self._answer(h, ex, k, parsed, total, digest)
         if ex.fault == "slow" and ex.outcome == "ok":
-            ex.outcome = "slow"
+            self._recount(ex, "slow")
 
     def _fault(self, h: _Handler, ex: Exchange, k: Knobs, fault: str) -> None:
         if fault == "drop":
@@ -640,9 +677,10 @@ class MessagesServer:
             event = (
                 b'event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_\n\n'
             )
-            self._stream_head(h, ex, rid, [])
-            h.wfile.write(_chunk(event) + b"0\r\n\r\n")
+            head = self._stream_head(ex, rid, [])
             ex.outcome = "malformed"
+            self._finish(ex)
+            h.wfile.write(head + _chunk(event) + b"0\r\n\r\n")
         else:
             body = (
                 b'{"id": "msg_01", "type": "message", "role": "assistant", "content": [{"type": "te'
@@ -853,14 +891,18 @@ class MessagesServer:
                 ex.outcome = "shutdown"
                 h.close_connection = True
                 return
+            head = b""
             if i == 0:
-                self._stream_head(h, ex, message["id"].replace("msg_", "req_"), headers)
+                head = self._stream_head(ex, message["id"].replace("msg_", "req_"), headers)
             payload = b"".join(
                 f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in group
             )
-            last = i == len(groups) - 1
-            h.wfile.write(_chunk(payload) + (b"0\r\n\r\n" if last else b""))
-        ex.outcome = "stream_error" if ex.fault == "stream_error" else "ok"
+            tail = b""
+            if i == len(groups) - 1:
+                tail = b"0\r\n\r\n"
+                ex.outcome = "stream_error" if ex.fault == "stream_error" else "ok"
+                self._finish(ex)
+            h.wfile.write(head + _chunk(payload) + tail)
 
     # ------------------------------------------------------------------ helpers
 
@@ -980,11 +1022,10 @@ class MessagesServer:
             lines.append("connection: close")
         ex.status = status
         ex.outcome = outcome
+        self._finish(ex)
         h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
-    def _stream_head(
-        self, h: _Handler, ex: Exchange, rid: str, headers: list[tuple[str, str]]
-    ) -> None:
+    def _stream_head(self, ex: Exchange, rid: str, headers: list[tuple[str, str]]) -> bytes:
         lines = [
             "HTTP/1.1 200 OK",
             f"date: {formatdate(usegmt=True)}",
@@ -995,20 +1036,20 @@ class MessagesServer:
             *(f"{name}: {value}" for name, value in headers),
         ]
         ex.status = 200
-        h.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 # ---------------------------------------------------------------------- functions
 
 
-def _parse(body: dict[str, Any]) -> _Parsed:
+def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
     """The body as the fake's Request, with the cacheable system prefix."""
     model = body.get("model")
     if not isinstance(model, str):
         raise _Invalid(
             "model: Field required" if model is None else "model: Input should be a valid string"
         )
-    max_tokens = body.get("max_tokens")
+    max_tokens = body.get("max_tokens", 1024 if counting else None)
     if max_tokens is None:
         raise _Invalid("max_tokens: Field required")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:

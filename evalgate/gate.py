@@ -1,0 +1,402 @@
+"""The gate's decision: paired comparison + policy -> verdict with reasons. Pure.
+
+Pairs the candidate with the baseline case by case (dev split only; regression cases must
+never fail and are judged alone; the holdout never enters a PR gate). Ties are dropped; the
+default test is the one-sided exact sign test (McNemar) that the candidate is worse. The
+baseline's repeats give the noise floor: unstable cases are shown apart, the minimum detectable
+effect says what a pass can and cannot rule out, and when the data cannot decide the verdict
+is "inconclusive" with the reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from evalgate.config import GatePolicy
+from evalgate.noise import NoiseFloor, measure_noise
+from evalgate.runs import CaseResult, Run
+from evalgate.stats import (
+    PairedDifference,
+    broke_more_than_noise,
+    cases_for_mde,
+    holm_adjust,
+    minimum_detectable_effect,
+    paired_difference,
+    paired_permutation_test,
+    sign_test_worse,
+    wilcoxon_pratt,
+)
+from evalgate.summary import Rate
+
+VerdictKind = Literal["pass", "fail", "inconclusive"]
+
+
+class PairedCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    category: str | None
+    group: str | None
+    expected: str
+    baseline_answer: str
+    candidate_answer: str
+    baseline_score: float | None
+    candidate_score: float | None
+    message: str
+
+
+class CategoryTest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    category: str
+    n: int
+    baseline: Rate
+    candidate: Rate
+    broken: int
+    fixed: int
+    p_value: float
+    p_holm: float
+    critical: bool
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: VerdictKind
+    reasons: list[str]
+    warnings: list[str]
+    baseline_run: str | None
+    candidate_run: str
+    test: str
+    unit: Literal["case", "group"]
+    n_tested: int
+    broken: list[PairedCase]
+    fixed: list[PairedCase]
+    unchanged: int
+    unstable: list[PairedCase]
+    regression_failures: list[PairedCase]
+    edited: list[str]
+    only_candidate: list[str]
+    only_baseline: list[str]
+    errored: list[str]
+    p_value: float | None
+    noise_p: float | None
+    noise: NoiseFloor | None
+    mde: float | None
+    cases_needed: int | None
+    format_broken: int
+    format_fixed: int
+    format_p: float | None
+    categories: list[CategoryTest]
+    baseline_accuracy: Rate | None
+    candidate_accuracy: Rate
+    difference: PairedDifference | None
+
+
+def _text(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def _paired(base: CaseResult | None, cand: CaseResult) -> PairedCase:
+    return PairedCase(
+        id=cand.id,
+        category=cand.category,
+        group=cand.group,
+        expected=_text(cand.expected),
+        baseline_answer=_text(base.answer) if base else "",
+        candidate_answer=_text(cand.answer),
+        baseline_score=base.score if base else None,
+        candidate_score=cand.score,
+        message=cand.message(),
+    )
+
+
+def _is_binary(runs: Sequence[Run]) -> bool:
+    return all(
+        o.score in (0.0, 1.0) for r in runs for c in r.cases for o in c.outcomes if o.error is None
+    )
+
+
+def _rate(scores: Sequence[float]) -> Rate:
+    return Rate.of(sum(scores), len(scores))
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def _p_worse(diffs: Sequence[float], binary: bool, policy: GatePolicy) -> tuple[float, str]:
+    """One-sided p-value that the candidate is worse, and the test's name."""
+    broken = sum(1 for d in diffs if d < 0)
+    fixed = sum(1 for d in diffs if d > 0)
+    if binary:
+        name = "one-sided exact sign test" + (" (mid-p)" if policy.mid_p else "")
+        return sign_test_worse(broken, fixed, mid_p=policy.mid_p), name
+    if policy.continuous_test == "wilcoxon":
+        return wilcoxon_pratt(list(diffs), alternative="less"), "Wilcoxon signed-rank (Pratt)"
+    return (
+        paired_permutation_test(list(diffs), seed=policy.seed, alternative="less"),
+        "paired sign-flip permutation test",
+    )
+
+
+def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
+    """The verdict for a candidate run against a baseline run, with every reason."""
+    reasons: list[str] = []
+    warnings: list[str] = []
+    inconclusive: list[str] = []
+
+    cand_cases = candidate.cases
+    regression = [c for c in cand_cases if c.split == "regression"]
+    regression_failures = [_paired(None, c) for c in regression if c.passed is False]
+    errored = sorted(c.id for c in cand_cases if c.error is not None)
+    dev = [c for c in cand_cases if c.split == "dev"]
+    candidate_accuracy = _rate([c.score or 0.0 for c in dev if c.error is None])
+
+    for failure in regression_failures:
+        reasons.append(
+            f"regression case {failure.id} failed (expected {failure.expected}, answered "
+            f"{failure.candidate_answer}); regression cases must never fail"
+        )
+    if candidate.incomplete:
+        inconclusive.append(
+            f"the candidate run is incomplete: {candidate.errors} of {len(cand_cases)} cases "
+            f"errored{' (interrupted)' if candidate.interrupted else ''}; re-run it"
+        )
+
+    def result(kind: VerdictKind, **numbers: object) -> Verdict:
+        defaults: dict[str, object] = dict(
+            test="none",
+            unit=policy.unit,
+            n_tested=0,
+            broken=[],
+            fixed=[],
+            unchanged=0,
+            unstable=[],
+            edited=[],
+            only_candidate=[],
+            only_baseline=[],
+            p_value=None,
+            noise_p=None,
+            noise=None,
+            mde=None,
+            cases_needed=None,
+            format_broken=0,
+            format_fixed=0,
+            format_p=None,
+            categories=[],
+            baseline_accuracy=None,
+            difference=None,
+        )
+        defaults.update(numbers)
+        return Verdict(
+            kind=kind,
+            reasons=reasons
+            if kind == "fail"
+            else (inconclusive if kind == "inconclusive" else reasons),
+            warnings=warnings,
+            baseline_run=baseline.name if baseline else None,
+            candidate_run=candidate.name,
+            regression_failures=regression_failures,
+            errored=errored,
+            candidate_accuracy=candidate_accuracy,
+            **defaults,
+        )
+
+    if baseline is None:
+        if reasons:
+            return result("fail")
+        inconclusive.insert(0, "no usable baseline: there is nothing to compare against")
+        return result("inconclusive")
+
+    if (baseline.model.backend, baseline.model.name) != (
+        candidate.model.backend,
+        candidate.model.name,
+    ):
+        inconclusive.append(
+            f"baseline and candidate used different models ({baseline.model.backend}/"
+            f"{baseline.model.name} vs {candidate.model.backend}/{candidate.model.name})"
+        )
+    if baseline.scorer_sha256 != candidate.scorer_sha256:
+        inconclusive.append(
+            "baseline and candidate were scored differently (scorer config changed)"
+        )
+    if baseline.incomplete:
+        inconclusive.append(
+            f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"
+        )
+
+    base_by_id = {c.id: c for c in baseline.cases if c.split == "dev"}
+    noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
+    unstable_ids = {u.id for u in noise.unstable} if noise else set()
+    if noise is None:
+        warnings.append(
+            "the baseline has no repeats, so the noise floor is not measured: unstable cases "
+            "cannot be told apart and the MDE assumes a noise-free model; make baselines with "
+            f"--repeats {max(2, policy.baseline_repeats)}"
+        )
+
+    edited, only_candidate, pairs, unstable = [], [], [], []
+    for cand in dev:
+        base = base_by_id.get(cand.id)
+        if base is None:
+            only_candidate.append(cand.id)
+        elif base.hash != cand.hash:
+            edited.append(cand.id)
+        elif base.error is not None or cand.error is not None:
+            continue
+        elif cand.id in unstable_ids and policy.exclude_unstable:
+            unstable.append(_paired(base, cand))
+        else:
+            pairs.append((base, cand))
+    only_baseline = sorted(set(base_by_id) - {c.id for c in dev})
+    unpaired = len(only_candidate) + len(edited)
+    if dev and unpaired / len(dev) > policy.max_unpaired_share:
+        inconclusive.append(
+            f"{unpaired} of {len(dev)} candidate cases have no unchanged counterpart in the "
+            f"baseline (new or edited), over the {_pct(policy.max_unpaired_share)}% allowed: "
+            "refresh the baseline"
+        )
+    if edited:
+        warnings.append(f"{len(edited)} cases were edited since the baseline and are left out")
+
+    binary = _is_binary([baseline, candidate])
+    if policy.unit == "group":
+        by_group: dict[str, list[float]] = defaultdict(list)
+        for base, cand in pairs:
+            by_group[cand.group or cand.id].append((cand.score or 0.0) - (base.score or 0.0))
+        diffs = [fmean(v) for v in by_group.values()]
+        # Group means are fractions even for binary cases: only their sign matters here.
+        p_value, test = _p_worse(diffs, True, policy)
+        test = f"{test}, over {len(diffs)} scenario groups"
+    else:
+        diffs = [(c.score or 0.0) - (b.score or 0.0) for b, c in pairs]
+        p_value, test = _p_worse(diffs, binary, policy)
+    broken = [_paired(b, c) for b, c in pairs if (c.score or 0.0) < (b.score or 0.0)]
+    fixed = [_paired(b, c) for b, c in pairs if (c.score or 0.0) > (b.score or 0.0)]
+    unchanged = len(pairs) - len(broken) - len(fixed)
+    n_units = len(diffs)
+
+    flip = noise.flip_rate if noise else 0.0
+    mde = minimum_detectable_effect(n_units, flip, policy.alpha, policy.power) if n_units else 1.0
+    needed = None
+    if mde > policy.tolerance:
+        needed = cases_for_mde(policy.tolerance, flip, policy.alpha, policy.power)
+        warnings.append(
+            f"underpowered: with {n_units} {policy.unit}s and a flip rate of {_pct(flip)}%, this "
+            f"suite detects only drops of {_pct(mde)} points or more (80% power); about {needed} "
+            f"{policy.unit}s would bring that under the {_pct(policy.tolerance)}-point tolerance"
+        )
+
+    noise_p = None
+    if noise is not None and policy.noise_check != "off":
+        noise_p = broke_more_than_noise(len(broken), noise.flips, noise.repeats)
+        if noise_p < policy.alpha:
+            message = (
+                f"the PR broke {len(broken)} cases, more than the baseline's noise predicts "
+                f"({noise.flips} flips over {noise.repeats} repeats; p = {noise_p:.2g})"
+            )
+            (reasons if policy.noise_check == "fail" else warnings).append(message)
+
+    if p_value < policy.alpha:
+        reasons.insert(
+            0,
+            f"significantly worse: broke {len(broken)}, fixed {len(fixed)} "
+            f"({test}, p = {p_value:.2g} < {policy.alpha:g})",
+        )
+
+    fmt_broken = sum(1 for b, c in pairs if b.format_ok and not c.format_ok)
+    fmt_fixed = sum(1 for b, c in pairs if c.format_ok and not b.format_ok)
+    format_p = sign_test_worse(fmt_broken, fmt_fixed, mid_p=policy.mid_p)
+    if format_p < policy.alpha:
+        reasons.append(
+            f"format validity dropped: {fmt_broken} replies lost the asked-for format, "
+            f"{fmt_fixed} gained it (p = {format_p:.2g})"
+        )
+
+    categories = _category_tests(pairs, policy)
+    for row in categories:
+        if row.critical and row.p_holm < policy.alpha:
+            reasons.append(
+                f"critical category {row.category} regressed: broke {row.broken}, fixed "
+                f"{row.fixed} (Holm-adjusted p = {row.p_holm:.2g})"
+            )
+
+    base_scores = [b.score or 0.0 for b, _ in pairs]
+    cand_scores = [c.score or 0.0 for _, c in pairs]
+    groups = [c.group or c.id for _, c in pairs]
+    has_groups = any(c.group for _, c in pairs)
+    difference = (
+        paired_difference(cand_scores, base_scores, groups if has_groups else None)
+        if pairs
+        else None
+    )
+    numbers: dict[str, object] = dict(
+        test=test,
+        n_tested=n_units,
+        broken=broken,
+        fixed=fixed,
+        unchanged=unchanged,
+        unstable=unstable,
+        edited=edited,
+        only_candidate=only_candidate,
+        only_baseline=only_baseline,
+        p_value=p_value,
+        noise_p=noise_p,
+        noise=noise,
+        mde=mde,
+        cases_needed=needed,
+        format_broken=fmt_broken,
+        format_fixed=fmt_fixed,
+        format_p=format_p,
+        categories=categories,
+        baseline_accuracy=_rate(base_scores),
+        difference=difference,
+    )
+    if not pairs and not reasons:
+        inconclusive.append("no case could be paired with the baseline")
+    if reasons:
+        return result("fail", **numbers)
+    if inconclusive:
+        return result("inconclusive", **numbers)
+    reasons.append(
+        f"no significant drop (p = {p_value:.2g}); this suite detects drops of "
+        f"{_pct(mde)} points or more with 80% power, so a smaller drop cannot be ruled out"
+    )
+    return result("pass", **numbers)
+
+
+def _category_tests(
+    pairs: Sequence[tuple[CaseResult, CaseResult]], policy: GatePolicy
+) -> list[CategoryTest]:
+    by_cat: dict[str, list[tuple[CaseResult, CaseResult]]] = defaultdict(list)
+    for base, cand in pairs:
+        by_cat[cand.category or "(none)"].append((base, cand))
+    names = sorted(by_cat)
+    raw = []
+    for name in names:
+        rows = by_cat[name]
+        b = sum(1 for x, y in rows if (y.score or 0.0) < (x.score or 0.0))
+        c = sum(1 for x, y in rows if (y.score or 0.0) > (x.score or 0.0))
+        raw.append((b, c, sign_test_worse(b, c, mid_p=policy.mid_p)))
+    adjusted = holm_adjust([p for _, _, p in raw]) if raw else []
+    critical = set(policy.critical_categories)
+    return [
+        CategoryTest(
+            category=name,
+            n=len(by_cat[name]),
+            baseline=_rate([x.score or 0.0 for x, _ in by_cat[name]]),
+            candidate=_rate([y.score or 0.0 for _, y in by_cat[name]]),
+            broken=b,
+            fixed=c,
+            p_value=p,
+            p_holm=adj,
+            critical=name in critical,
+        )
+        for name, (b, c, p), adj in zip(names, raw, adjusted, strict=True)
+    ]

@@ -1,0 +1,65 @@
+"""The measured noise floor of a run with repeats: which cases flip when nothing changed."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from evalgate.runs import Run
+from evalgate.stats import flip_rate, minimum_detectable_effect
+
+
+class UnstableCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    category: str | None
+    passes: int
+    repeats: int
+
+
+class NoiseFloor(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repeats: int
+    n: int
+    # f: the share of cases whose pass/fail differs between two runs, averaged over run pairs.
+    flip_rate: float
+    # F: the number of cases that flipped at least once over the repeats.
+    flips: int
+    unstable: list[UnstableCase]
+    mde: float
+    alpha: float
+    power: float
+
+
+def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> NoiseFloor | None:
+    """The noise floor of a run made with repeats >= 2 (None for a single run).
+
+    Only cases whose every repeat was scored count; the regression split is left out of every
+    estimate, as is the holdout (measured separately).
+    """
+    if run.repeats < 2:
+        return None
+    cases = [c for c in run.cases if c.error is None and c.split == "dev"]
+    outcomes = [[(o.score or 0.0) >= 0.5 for o in c.outcomes] for c in cases]
+    f = flip_rate(outcomes) if outcomes else 0.0
+    unstable = [
+        UnstableCase(
+            id=c.id,
+            category=c.category,
+            passes=sum(outcome),
+            repeats=len(outcome),
+        )
+        for c, outcome in zip(cases, outcomes, strict=True)
+        if len(set(outcome)) > 1
+    ]
+    return NoiseFloor(
+        repeats=run.repeats,
+        n=len(cases),
+        flip_rate=f,
+        flips=len(unstable),
+        unstable=unstable,
+        mde=minimum_detectable_effect(len(cases), f, alpha, power) if cases else 1.0,
+        alpha=alpha,
+        power=power,
+    )

@@ -1,0 +1,192 @@
+"""Shared fixtures: the bike-shop example, factories of case results and runs, golden files.
+
+Factories take overrides, so a test states only what it is about and the defaults describe an
+ordinary, fully deterministic run (fixed names, times and latencies).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.backends.base import BackendContext
+from evalgate.backends.fake import FakeBackend
+from evalgate.config import ModelSettings, load_config
+from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "bike-shop"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+# Set by scripts/regen-golden: the golden tests write what they render instead of comparing.
+REGEN_GOLDEN = "EVALGATE_REGEN_GOLDEN"
+CREATED = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def copy_example(dest: Path) -> Path:
+    """A private copy of examples/bike-shop (without any saved state) at ``dest``."""
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".evalgate"))
+    return dest
+
+
+def fake_backend(options: dict[str, Any], base_dir: Path) -> FakeBackend:
+    """The fake backend as the CLI builds it: from model settings and a context."""
+    settings = ModelSettings(backend="fake", name="fake-classifier", options=options)
+    return FakeBackend(settings, BackendContext(base_dir=base_dir))
+
+
+def run_example(root: Path, version: str, *, limit: int | None = None, repeats: int = 1) -> Run:
+    """A run of the bike-shop example's suite through the pipeline (in-process, not saved)."""
+    loaded = load_config(root / "evalgate.yml")
+    name, suite = loaded.suite(None)
+    spec = RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=load_prompt(loaded, suite, version),
+        cases=load_suite_cases(loaded, suite),
+        limit=limit,
+        repeats=repeats,
+    )
+    return run_suite(spec, fake_backend(suite.model.options, loaded.root), loaded.root)
+
+
+@pytest.fixture
+def bike_shop(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "bike-shop")
+
+
+@pytest.fixture(scope="session")
+def example_run() -> Callable[[str], Run]:
+    """Runs of the example as it is in the repository, one per prompt version, made once."""
+    made: dict[str, Run] = {}
+
+    def get(version: str) -> Run:
+        if version not in made:
+            made[version] = run_example(EXAMPLE, version)
+        return made[version].model_copy(deep=True)
+
+    return get
+
+
+@pytest.fixture
+def make_case() -> Callable[..., CaseResult]:
+    """A scored case. ``answer`` may be a list (one outcome per repeat); ``error`` makes it an
+    error; ``outcome`` overrides fields of every outcome; other keywords override the case."""
+
+    def make(
+        id: str = "c1",
+        expected: Any = "booking",
+        answer: str | None | list[str | None] = "booking",
+        *,
+        error: str | None = None,
+        error_kind: str = "server",
+        message: str = "Can I book my bike in for a service on Tuesday?",
+        outcome: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> CaseResult:
+        answers = answer if isinstance(answer, list) else [answer]
+        outcomes = []
+        for a in answers:
+            if error is not None:
+                fields: dict[str, Any] = {"error": error, "error_kind": error_kind}
+            else:
+                fields = {
+                    "text": f'{{"category": "{a}"}}',
+                    "answer": a,
+                    "score": float(a == expected),
+                    "format_ok": True,
+                    "stop_reason": "end_turn",
+                }
+            fields |= {"input_tokens": 120, "output_tokens": 8, "latency_s": 0.5}
+            outcomes.append(Outcome(**(fields | (outcome or {}))))
+        case: dict[str, Any] = {
+            "id": id,
+            "category": expected,
+            "expected": expected,
+            "group": f"g-{id}",
+            "input": {"message": message},
+            # The same id and content give the same hash, as a case file would.
+            "hash": sha(f"{id}\0{expected}\0{message}"),
+            "outcomes": outcomes,
+        }
+        return CaseResult(**(case | overrides))
+
+    return make
+
+
+@pytest.fixture
+def make_run(make_case: Callable[..., CaseResult]) -> Callable[..., Run]:
+    """A run with fixed name, time and provenance. ``prompt`` and ``model`` take dicts of
+    overrides; ``cases`` defaults to two right answers; other keywords override the run."""
+
+    def make(
+        cases: list[CaseResult] | None = None,
+        *,
+        prompt: dict[str, Any] | None = None,
+        model: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> Run:
+        prompt_info = {"name": "v1", "path": None} | (prompt or {})
+        prompt_info.setdefault("sha256", sha(f"text of prompt {prompt_info['name']}"))
+        if prompt_info["path"] is None:
+            prompt_info["path"] = f"prompts/{prompt_info['name']}.txt"
+        model_info = {
+            "backend": "fake",
+            "name": "fake-classifier",
+            "max_tokens": 64,
+            "temperature": 0.0,
+            "options_sha256": sha("options"),
+            "offline": True,
+        } | (model or {})
+        scorer = {"kind": "label", "field": "category"}
+        run: dict[str, Any] = {
+            "name": f"bike-shop-{prompt_info['name']}-20250601T120000-abcd",
+            "created_at": CREATED,
+            "suite": "bike-shop",
+            "prompt": PromptInfo(**prompt_info),
+            "cases_sha256": sha("cases"),
+            "case_files": {"cases.jsonl": sha("cases.jsonl")},
+            "model": ModelInfo(**model_info),
+            "scorer": scorer,
+            "scorer_sha256": sha(str(scorer)),
+            "evalgate_version": "0.1.0",
+            "wall_s": 2.5,
+            "cases": cases
+            if cases is not None
+            else [make_case("c1"), make_case("c2", "quote", "quote")],
+        }
+        return Run(**(run | overrides))
+
+    return make
+
+
+@pytest.fixture
+def golden() -> Callable[[str, str], None]:
+    """Compare rendered text whole against tests/golden/NAME (or rewrite it under
+    scripts/regen-golden)."""
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if os.environ.get(REGEN_GOLDEN):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", newline="\n")
+            return
+        assert path.exists(), f"no golden file {path}: run scripts/regen-golden and review it"
+        expected = path.read_text(encoding="utf-8")
+        assert text == expected, (
+            f"{name} differs from its golden file; if the change is intended, run "
+            "scripts/regen-golden and review `git diff tests/golden`"
+        )
+
+    return check
