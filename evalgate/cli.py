@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -19,15 +21,31 @@ from typing import Any, TextIO
 from evalgate import __version__
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.cache import ResponseCache
+from evalgate.cases import SPLITS, CaseSet, hash_cases, load_case_file
 from evalgate.compare import compare_runs
-from evalgate.config import DEFAULT_CONFIG, LoadedConfig, ModelSettings, load_config
+from evalgate.config import DEFAULT_CONFIG, LoadedConfig, ModelSettings, Suite, load_config
 from evalgate.errors import EvalgateError, RunFileError, UserError
 from evalgate.gate import decide
+from evalgate.holdout import (
+    LedgerRecord,
+    SecretKey,
+    append_ledger,
+    keygen,
+    load_public_key,
+    load_secret_key,
+    open_sealed,
+    read_ledger,
+    reads_of,
+    seal,
+    sealed_lines,
+)
 from evalgate.noise import measure_noise
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.pipeline import DEFAULT_SPLITS, RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.progress import ProgressPrinter
+from evalgate.release import make_record, read_releases, release_report, write_release
 from evalgate.report.render import render, render_model
 from evalgate.runs import Run, find_run, iter_runs, save_run
+from evalgate.split import check_split
 from evalgate.summary import summarise
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -82,10 +100,13 @@ def execute_version(
     repeats: int = 1,
     limit: int | None = None,
     case_files: list[Path] | None = None,
+    splits: frozenset[str] = DEFAULT_SPLITS,
+    purpose: str = "run",
 ) -> Run:
     name, suite = loaded.suite(suite_name)
     prompt = load_prompt(loaded, suite, version)
-    cases = load_suite_cases(loaded, suite, case_files)
+    secret = holdout_secret(ctx, suite) if "holdout" in splits else None
+    cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret)
     commit, ref = git_info(loaded.root)
     backend = build_backend(ctx, loaded, suite.model)
     spec = RunSpec(
@@ -98,6 +119,7 @@ def execute_version(
         concurrency=getattr(ctx.args, "concurrency", None),
         git_commit=commit,
         git_ref=ref,
+        splits=splits,
     )
     verbose = getattr(ctx.args, "verbose", False)
     interactive = ctx.err.isatty() and not ctx.env.get("CI")
@@ -126,12 +148,55 @@ def execute_version(
                 close()
     if cache is not None and repeats == 1:
         ctx.err.write(f"cache: {cache.hits} hits, {cache.misses} misses\n")
+    if "holdout" in splits:
+        holdout = [c for c in run.cases if c.split == "holdout"]
+        scored = [c.score or 0.0 for c in holdout if c.error is None]
+        reads = append_ledger(
+            ledger_path(loaded),
+            LedgerRecord(
+                time=run.created_at,
+                git_ref=ctx.env.get("GITHUB_REF") or ref,
+                git_commit=commit,
+                prompt=prompt.name,
+                prompt_sha256=prompt.sha256,
+                holdout_sha256=holdout_sha(cases),
+                score=sum(scored) / len(scored) if scored else None,
+                n=len(scored),
+                purpose=purpose,
+                forced_reason=getattr(ctx.args, "force_reason", None),
+            ),
+        )
+        ctx.err.write(f"holdout read recorded in the ledger ({reads} reads of this holdout)\n")
     if verbose:
         for case in run.cases:
             mark = "ERROR" if case.error else ("ok   " if case.passed else "WRONG")
             detail = case.error or f"expected {case.expected}, answered {case.answer}"
             ctx.print(f"{mark} {case.id}: {detail}")
     return run
+
+
+HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
+
+
+def holdout_secret(ctx: Context, suite: Suite) -> SecretKey | None:
+    """The sealed holdout's secret key, when the suite seals its holdout."""
+    if suite.sealed_holdout is None:
+        return None
+    text = ctx.env.get(HOLDOUT_KEY_VARIABLE, "")
+    if not text:
+        raise UserError(
+            f"this suite's holdout is sealed and {HOLDOUT_KEY_VARIABLE} is not set",
+            fix="run release jobs in the protected environment that holds the key",
+        )
+    return load_secret_key(text)
+
+
+def ledger_path(loaded: LoadedConfig) -> Path:
+    return loaded.state_dir / "holdout-ledger.jsonl"
+
+
+def holdout_sha(cases: CaseSet) -> str:
+    return hash_cases(c for c in cases.cases if c.split == "holdout")
 
 
 def _price_as(loaded: LoadedConfig, run: Run) -> str | None:
@@ -142,6 +207,7 @@ def _price_as(loaded: LoadedConfig, run: Run) -> str | None:
 def cmd_run(ctx: Context) -> int:
     loaded = ctx.config()
     files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
+    splits = frozenset(ctx.args.split or DEFAULT_SPLITS)
     run = execute_version(
         ctx,
         loaded,
@@ -150,6 +216,7 @@ def cmd_run(ctx: Context) -> int:
         repeats=ctx.args.repeats,
         limit=ctx.args.limit,
         case_files=files,
+        splits=splits,
     )
     ctx.print(render_model("run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format))
     if not ctx.args.no_save:
@@ -260,6 +327,159 @@ def cmd_gate(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_split(ctx: Context) -> int:
+    loaded = ctx.config()
+    name, suite = loaded.suite(ctx.args.suite)
+    cases = load_suite_cases(loaded, suite)
+    report = check_split(cases.cases, suite.split)
+    if ctx.args.format == "json":
+        ctx.print(report.model_dump_json(indent=2))
+    else:
+        ctx.print(render("split.txt.j2", s=report, suite=name, policy=suite.split))
+    if ctx.args.apply:
+        written = apply_splits(loaded, suite, cases)
+        ctx.err.write(f"wrote the split of {written} cases into the case files\n")
+    return EXIT_GATE_FAILED if report.leaks else EXIT_OK
+
+
+def apply_splits(loaded: LoadedConfig, suite: Suite, cases: CaseSet) -> int:
+    """Write each case's assigned split into its JSONL file (other formats are refused)."""
+    field = suite.fields.split
+    if field is None:
+        raise UserError("fields.split is null, so there is no field to write the split into")
+    by_source = {c.source: c.split for c in cases.cases}
+    written = 0
+    for path in loaded.expand(suite.cases, "case file"):
+        if path.suffix.lower() not in (".jsonl", ".ndjson"):
+            raise UserError(
+                "--apply rewrites JSONL case files only", where=str(path), fix="convert it to JSONL"
+            )
+        lines = path.read_text(encoding="utf-8").split("\n")
+        out = []
+        for number, line in enumerate(lines, start=1):
+            split = by_source.get(f"{path}:{number}")
+            if split is not None and line.strip():
+                record = json.loads(line)
+                if record.get(field) != split:
+                    record[field] = split
+                    written += 1
+                line = json.dumps(record, ensure_ascii=False)
+            out.append(line)
+        path.write_text("\n".join(out), encoding="utf-8")
+    return written
+
+
+def cmd_holdout(ctx: Context) -> int:
+    loaded = ctx.config()
+    _, suite = loaded.suite(ctx.args.suite)
+    sealed = suite.sealed_holdout
+    action = ctx.args.holdout_command
+    if action == "keygen":
+        secret, public = keygen()
+        target = loaded.root / (sealed.public_key if sealed else "holdout.pub")
+        if target.exists() and not ctx.args.force:
+            raise UserError(
+                f"{target} exists",
+                fix="pass --force to replace it (old sealed cases stay sealed to the old key)",
+            )
+        target.write_text(public, encoding="utf-8")
+        ctx.print(f"public key written to {target} (commit it)")
+        ctx.print(
+            f"secret key (store it as the {HOLDOUT_KEY_VARIABLE} secret of a protected "
+            "environment; it is not saved anywhere):"
+        )
+        ctx.print(secret)
+        return EXIT_OK
+    if sealed is None:
+        raise UserError(
+            "this suite has no sealed holdout",
+            where=str(loaded.path),
+            fix="add `sealed_holdout: {file: holdout.sealed.jsonl, public_key: holdout.pub}`",
+        )
+    store = loaded.root / sealed.file
+    if action == "add":
+        recipient = load_public_key((loaded.root / sealed.public_key).read_text(encoding="utf-8"))
+        added = load_case_file(Path(ctx.args.file), suite.fields)
+        with store.open("a", encoding="utf-8") as handle:
+            for case in added:
+                record = json.loads(json.dumps(_raw_record(Path(ctx.args.file), case.source)))
+                handle.write(seal(record, recipient) + "\n")
+        ctx.print(f"sealed {len(added)} cases into {store}; delete {ctx.args.file} now")
+        return EXIT_OK
+    if action == "list":
+        count = len(sealed_lines(store))
+        text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
+        ctx.print(f"{count} sealed holdout cases in {store}")
+        if text:
+            records = open_sealed(store, load_secret_key(text))
+            field = suite.fields.category
+            per = Counter(str(r.get(field)) if field else "(none)" for _, r in records)
+            for category, n in sorted(per.items()):
+                ctx.print(f"  {category}: {n}")
+        return EXIT_OK
+    # retire: move leaked cases to the regression split, in a plain file.
+    key = holdout_secret(ctx, suite)
+    assert key is not None
+    wanted = set(ctx.args.ids)
+    keep: list[tuple[str, dict[str, Any]]] = []
+    retired: list[tuple[str, dict[str, Any]]] = []
+    for (_, line), (_, record) in zip(sealed_lines(store), open_sealed(store, key), strict=True):
+        (retired if str(record.get(suite.fields.id)) in wanted else keep).append((line, record))
+    missing = wanted - {str(r.get(suite.fields.id)) for _, r in retired}
+    if missing:
+        raise UserError(f"no sealed case with id {sorted(missing)[0]!r}")
+    target = Path(ctx.args.to)
+    with target.open("a", encoding="utf-8") as handle:
+        for _, record in retired:
+            if suite.fields.split:
+                record[suite.fields.split] = "regression"
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    store.write_text("".join(line + "\n" for line, _ in keep), encoding="utf-8")
+    ctx.print(
+        f"retired {len(retired)} cases to {target} as regression cases; make sure the "
+        "config's cases include it"
+    )
+    return EXIT_OK
+
+
+def _raw_record(path: Path, source: str) -> Any:
+    number = int(source.rsplit(":", 1)[1])
+    if path.suffix.lower() in (".yml", ".yaml"):
+        raise UserError("holdout add takes JSONL", where=str(path))
+    return json.loads(path.read_text(encoding="utf-8").split("\n")[number - 1])
+
+
+def cmd_release(ctx: Context) -> int:
+    loaded = ctx.config()
+    name, suite = loaded.suite(ctx.args.suite)
+    history_dir = loaded.state_dir / "releases"
+    history = read_releases(history_dir)
+    tag = ctx.args.name or ctx.env.get("GITHUB_REF_NAME") or ctx.args.version
+    ledger = read_ledger(ledger_path(loaded))
+    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
+    reads_so_far = reads_of(ledger, holdout_sha(cases))
+    if reads_so_far >= suite.split.read_budget and not ctx.args.force_reason:
+        ctx.warn(
+            f"this holdout has been read {reads_so_far} times (budget {suite.split.read_budget})"
+        )
+    run = execute_version(
+        ctx, loaded, name, ctx.args.version, splits=frozenset(SPLITS), purpose="release"
+    )
+    if not ctx.args.no_save:
+        save_run(run, loaded.state_dir)
+    record = make_record(tag, run, run.created_at, holdout_sha(cases))
+    reads = reads_of(read_ledger(ledger_path(loaded)), record.holdout_sha256)
+    report = release_report(record, history, gate=suite.gate, split=suite.split, reads=reads)
+    if not ctx.args.no_save:
+        write_release(history_dir, record)
+    fmt = ctx.args.format
+    if fmt == "json":
+        ctx.print(report.model_dump_json(indent=2))
+    else:
+        ctx.print(render("release.md.j2" if fmt == "markdown" else "release.txt.j2", s=report))
+    return EXIT_GATE_FAILED if report.kind == "fail" else EXIT_OK
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -363,6 +583,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency", type=_positive, help="calls in flight (default: the suite's, 16)"
     )
     run.add_argument(
+        "--split",
+        action="append",
+        choices=["dev", "holdout", "regression"],
+        help="splits to run (repeatable; default: dev and regression; a holdout read is "
+        "recorded in the ledger)",
+    )
+    run.add_argument(
         "--cache",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -393,6 +620,36 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--show", type=int, default=20, help="cases listed per section")
     gate.add_argument("--concurrency", type=_positive, help="calls in flight")
     gate.set_defaults(func=cmd_gate, verbose=False, cache=None)
+
+    split = sub.add_parser(
+        "split", parents=[common], help="dev / holdout / regression counts and leak checks"
+    )
+    split.add_argument("--apply", action="store_true", help="write the split into the case files")
+    split.set_defaults(func=cmd_split)
+
+    holdout = sub.add_parser("holdout", parents=[common], help="the sealed holdout")
+    hsub = holdout.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")
+    keygen_ = hsub.add_parser("keygen", parents=[common], help="make a key pair")
+    keygen_.add_argument("--force", action="store_true", help="replace an existing public key")
+    add = hsub.add_parser("add", parents=[common], help="seal cases with the public key")
+    add.add_argument("file", help="JSONL file of new holdout cases")
+    hsub.add_parser("list", parents=[common], help="count sealed cases (by category with the key)")
+    retire = hsub.add_parser("retire", parents=[common], help="move leaked cases to regression")
+    retire.add_argument("ids", nargs="+", help="case ids to retire")
+    retire.add_argument("--to", default="regression.jsonl", help="plain case file to append to")
+    holdout.set_defaults(func=cmd_holdout)
+
+    release = sub.add_parser(
+        "release", parents=[common], help="score dev and holdout, report the gap, gate the release"
+    )
+    release.add_argument("version", help="prompt version being released")
+    release.add_argument("--name", help="release name (default: GITHUB_REF_NAME or the version)")
+    release.add_argument("--no-save", action="store_true", help="do not save the run or record")
+    release.add_argument("--concurrency", type=_positive, help="calls in flight")
+    release.add_argument(
+        "--force-reason", help="read the holdout past its budget; the reason goes in the ledger"
+    )
+    release.set_defaults(func=cmd_release, verbose=False, cache=False)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

@@ -148,6 +148,30 @@ class GatePolicy(Strict):
     seed: int = 0
 
 
+class SplitPolicy(Strict):
+    """How cases are assigned to dev and holdout, and what counts as a leak."""
+
+    # Mixed into the hash: a new salt reshuffles every unassigned case (do it only on purpose).
+    salt: str = "evalgate"
+    holdout_fraction: float = Field(default=0.30, ge=0.0, lt=1.0)
+    # Cases sharing this key land on the same side; falls back to the case id. Default: the
+    # field mapped as fields.group.
+    group_field: str | None = None
+    # Word-shingle Jaccard similarity at or above which two inputs across sides are a leak.
+    near_duplicate: float = Field(default=0.8, gt=0.0, le=1.0)
+    shingle_words: int = Field(default=3, ge=1, le=10)
+    min_holdout: int = Field(default=40, ge=0)
+    # How many times the holdout may be read before release reports warn.
+    read_budget: int = Field(default=10, ge=1)
+
+
+class SealedHoldout(Strict):
+    """Holdout cases kept encrypted to a public key in the repository."""
+
+    file: str = "holdout.sealed.jsonl"
+    public_key: str = "holdout.pub"
+
+
 class Suite(Strict):
     prompts: list[str] = Field(min_length=1, description="prompt files or globs")
     cases: list[str] = Field(min_length=1, description="case files or globs")
@@ -161,6 +185,8 @@ class Suite(Strict):
     # For a fake run, what the same tokens would cost on a named real model.
     price_as: str | None = "claude-haiku-4-5"
     gate: GatePolicy = GatePolicy()
+    split: SplitPolicy = SplitPolicy()
+    sealed_holdout: SealedHoldout | None = None
 
     @field_validator("prompts", "cases", mode="before")
     @classmethod

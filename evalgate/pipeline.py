@@ -13,13 +13,17 @@ from typing import Any
 
 from evalgate import __version__
 from evalgate.backends.base import Backend, Message, Request
-from evalgate.cases import Case, CaseSet, load_cases
+from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
-from evalgate.errors import UserError
+from evalgate.errors import CaseFileError, UserError
+from evalgate.holdout import SecretKey, open_sealed, redact
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected
+from evalgate.split import assign_all
 from evalgate.templating import compile_template, render, render_turn
+
+DEFAULT_SPLITS = frozenset({"dev", "regression"})
 
 
 def sha256_text(text: str) -> str:
@@ -56,12 +60,29 @@ def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
 
 
 def load_suite_cases(
-    loaded: LoadedConfig, suite: Suite, case_files: Sequence[Path] | None = None
+    loaded: LoadedConfig,
+    suite: Suite,
+    case_files: Sequence[Path] | None = None,
+    *,
+    holdout_secret: SecretKey | None = None,
 ) -> CaseSet:
+    """The suite's cases with their splits assigned; sealed holdout cases when the key is given."""
     paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
-    return load_cases(
-        paths, suite.fields, root=loaded.root, need_expected=needs_expected(suite.scorer)
-    )
+    need = needs_expected(suite.scorer)
+    plain = load_cases(paths, suite.fields, root=loaded.root, need_expected=need)
+    cases = list(plain.cases)
+    hashes = dict(plain.file_hashes)
+    if suite.sealed_holdout is not None and holdout_secret is not None:
+        path = loaded.root / suite.sealed_holdout.file
+        seen = {c.id for c in cases}
+        for where, record in open_sealed(path, holdout_secret):
+            case = parse_case(record, suite.fields, where, need_expected=need)
+            if case.id in seen:
+                raise CaseFileError(f"duplicate case id {case.id!r}", where=where)
+            seen.add(case.id)
+            cases.append(case.model_copy(update={"split": "holdout"}))
+        hashes[suite.sealed_holdout.file] = sha256_text(path.read_text(encoding="utf-8"))
+    return CaseSet(cases=tuple(assign_all(cases, suite.split)), file_hashes=hashes)
 
 
 def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int) -> list[Job]:
@@ -95,6 +116,8 @@ class RunSpec:
     concurrency: int | None = None
     git_commit: str | None = None
     git_ref: str | None = None
+    # Pull-request runs never include the holdout; release runs ask for it explicitly.
+    splits: frozenset[str] = DEFAULT_SPLITS
 
 
 def run_suite(
@@ -107,7 +130,12 @@ def run_suite(
     judge: Backend | None = None,
 ) -> Run:
     suite = spec.suite
-    cases = list(spec.cases.cases)
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if not cases:
+        raise UserError(
+            f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
+            fix="check the case files, the split policy, or the holdout key",
+        )
     if spec.limit is not None:
         cases = cases[: spec.limit]
     scorer = build_scorer(suite.scorer, base_dir, judge)
@@ -132,12 +160,14 @@ def run_suite(
             group=case.group,
             category=case.category,
             expected=case.expected,
-            input=None if case.split == "holdout" else case.input,
+            input=case.input,
             hash=case.hash,
             outcomes=per_case[i],
         )
         for i, case in enumerate(cases)
     ]
+    # The holdout keeps only hashes, groups and scores, from here on.
+    results = [redact(r) if r.split == "holdout" else r for r in results]
     created = datetime.now(UTC)
     scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
     return Run(
@@ -146,7 +176,7 @@ def run_suite(
         created_at=created,
         suite=spec.suite_name,
         prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
-        cases_sha256=spec.cases.sha256,
+        cases_sha256=hash_cases(cases),
         case_files=spec.cases.file_hashes,
         model=ModelInfo(
             backend=suite.model.backend,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 
@@ -41,13 +42,21 @@ def price_table() -> dict[str, Price]:
     return {name: Price(**p) for name, p in json.loads(text)["models"].items()}
 
 
+# A snapshot's suffix: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06, claude-3-5-haiku-latest.
+_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d\d-\d\d|latest)$")
+
+
 def price_for(model: str) -> Price | None:
-    """The price of a model id; dated ids (claude-sonnet-4-5-20250929) match their family."""
+    """The price of a model id; dated ids (claude-sonnet-4-5-20250929) match their family.
+
+    Only a date (or ``latest``) may follow the family's name: claude-opus-4-6 is another model
+    than claude-opus-4, and its cost is unknown until the table has it, never a guess.
+    """
     table = price_table()
     if model in table:
         return table[model]
-    prefixes = [name for name in table if model.startswith(name + "-")]
-    return table[max(prefixes, key=len)] if prefixes else None
+    family = _SNAPSHOT.sub("", model)
+    return table.get(family) if family != model else None
 
 
 def cost(usage: Usage, model: str) -> float | None:

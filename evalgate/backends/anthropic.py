@@ -37,6 +37,18 @@ class AnthropicOptions(BaseModel):
     retry: RetryPolicy = RetryPolicy()
 
 
+_STREAM_ERRORS: dict[str, ErrorKind] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limit",
+    "api_error": "server",
+    "timeout_error": "timeout",
+}
+
+
+class MalformedReply(ValueError):
+    """A 200 whose body is not a message (a proxy's HTML page, a stream without events)."""
+
+
 def _kind(exc: Exception) -> ErrorKind:
     # Order matters: subclasses before their bases.
     if isinstance(exc, anthropic.RateLimitError):
@@ -49,6 +61,10 @@ def _kind(exc: Exception) -> ErrorKind:
         return "malformed"
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
+        if status < 400:
+            # An error event inside a 200 stream (the API overloaded mid-answer): its type says
+            # what happened, and the status says nothing.
+            return _STREAM_ERRORS.get(str(exc.type), "server")
         if status == 529:
             return "overloaded"
         if status >= 500 or status in (408, 409):
@@ -153,9 +169,16 @@ class AnthropicBackend:
         try:
             if self.options.stream:
                 with self.client.messages.stream(**params) as stream:
+                    # A body that is not an event stream yields no events; the SDK would then
+                    # fail an assert in get_final_message.
+                    if not any(event.type == "message_start" for event in stream):
+                        raise MalformedReply("the stream had no message_start event")
                     message = stream.get_final_message()
             else:
                 message = self.client.messages.create(**params)
+            if not isinstance(message, anthropic.types.Message):
+                # The SDK returns a non-JSON 200 body (an HTML error page) as a bare str.
+                raise MalformedReply(f"the reply is not a message: {str(message)[:100]!r}")
         except (anthropic.APIError, ValueError) as exc:
             return Attempt(
                 kind=_kind(exc),

@@ -74,6 +74,16 @@ def code(text: object) -> str:
     return f"`{value}`"
 
 
+def duration(seconds: float) -> str:
+    """Wall time for people: 2.5 s, 3 min 05 s, 1 h 02 min."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("evalgate", "report/templates"),
@@ -92,6 +102,7 @@ def _environment() -> jinja2.Environment:
         excerpt=excerpt,
         md=md,
         code=code,
+        duration=duration,
     )
     env.globals.update(version=__version__, offline_note=OFFLINE_NOTE, interval=interval)
     return env
@@ -102,6 +113,11 @@ _ENV = _environment()
 
 def render(template: str, **context: Any) -> str:
     return _ENV.get_template(template).render(**context)
+
+
+def macros(template: str) -> Any:
+    """A template's macros, to render its sections one at a time (e.g. to fit a size limit)."""
+    return _ENV.get_template(template).module
 
 
 def render_model(kind: str, model: BaseModel, fmt: Format, **extra: Any) -> str:

@@ -321,6 +321,9 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
     allow_reuse_address = True
+    # handle_request() selects again before accepting: never block there for long (a client
+    # may reset its connection between the two selects).
+    timeout = 0.5
 
     def __init__(self, address: tuple[str, int], app: MessagesServer) -> None:
         self.app = app
@@ -578,7 +581,7 @@ class MessagesServer:
 
     def _recount(self, ex: Exchange, outcome: str) -> None:
         with self._lock:
-            if ex._counted:
+            if ex._counted and self._by_outcome[ex.outcome] > 0:  # (0: counted before reset())
                 self._by_outcome[ex.outcome] -= 1
                 if not self._by_outcome[ex.outcome]:
                     del self._by_outcome[ex.outcome]
