@@ -40,7 +40,14 @@ from evalgate.holdout import (
     sealed_lines,
 )
 from evalgate.noise import measure_noise
-from evalgate.pipeline import DEFAULT_SPLITS, RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.pipeline import (
+    DEFAULT_SPLITS,
+    Prompt,
+    RunSpec,
+    load_prompt,
+    load_suite_cases,
+    run_suite,
+)
 from evalgate.progress import ProgressPrinter
 from evalgate.release import make_record, read_releases, release_report, write_release
 from evalgate.report.render import render, render_model
@@ -102,9 +109,11 @@ def execute_version(
     case_files: list[Path] | None = None,
     splits: frozenset[str] = DEFAULT_SPLITS,
     purpose: str = "run",
+    prompt: Prompt | None = None,
 ) -> Run:
+    """Run one prompt version (or the given prompt text) of a suite; record holdout reads."""
     name, suite = loaded.suite(suite_name)
-    prompt = load_prompt(loaded, suite, version)
+    prompt = prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(ctx, suite) if "holdout" in splits else None
     cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret)
     commit, ref = git_info(loaded.root)
@@ -330,8 +339,18 @@ def cmd_gate(ctx: Context) -> int:
 def cmd_split(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = loaded.suite(ctx.args.suite)
-    cases = load_suite_cases(loaded, suite)
-    report = check_split(cases.cases, suite.split)
+    # A sealed holdout is counted and checked only where its key is (it is not in the files).
+    secret = None
+    if suite.sealed_holdout is not None:
+        if ctx.env.get(HOLDOUT_KEY_VARIABLE):
+            secret = holdout_secret(ctx, suite)
+        else:
+            ctx.warn(
+                f"the sealed holdout is left out: set {HOLDOUT_KEY_VARIABLE} to count it and "
+                "check it for leaks"
+            )
+    cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    report = check_split(cases.cases, suite.split, suite.fields)
     if ctx.args.format == "json":
         ctx.print(report.model_dump_json(indent=2))
     else:
@@ -398,7 +417,14 @@ def cmd_holdout(ctx: Context) -> int:
         )
     store = loaded.root / sealed.file
     if action == "add":
-        recipient = load_public_key((loaded.root / sealed.public_key).read_text(encoding="utf-8"))
+        public_path = loaded.root / sealed.public_key
+        if not public_path.is_file():
+            raise UserError(
+                "the holdout public key does not exist",
+                where=str(public_path),
+                fix="make one with `evalgate holdout keygen` and commit it",
+            )
+        recipient = load_public_key(public_path.read_text(encoding="utf-8"))
         added = load_case_file(Path(ctx.args.file), suite.fields)
         with store.open("a", encoding="utf-8") as handle:
             for case in added:
@@ -478,6 +504,41 @@ def cmd_release(ctx: Context) -> int:
     else:
         ctx.print(render("release.md.j2" if fmt == "markdown" else "release.txt.j2", s=report))
     return EXIT_GATE_FAILED if report.kind == "fail" else EXIT_OK
+
+
+def cmd_action(ctx: Context) -> int:
+    from evalgate.action import action
+
+    return action(ctx.env, ctx.out, ctx.err)
+
+
+def cmd_baseline_pull(ctx: Context) -> int:
+    """Fetch the default branch's baseline artefact, as the pull-request gate does."""
+    from evalgate import github as gh
+
+    token = ctx.env.get("GITHUB_TOKEN") or ctx.env.get("GH_TOKEN")
+    if not token:
+        raise UserError(
+            "baseline pull needs a token to read workflow artefacts",
+            fix="set GITHUB_TOKEN (a token with actions: read on the repository)",
+        )
+    api = ctx.env.get("GITHUB_API_URL", "https://api.github.com")
+    repo = gh.get_repository(gh.connect(token, api), ctx.args.repo)
+    branch = ctx.args.branch or repo.default_branch
+    ref = gh.find_baseline(repo, ctx.args.artifact, branch, prefer_sha=ctx.args.sha)
+    if ref is None:
+        raise UserError(
+            f"no unexpired {ctx.args.artifact!r} artefact from a push to {branch}",
+            fix="run the baseline job on the default branch (or wait for its weekly run)",
+        )
+    out = Path(ctx.args.out)
+    folder = gh.download_artifact(ref, token, out)
+    ctx.print(f"baseline from {ref.head_sha[:12]} ({ref.created_at:%Y-%m-%d}, run {ref.html_url})")
+    for path in sorted(folder.glob("*.json")):
+        # One file per suite, where `evalgate gate --baseline` finds it.
+        shutil.copy(path, out / path.name)
+        ctx.print(f"  {out / path.name}")
+    return EXIT_OK
 
 
 def bundled_example() -> Path:
@@ -650,6 +711,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-reason", help="read the holdout past its budget; the reason goes in the ledger"
     )
     release.set_defaults(func=cmd_release, verbose=False, cache=False)
+
+    action_ = sub.add_parser(
+        "action", help="the GitHub Action's entry point (inside its container)"
+    )
+    action_.set_defaults(func=cmd_action)
+
+    baseline = sub.add_parser("baseline", help="baseline artefacts of the default branch")
+    bsub = baseline.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    pull = bsub.add_parser("pull", parents=[common], help="download the newest baseline artefact")
+    pull.add_argument("--repo", required=True, help="OWNER/NAME")
+    pull.add_argument("--artifact", default="evalgate-baseline", help="artefact name")
+    pull.add_argument("--branch", help="default branch (default: the repository's)")
+    pull.add_argument("--sha", help="prefer the baseline built at this commit (the merge base)")
+    pull.add_argument("--out", default=".evalgate/baseline", help="folder to extract into")
+    pull.set_defaults(func=cmd_baseline_pull)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

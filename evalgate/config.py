@@ -145,6 +145,11 @@ class GatePolicy(Strict):
     inconclusive_exit: Literal[0, 1] = 0
     # Repeats for a baseline run (the noise floor needs at least 2).
     baseline_repeats: int = Field(default=2, ge=1, le=50)
+    # A baseline older than this is used with a warning (artefacts also expire, 90 days).
+    max_baseline_age_days: float = Field(default=14.0, gt=0)
+    # When a pull request finds no baseline: run the base branch's prompt in the same job (twice
+    # the cost), or report inconclusive.
+    no_baseline: Literal["run", "inconclusive"] = "run"
     seed: int = 0
 
 
@@ -174,6 +179,9 @@ class SealedHoldout(Strict):
 
 class Suite(Strict):
     prompts: list[str] = Field(min_length=1, description="prompt files or globs")
+    # The prompt version the product ships: the one pull requests and releases are gated on.
+    # Default: the only version, or the last by name.
+    ship: str | None = None
     cases: list[str] = Field(min_length=1, description="case files or globs")
     fields: Fields = Fields()
     template: str = "{{ input }}"
@@ -196,6 +204,8 @@ class Suite(Strict):
 
 class Config(Strict):
     version: Literal[1] = 1
+    # Tags (glob) whose push runs the release gate in the action.
+    release_tags: str = "v*"
     suites: dict[str, Suite] = Field(min_length=1)
     # Where runs, the cache and baselines are kept, relative to the config file.
     state_dir: str = ".evalgate"
@@ -259,6 +269,36 @@ class LoadedConfig(BaseModel):
                 )
             versions[path.stem] = path
         return versions
+
+    def ship_version(self, suite: Suite) -> str:
+        """The version pull requests and releases gate: ``ship``, or the last by name."""
+        versions = self.prompt_files(suite)
+        if suite.ship is not None:
+            if suite.ship not in versions:
+                raise ConfigError(
+                    f"ship: {suite.ship!r} is not a prompt version of this suite",
+                    where=str(self.path),
+                    fix=f"versions: {', '.join(sorted(versions))}",
+                )
+            return suite.ship
+        return sorted(versions)[-1]
+
+    def dependencies(self, suite: Suite) -> list[Path]:
+        """Every file a suite's result depends on: a PR touching none of them cannot change it."""
+        paths = [self.path, *self.prompt_files(suite).values()]
+        paths += self.expand(suite.cases, "case file")
+        for options in (suite.model.options, getattr(suite.scorer, "__dict__", {})):
+            for key in ("rules_file", "schema_file", "rubric_file"):
+                value = options.get(key)
+                if isinstance(value, str):
+                    paths.append(self.root / value)
+        if suite.sealed_holdout is not None:
+            paths.append(self.root / suite.sealed_holdout.file)
+        if suite.scorer.kind == "python":
+            paths.append(
+                self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")
+            )
+        return [p.resolve() for p in paths]
 
 
 SCORER_KINDS = ("label", "exact", "contains", "regex", "json_schema", "python", "judge")

@@ -6,12 +6,27 @@ default test is the one-sided exact sign test (McNemar) that the candidate is wo
 baseline's repeats give the noise floor: unstable cases are shown apart, the minimum detectable
 effect says what a pass can and cannot rule out, and when the data cannot decide the verdict
 is "inconclusive" with the reason.
+
+Why the comparison uses matched repeats. The sign test (and the sign-flip permutation test) is
+exact when, for an unchanged prompt, a case's baseline and candidate scores are exchangeable.
+Each side's score is therefore the mean over the same number of repeats, k = the smaller repeat
+count (a baseline made with 2 repeats against a candidate run once compares one repeat with
+one). Comparing the candidate's single reply with the mean of two baseline replies is not
+exchangeable. Leaving out the cases that flipped between the very repeats being compared is
+worse: it keeps exactly the cases whose baseline looked settled, so the candidate's ordinary
+noise can only "break" the many settled passes and rarely "fix" a settled failure. With a flip
+rate of 10% that fails about 98% of unchanged prompts (benchmarks/gate_simulation.py). So a case
+is left out as unstable only when it flipped between baseline repeats that the comparison does
+not use (k + 2 or more baseline repeats); the choice is then independent of the compared pair
+and the test stays exact. Every unstable case is still listed in the noise floor.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Literal
 
@@ -102,7 +117,46 @@ def _text(value: object) -> str:
     return "(none)" if value is None else str(value)
 
 
-def _paired(base: CaseResult | None, cand: CaseResult) -> PairedCase:
+@dataclass(frozen=True)
+class _Pair:
+    """A baseline and a candidate case compared over the same number of repeats, ``k``."""
+
+    base: CaseResult
+    cand: CaseResult
+    k: int
+
+    @property
+    def base_score(self) -> float:
+        return fmean(o.score or 0.0 for o in self.base.outcomes[: self.k])
+
+    @property
+    def cand_score(self) -> float:
+        return fmean(o.score or 0.0 for o in self.cand.outcomes[: self.k])
+
+    @property
+    def diff(self) -> float:
+        return self.cand_score - self.base_score
+
+    @property
+    def base_format(self) -> bool:
+        return all(bool(o.format_ok) for o in self.base.outcomes[: self.k])
+
+    @property
+    def cand_format(self) -> bool:
+        return all(bool(o.format_ok) for o in self.cand.outcomes[: self.k])
+
+    def held_out_flipped(self) -> bool:
+        """Whether the case flipped between baseline repeats that the comparison does not use."""
+        held = {(o.score or 0.0) >= 0.5 for o in self.base.outcomes[self.k :]}
+        return len(held) > 1
+
+
+def _paired(base: CaseResult | None, cand: CaseResult, k: int | None = None) -> PairedCase:
+    def score(case: CaseResult) -> float | None:
+        if k is None or case.error is not None:
+            return case.score
+        return fmean(o.score or 0.0 for o in case.outcomes[:k])
+
     return PairedCase(
         id=cand.id,
         category=cand.category,
@@ -110,8 +164,8 @@ def _paired(base: CaseResult | None, cand: CaseResult) -> PairedCase:
         expected=_text(cand.expected),
         baseline_answer=_text(base.answer) if base else "",
         candidate_answer=_text(cand.answer),
-        baseline_score=base.score if base else None,
-        candidate_score=cand.score,
+        baseline_score=score(base) if base else None,
+        candidate_score=score(cand),
         message=cand.message(),
     )
 
@@ -128,6 +182,15 @@ def _rate(scores: Sequence[float]) -> Rate:
 
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
+
+
+def _mde(n: int, flip: float, policy: GatePolicy) -> float:
+    if n == 0:
+        return 1.0
+    # Every case flipping (possible with one case and two repeats) leaves nothing to detect with.
+    if flip >= 1.0:
+        return math.inf
+    return minimum_detectable_effect(n, flip, policy.alpha, policy.power)
 
 
 def _p_worse(diffs: Sequence[float], binary: bool, policy: GatePolicy) -> tuple[float, str]:
@@ -191,6 +254,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             format_p=None,
             categories=[],
             baseline_accuracy=None,
+            candidate_accuracy=candidate_accuracy,
             difference=None,
         )
         defaults.update(numbers)
@@ -204,7 +268,6 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             candidate_run=candidate.name,
             regression_failures=regression_failures,
             errored=errored,
-            candidate_accuracy=candidate_accuracy,
             **defaults,
         )
 
@@ -233,7 +296,6 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
 
     base_by_id = {c.id: c for c in baseline.cases if c.split == "dev"}
     noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
-    unstable_ids = {u.id for u in noise.unstable} if noise else set()
     if noise is None:
         warnings.append(
             "the baseline has no repeats, so the noise floor is not measured: unstable cases "
@@ -241,7 +303,11 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             f"--repeats {max(2, policy.baseline_repeats)}"
         )
 
-    edited, only_candidate, pairs, unstable = [], [], [], []
+    edited: list[str] = []
+    only_candidate: list[str] = []
+    pairs: list[_Pair] = []
+    unstable: list[PairedCase] = []
+    kept_unstable = 0
     for cand in dev:
         base = base_by_id.get(cand.id)
         if base is None:
@@ -250,10 +316,22 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             edited.append(cand.id)
         elif base.error is not None or cand.error is not None:
             continue
-        elif cand.id in unstable_ids and policy.exclude_unstable:
-            unstable.append(_paired(base, cand))
         else:
-            pairs.append((base, cand))
+            pair = _Pair(base, cand, min(len(base.outcomes), len(cand.outcomes)))
+            if policy.exclude_unstable and pair.held_out_flipped():
+                unstable.append(_paired(base, cand, pair.k))
+            else:
+                # Flipped, but only where the held-out repeats cannot show it (too few of them).
+                kept_unstable += base.flipped and len(base.outcomes) - pair.k < 2
+                pairs.append(pair)
+    if kept_unstable and policy.exclude_unstable:
+        k = min((p.k for p in pairs), default=1)
+        warnings.append(
+            f"{kept_unstable} cases that flipped between the baseline's repeats stay in the test: "
+            "leaving them out of a comparison with those same repeats would bias it towards "
+            "'worse' (only the settled cases would be left, and noise can only break a settled "
+            f"pass); a baseline with --repeats {k + 2} lets the gate leave them out"
+        )
     only_baseline = sorted(set(base_by_id) - {c.id for c in dev})
     unpaired = len(only_candidate) + len(edited)
     if dev and unpaired / len(dev) > policy.max_unpaired_share:
@@ -268,29 +346,32 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     binary = _is_binary([baseline, candidate])
     if policy.unit == "group":
         by_group: dict[str, list[float]] = defaultdict(list)
-        for base, cand in pairs:
-            by_group[cand.group or cand.id].append((cand.score or 0.0) - (base.score or 0.0))
+        for pair in pairs:
+            by_group[pair.cand.group or pair.cand.id].append(pair.diff)
         diffs = [fmean(v) for v in by_group.values()]
         # Group means are fractions even for binary cases: only their sign matters here.
         p_value, test = _p_worse(diffs, True, policy)
         test = f"{test}, over {len(diffs)} scenario groups"
     else:
-        diffs = [(c.score or 0.0) - (b.score or 0.0) for b, c in pairs]
+        diffs = [pair.diff for pair in pairs]
         p_value, test = _p_worse(diffs, binary, policy)
-    broken = [_paired(b, c) for b, c in pairs if (c.score or 0.0) < (b.score or 0.0)]
-    fixed = [_paired(b, c) for b, c in pairs if (c.score or 0.0) > (b.score or 0.0)]
+    broken = [_paired(p.base, p.cand, p.k) for p in pairs if p.diff < 0]
+    fixed = [_paired(p.base, p.cand, p.k) for p in pairs if p.diff > 0]
     unchanged = len(pairs) - len(broken) - len(fixed)
     n_units = len(diffs)
 
     flip = noise.flip_rate if noise else 0.0
-    mde = minimum_detectable_effect(n_units, flip, policy.alpha, policy.power) if n_units else 1.0
+    # measure_noise already computed the MDE at its n with the same alpha and power.
+    mde = noise.mde if noise is not None and noise.n == n_units else _mde(n_units, flip, policy)
     needed = None
     if mde > policy.tolerance:
-        needed = cases_for_mde(policy.tolerance, flip, policy.alpha, policy.power)
+        if flip < 1.0:
+            needed = cases_for_mde(policy.tolerance, flip, policy.alpha, policy.power)
+        more = f"; about {needed} {policy.unit}s would bring that under" if needed else " over"
         warnings.append(
             f"underpowered: with {n_units} {policy.unit}s and a flip rate of {_pct(flip)}%, this "
-            f"suite detects only drops of {_pct(mde)} points or more (80% power); about {needed} "
-            f"{policy.unit}s would bring that under the {_pct(policy.tolerance)}-point tolerance"
+            f"suite detects only drops of {_pct(mde)} points or more (80% power){more} the "
+            f"{_pct(policy.tolerance)}-point tolerance"
         )
 
     noise_p = None
@@ -310,8 +391,8 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             f"({test}, p = {p_value:.2g} < {policy.alpha:g})",
         )
 
-    fmt_broken = sum(1 for b, c in pairs if b.format_ok and not c.format_ok)
-    fmt_fixed = sum(1 for b, c in pairs if c.format_ok and not b.format_ok)
+    fmt_broken = sum(1 for p in pairs if p.base_format and not p.cand_format)
+    fmt_fixed = sum(1 for p in pairs if p.cand_format and not p.base_format)
     format_p = sign_test_worse(fmt_broken, fmt_fixed, mid_p=policy.mid_p)
     if format_p < policy.alpha:
         reasons.append(
@@ -327,10 +408,12 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
                 f"{row.fixed} (Holm-adjusted p = {row.p_holm:.2g})"
             )
 
-    base_scores = [b.score or 0.0 for b, _ in pairs]
-    cand_scores = [c.score or 0.0 for _, c in pairs]
-    groups = [c.group or c.id for _, c in pairs]
-    has_groups = any(c.group for _, c in pairs)
+    # The three numbers, over the same compared cases and repeats as the test, so that the
+    # candidate's accuracy minus the baseline's is the paired difference.
+    base_scores = [p.base_score for p in pairs]
+    cand_scores = [p.cand_score for p in pairs]
+    groups = [p.cand.group or p.cand.id for p in pairs]
+    has_groups = any(p.cand.group for p in pairs)
     difference = (
         paired_difference(cand_scores, base_scores, groups if has_groups else None)
         if pairs
@@ -356,8 +439,9 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         format_p=format_p,
         categories=categories,
         baseline_accuracy=_rate(base_scores),
-        difference=difference,
     )
+    if pairs:
+        numbers.update(candidate_accuracy=_rate(cand_scores), difference=difference)
     if not pairs and not reasons:
         inconclusive.append("no case could be paired with the baseline")
     if reasons:
@@ -371,18 +455,16 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     return result("pass", **numbers)
 
 
-def _category_tests(
-    pairs: Sequence[tuple[CaseResult, CaseResult]], policy: GatePolicy
-) -> list[CategoryTest]:
-    by_cat: dict[str, list[tuple[CaseResult, CaseResult]]] = defaultdict(list)
-    for base, cand in pairs:
-        by_cat[cand.category or "(none)"].append((base, cand))
+def _category_tests(pairs: Sequence[_Pair], policy: GatePolicy) -> list[CategoryTest]:
+    by_cat: dict[str, list[_Pair]] = defaultdict(list)
+    for pair in pairs:
+        by_cat[pair.cand.category or "(none)"].append(pair)
     names = sorted(by_cat)
     raw = []
     for name in names:
         rows = by_cat[name]
-        b = sum(1 for x, y in rows if (y.score or 0.0) < (x.score or 0.0))
-        c = sum(1 for x, y in rows if (y.score or 0.0) > (x.score or 0.0))
+        b = sum(1 for p in rows if p.diff < 0)
+        c = sum(1 for p in rows if p.diff > 0)
         raw.append((b, c, sign_test_worse(b, c, mid_p=policy.mid_p)))
     adjusted = holm_adjust([p for _, _, p in raw]) if raw else []
     critical = set(policy.critical_categories)
@@ -390,8 +472,8 @@ def _category_tests(
         CategoryTest(
             category=name,
             n=len(by_cat[name]),
-            baseline=_rate([x.score or 0.0 for x, _ in by_cat[name]]),
-            candidate=_rate([y.score or 0.0 for _, y in by_cat[name]]),
+            baseline=_rate([p.base_score for p in by_cat[name]]),
+            candidate=_rate([p.cand_score for p in by_cat[name]]),
             broken=b,
             fixed=c,
             p_value=p,

@@ -198,13 +198,18 @@ def unseal(line: str, secret: X25519PrivateKey, where: str) -> dict[str, Any]:
         epk = base64.b64decode(box["epk"])
         nonce = base64.b64decode(box["nonce"])
         sealed = base64.b64decode(box["ct"])
+        # A damaged key or nonce (wrong length, a low-order point) is a ValueError here, not a
+        # crash further down.
+        if len(nonce) != 12:
+            raise ValueError("nonce length")
+        shared = secret.exchange(X25519PublicKey.from_public_bytes(epk))
     except (ValueError, KeyError, TypeError):
-        raise UserError("not a sealed holdout record", where=where) from None
-    key = _key(
-        secret.exchange(X25519PublicKey.from_public_bytes(epk)),
-        epk,
-        _raw_public(secret.public_key()),
-    )
+        raise UserError(
+            "not a sealed holdout record (damaged)",
+            where=where,
+            fix="restore the sealed file from version control",
+        ) from None
+    key = _key(shared, epk, _raw_public(secret.public_key()))
     try:
         plaintext = ChaCha20Poly1305(key).decrypt(nonce, sealed, _INFO)
     except InvalidTag:

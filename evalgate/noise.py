@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.runs import Run
@@ -32,6 +34,13 @@ class NoiseFloor(BaseModel):
     power: float
 
 
+def _mde(n: int, f: float, alpha: float, power: float) -> float:
+    if n == 0:
+        return 1.0
+    # f = 1 (every case flipped, e.g. one case and two repeats): no drop is detectable.
+    return minimum_detectable_effect(n, f, alpha, power) if f < 1.0 else math.inf
+
+
 def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> NoiseFloor | None:
     """The noise floor of a run made with repeats >= 2 (None for a single run).
 
@@ -59,7 +68,7 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
         flip_rate=f,
         flips=len(unstable),
         unstable=unstable,
-        mde=minimum_detectable_effect(len(cases), f, alpha, power) if cases else 1.0,
+        mde=_mde(len(cases), f, alpha, power),
         alpha=alpha,
         power=power,
     )

@@ -15,7 +15,7 @@ from evalgate import __version__
 from evalgate.backends.base import Backend, Message, Request
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
-from evalgate.errors import CaseFileError, UserError
+from evalgate.errors import CaseFileError, ConfigError, UserError
 from evalgate.holdout import SecretKey, open_sealed, redact
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, PromptInfo, Run
@@ -68,12 +68,27 @@ def load_suite_cases(
 ) -> CaseSet:
     """The suite's cases with their splits assigned; sealed holdout cases when the key is given."""
     paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
+    by = suite.split.group_field
+    visible = [*(suite.fields.input or []), suite.fields.group]
+    if by is not None and suite.fields.input is not None and by not in visible:
+        # A case keeps only its input fields, so the group key would silently be the case id.
+        raise ConfigError(
+            f"split.group_field {by!r} is not one of fields.input, so cases cannot be grouped by it",
+            where=str(loaded.path),
+            fix=f"map it as fields.group: {by} (and drop split.group_field)",
+        )
     need = needs_expected(suite.scorer)
     plain = load_cases(paths, suite.fields, root=loaded.root, need_expected=need)
     cases = list(plain.cases)
     hashes = dict(plain.file_hashes)
     if suite.sealed_holdout is not None and holdout_secret is not None:
         path = loaded.root / suite.sealed_holdout.file
+        if not path.is_file():
+            raise UserError(
+                "the sealed holdout file does not exist",
+                where=str(path),
+                fix="seal holdout cases into it with `evalgate holdout add FILE`",
+            )
         seen = {c.id for c in cases}
         for where, record in open_sealed(path, holdout_secret):
             case = parse_case(record, suite.fields, where, need_expected=need)

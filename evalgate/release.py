@@ -13,9 +13,10 @@ from pathlib import Path
 from statistics import fmean
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.config import GatePolicy, SplitPolicy
+from evalgate.errors import UserError
 from evalgate.runs import PromptInfo, Run
 from evalgate.stats import mean_and_se, sign_test_worse
 from evalgate.summary import Rate
@@ -167,7 +168,16 @@ def read_gap(current: ReleaseRecord, history: list[ReleaseRecord], tolerance: fl
 def read_releases(folder: Path) -> list[ReleaseRecord]:
     if not folder.is_dir():
         return []
-    records = [ReleaseRecord.model_validate_json(p.read_text()) for p in folder.glob("*.json")]
+    records = []
+    for path in folder.glob("*.json"):
+        try:
+            records.append(ReleaseRecord.model_validate_json(path.read_text(encoding="utf-8")))
+        except ValidationError as exc:
+            raise UserError(
+                f"corrupt release record: {exc.errors()[0]['msg']}",
+                where=str(path),
+                fix="restore it from the data branch",
+            ) from None
     return sorted(records, key=lambda r: r.time)
 
 

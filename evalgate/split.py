@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.cases import Case, SplitName
-from evalgate.config import SplitPolicy
+from evalgate.config import Fields, SplitPolicy
 
 
 def group_key(case: Case, policy: SplitPolicy) -> str:
@@ -51,8 +51,17 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text))
 
 
-def input_text(case: Case) -> str:
-    return " ".join(str(v) for v in case.input.values())
+def not_input(fields: Fields | None) -> frozenset[str]:
+    """Fields that are bookkeeping, not input: with ``fields.input`` unset a case's input is the
+    whole record, and its id or label would make identical messages look different."""
+    if fields is None or fields.input is not None:
+        return frozenset()
+    names = (fields.id, fields.expected, fields.group, fields.category, fields.split)
+    return frozenset(n for n in names if n is not None)
+
+
+def input_text(case: Case, skip: frozenset[str] = frozenset()) -> str:
+    return " ".join(str(v) for k, v in case.input.items() if k not in skip)
 
 
 def shingles(text: str, size: int) -> frozenset[str]:
@@ -89,21 +98,24 @@ LEAK_KINDS = frozenset({"group_on_both_sides", "identical_input", "near_duplicat
 
 
 def near_duplicates(
-    dev: Sequence[Case], holdout: Sequence[Case], policy: SplitPolicy
+    dev: Sequence[Case],
+    holdout: Sequence[Case],
+    policy: SplitPolicy,
+    skip: frozenset[str] = frozenset(),
 ) -> list[tuple[str, str, float]]:
     """Pairs (dev id, holdout id, similarity) at or above the threshold.
 
     An inverted index on shingles keeps this near-linear: only pairs sharing a shingle are
     scored, so large suites do not pay for every pair.
     """
-    dev_sh = {c.id: shingles(normalise(input_text(c)), policy.shingle_words) for c in dev}
+    dev_sh = {c.id: shingles(normalise(input_text(c, skip)), policy.shingle_words) for c in dev}
     index: dict[str, list[str]] = defaultdict(list)
     for case_id, sh in dev_sh.items():
         for s in sh:
             index[s].append(case_id)
     found = []
     for case in holdout:
-        sh = shingles(normalise(input_text(case)), policy.shingle_words)
+        sh = shingles(normalise(input_text(case, skip)), policy.shingle_words)
         shared: Counter[str] = Counter()
         for s in sh:
             shared.update(index.get(s, ()))
@@ -115,8 +127,11 @@ def near_duplicates(
     return sorted(found)
 
 
-def check_split(cases: Sequence[Case], policy: SplitPolicy) -> SplitReport:
+def check_split(
+    cases: Sequence[Case], policy: SplitPolicy, fields: Fields | None = None
+) -> SplitReport:
     """Counts per split, per category and per group side, and the leak findings."""
+    skip = not_input(fields)
     assigned = assign_all(cases, policy)
     counts = Counter(c.split or "dev" for c in assigned)
     by_category: dict[str, dict[str, int]] = defaultdict(
@@ -145,9 +160,9 @@ def check_split(cases: Sequence[Case], policy: SplitPolicy) -> SplitReport:
     holdout = [c for c in assigned if c.split == "holdout"]
     dev_texts: dict[str, str] = {}
     for c in dev:
-        dev_texts.setdefault(normalise(input_text(c)), c.id)
+        dev_texts.setdefault(normalise(input_text(c, skip)), c.id)
     identical = [
-        (dev_texts[t], c.id) for c in holdout if (t := normalise(input_text(c))) in dev_texts
+        (dev_texts[t], c.id) for c in holdout if (t := normalise(input_text(c, skip))) in dev_texts
     ]
     if identical:
         findings.append(
@@ -159,7 +174,9 @@ def check_split(cases: Sequence[Case], policy: SplitPolicy) -> SplitReport:
             )
         )
     exact = set(identical)
-    near = [(a, b, s) for a, b, s in near_duplicates(dev, holdout, policy) if (a, b) not in exact]
+    near = [
+        (a, b, s) for a, b, s in near_duplicates(dev, holdout, policy, skip) if (a, b) not in exact
+    ]
     if near:
         findings.append(
             Finding(

@@ -87,7 +87,7 @@ def make_case() -> Callable[..., CaseResult]:
     def make(
         id: str = "c1",
         expected: Any = "booking",
-        answer: str | None | list[str | None] = "booking",
+        answer: str | list[str | None] | None = "booking",
         *,
         error: str | None = None,
         error_kind: str = "server",
@@ -171,12 +171,16 @@ def make_run(make_case: Callable[..., CaseResult]) -> Callable[..., Run]:
     return make
 
 
-@pytest.fixture
-def golden() -> Callable[[str, str], None]:
-    """Compare rendered text whole against tests/golden/NAME (or rewrite it under
-    scripts/regen-golden)."""
+def _same(text: str) -> object:
+    return text
 
-    def check(name: str, text: str) -> None:
+
+@pytest.fixture
+def golden() -> Callable[..., None]:
+    """Compare rendered text whole against tests/golden/NAME (or rewrite it under
+    scripts/regen-golden). ``normalise`` maps both sides first (e.g. parse JSON)."""
+
+    def check(name: str, text: str, normalise: Callable[[str], object] = _same) -> None:
         path = GOLDEN / name
         if os.environ.get(REGEN_GOLDEN):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,7 +188,7 @@ def golden() -> Callable[[str, str], None]:
             return
         assert path.exists(), f"no golden file {path}: run scripts/regen-golden and review it"
         expected = path.read_text(encoding="utf-8")
-        assert text == expected, (
+        assert normalise(text) == normalise(expected), (
             f"{name} differs from its golden file; if the change is intended, run "
             "scripts/regen-golden and review `git diff tests/golden`"
         )

@@ -168,7 +168,9 @@ def test_missing_key_names_the_variable_and_the_fake() -> None:
 def test_bad_options_are_a_one_line_error() -> None:
     settings = ModelSettings(backend="anthropic", name=MODEL, options={"effort": "huge"})
     with pytest.raises(BackendError, match=r"model\.options\.effort"):
-        AnthropicBackend(settings, BackendContext(base_dir=Path("."), env={"ANTHROPIC_API_KEY": KEY}))
+        AnthropicBackend(
+            settings, BackendContext(base_dir=Path("."), env={"ANTHROPIC_API_KEY": KEY})
+        )
 
 
 SCHEMA = {
@@ -327,7 +329,7 @@ def test_the_key_never_reaches_a_run_file_or_a_report(
     assert_no_key(path.read_text(encoding="utf-8"))
     summary = summarise(run)
     for fmt in ("text", "markdown", "json"):
-        assert_no_key(render_model("run", summary, fmt))  # type: ignore[arg-type]
+        assert_no_key(render_model("run", summary, fmt))
     assert_no_key(repr(make_backend()) + repr(make_backend().options))
 
 

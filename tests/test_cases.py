@@ -223,11 +223,26 @@ BAD_YAML = [
     ("syntax", "- id: a\n  message: [unclosed\n", ":3", ["invalid YAML"]),
     ("not-a-list", "id: a\nmessage: hi\n", "", ["must be a list"]),
     ("scalar", "just words\n", "", ["must be a list"]),
-    ("unknown-split", "- {id: a, category: x, message: hi}\n- {id: b, category: x, message: hi, split: later}\n", ":2", ["'split' is 'later'"]),
+    (
+        "unknown-split",
+        "- {id: a, category: x, message: hi}\n- {id: b, category: x, message: hi, split: later}\n",
+        ":2",
+        ["'split' is 'later'"],
+    ),
     # YAML has values JSON has not: each names its field.
-    ("date", "- {id: a, category: x, message: hi, when: 2025-01-31}\n", ":1", ["field 'when'", "date"]),
+    (
+        "date",
+        "- {id: a, category: x, message: hi, when: 2025-01-31}\n",
+        ":1",
+        ["field 'when'", "date"],
+    ),
     ("set", "- {id: a, category: x, message: !!set {p, q}}\n", ":1", ["field 'message'", "set"]),
-    ("binary", "- {id: a, category: x, message: !!binary aGk=}\n", ":1", ["field 'message'", "bytes"]),
+    (
+        "binary",
+        "- {id: a, category: x, message: !!binary aGk=}\n",
+        ":1",
+        ["field 'message'", "bytes"],
+    ),
     ("int-key", "- {id: a, category: x, message: hi, 7: seven}\n", ":1", ["non-string key 7"]),
     ("deep", "[" * 1000 + "\n", "", ["nested too deeply"]),
 ]
@@ -254,7 +269,9 @@ def test_an_unknown_file_type_is_named(write: Callable[..., Path]) -> None:
 
 
 def test_a_missing_file_and_a_directory_are_named(tmp_path: Path) -> None:
-    assert error_of(tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: case file does not exist"
+    assert (
+        error_of(tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: case file does not exist"
+    )
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
     assert error_of(folder).startswith(f"{folder}: is a directory")
@@ -284,7 +301,9 @@ def test_file_hashes_are_of_the_bytes_keyed_by_relative_path(tmp_path: Path) -> 
     path = data / "cases.jsonl"
     path.write_text(jsonl(*GOOD))
     case_set = load_cases([path], FIELDS, root=tmp_path)
-    assert case_set.file_hashes == {"data/cases.jsonl": hashlib.sha256(path.read_bytes()).hexdigest()}
+    assert case_set.file_hashes == {
+        "data/cases.jsonl": hashlib.sha256(path.read_bytes()).hexdigest()
+    }
 
 
 def test_the_set_hash_follows_cases_not_their_order(write: Callable[..., Path]) -> None:

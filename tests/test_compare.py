@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from conftest import sha
 
 from evalgate.compare import compare_runs, read_sign_test
 from evalgate.runs import CaseResult, Run
-
-from conftest import sha
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]
@@ -121,7 +120,9 @@ def test_edited_cases_are_left_out_and_listed(make_case: CaseFactory, make_run: 
 
 
 def test_errors_are_left_out_and_listed(make_case: CaseFactory, make_run: RunFactory) -> None:
-    a = make_run([make_case("ok"), make_case("err-a", error="x"), make_case("err-b", "booking", "quote")])
+    a = make_run(
+        [make_case("ok"), make_case("err-a", error="x"), make_case("err-b", "booking", "quote")]
+    )
     b = make_run(
         [make_case("ok"), make_case("err-a"), make_case("err-b", error="timeout")],
         prompt={"name": "v2"},

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLE
 
 from evalgate.config import (
     Config,
@@ -16,8 +17,6 @@ from evalgate.config import (
     parse_config,
 )
 from evalgate.errors import ConfigError
-
-from conftest import EXAMPLE
 
 # Line numbers in the tests below count lines of this text (line 1 is "version: 1").
 MINIMAL = """\
@@ -151,7 +150,9 @@ def test_a_wrong_value_names_what_was_found() -> None:
 
 
 def test_a_wrong_type_names_what_was_found() -> None:
-    text = MINIMAL.replace("    cases: cases.jsonl\n", "    cases: cases.jsonl\n    concurrency: lots\n")
+    text = MINIMAL.replace(
+        "    cases: cases.jsonl\n", "    cases: cases.jsonl\n    concurrency: lots\n"
+    )
     message = config_error(text)
     assert message.startswith("evalgate.yml:6: suites.demo.concurrency:")
     assert "found 'lots'" in message
@@ -211,7 +212,7 @@ def test_errors_name_the_file_they_came_from(write_config: Callable[..., Path]) 
 
 
 def test_a_missing_config_file_says_how_to_start(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not exist.*evalgate demo"):
+    with pytest.raises(ConfigError, match=r"does not exist.*evalgate demo"):
         load_config(tmp_path / "evalgate.yml")
 
 
@@ -256,7 +257,7 @@ def test_several_suites_need_a_name(write_config: Callable[..., Path]) -> None:
     with pytest.raises(ConfigError, match=r"defines 2 suites.*--suite \(demo, other\)"):
         loaded.suite(None)
     assert loaded.suite("other")[0] == "other"
-    with pytest.raises(ConfigError, match="no suite named 'nope'.*demo, other"):
+    with pytest.raises(ConfigError, match=r"no suite named 'nope'.*demo, other"):
         loaded.suite("nope")
 
 

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import EXAMPLE, fake_backend
 
 from evalgate.backends.base import Backend, Message, Request, backend_class, backend_names
 from evalgate.backends.fake import FakeBackend, FakeRules, fake_answer, rough_tokens
 from evalgate.errors import BackendError
-
-from conftest import EXAMPLE, fake_backend
 
 RULES: dict[str, Any] = {
     "field": "category",
@@ -187,5 +186,5 @@ def test_a_bad_rules_file_is_an_error_naming_it(
 def test_the_registry_finds_the_fake_and_names_the_rest() -> None:
     assert backend_class("fake") is FakeBackend
     assert "fake" in backend_names()
-    with pytest.raises(BackendError, match="unknown backend 'nope'.*fake"):
+    with pytest.raises(BackendError, match=r"unknown backend 'nope'.*fake"):
         backend_class("nope")

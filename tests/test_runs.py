@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from conftest import CREATED, fake_backend
 
 from evalgate.backends.base import Message, Reply, Request
 from evalgate.config import LabelScorer, load_config
@@ -31,8 +32,6 @@ from evalgate.runs import (
     save_run,
 )
 from evalgate.scorers.base import Score, build_scorer
-
-from conftest import CREATED, fake_backend
 
 # jobs_for expects booking: BOOKING is a right reply there, QUOTE a wrong one.
 BOOKING = '{"category": "booking"}'
@@ -156,7 +155,7 @@ def test_errors_are_recorded_as_errors_never_wrong_never_dropped() -> None:
 @pytest.mark.parametrize("kind", ["bad_request", "auth", "not_found"])
 def test_a_fatal_error_on_the_first_request_stops_the_run(kind: str) -> None:
     backend = ScriptedBackend({"c00": Reply(error="model not found", error_kind=kind)})
-    with pytest.raises(BackendError, match="first request.*'c00'.*model not found"):
+    with pytest.raises(BackendError, match=r"first request.*'c00'.*model not found"):
         execute(jobs_for(*ids(20)), backend, LABEL, concurrency=4)
     # Sent alone: one call, not one per case.
     assert sum(backend.calls.values()) == 1
@@ -378,7 +377,12 @@ def test_a_backend_error_makes_an_error_case_in_the_run(tiny: Path) -> None:
 
 def test_case_result_properties(make_case: Callable[..., CaseResult]) -> None:
     steady = make_case("a", "booking", ["booking", "booking"])
-    assert (steady.score, steady.passed, steady.flipped, steady.format_ok) == (1.0, True, False, True)
+    assert (steady.score, steady.passed, steady.flipped, steady.format_ok) == (
+        1.0,
+        True,
+        False,
+        True,
+    )
     # Half right is a pass (>= 0.5), and it flipped between repeats.
     half = make_case("b", "booking", ["booking", "quote"])
     assert (half.score, half.passed, half.flipped) == (0.5, True, True)

@@ -55,7 +55,9 @@ def test_label_reads_the_answer_and_the_format_apart(
     assert score.score == float(answer == "booking")
 
 
-@pytest.mark.parametrize(("expected", "right"), [("booking", 1.0), ("BOOKING ", 1.0), ("book", 0.0)])
+@pytest.mark.parametrize(
+    ("expected", "right"), [("booking", 1.0), ("BOOKING ", 1.0), ("book", 0.0)]
+)
 def test_label_is_a_lower_cased_exact_match(expected: str, right: float) -> None:
     assert scorer(kind="label")(expected, '{"category": "Booking"}').score == right
 
@@ -134,7 +136,11 @@ def test_json_schema_checks_the_format() -> None:
     ok = check(None, '{"category": "quote"}')
     assert ok == Score(answer='{"category": "quote"}', score=1.0, format_ok=True)
     not_json = check(None, "quote")
-    assert (not_json.score, not_json.format_ok, not_json.reason) == (0.0, False, "reply is not JSON")
+    assert (not_json.score, not_json.format_ok, not_json.reason) == (
+        0.0,
+        False,
+        "reply is not JSON",
+    )
     invalid = check(None, '{"category": "parts"}')
     assert (invalid.score, invalid.format_ok) == (0.0, False)
     assert "parts" in (invalid.reason or "")
@@ -142,7 +148,9 @@ def test_json_schema_checks_the_format() -> None:
 
 def test_json_schema_with_a_field_compares_it_to_the_expected_answer() -> None:
     check = scorer(kind="json_schema", schema=SCHEMA, field="category")
-    assert check("Quote", '{"category": "quote"}') == Score(answer="quote", score=1.0, format_ok=True)
+    assert check("Quote", '{"category": "quote"}') == Score(
+        answer="quote", score=1.0, format_ok=True
+    )
     assert check("booking", '{"category": "quote"}').score == 0.0
 
 
@@ -188,7 +196,10 @@ def user_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("return 1.0 if reply == expected else 0.0", Score(answer="yes", score=1.0, format_ok=True)),
+        (
+            "return 1.0 if reply == expected else 0.0",
+            Score(answer="yes", score=1.0, format_ok=True),
+        ),
         ("return reply == expected", Score(answer="yes", score=1.0, format_ok=True)),
         ("return ('YES', 0.5, False)", Score(answer="YES", score=0.5, format_ok=False)),
         (

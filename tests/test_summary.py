@@ -36,7 +36,9 @@ def test_accuracy_has_its_n_and_wilson_interval(
     assert round(summary.accuracy.high, 3) == high
 
 
-def test_errors_are_counted_apart_not_as_wrong(make_case: CaseFactory, make_run: RunFactory) -> None:
+def test_errors_are_counted_apart_not_as_wrong(
+    make_case: CaseFactory, make_run: RunFactory
+) -> None:
     cases = right_and_wrong(make_case, 22, 8)
     cases += [make_case("e1", error="overloaded", error_kind="overloaded")]
     cases += [make_case("e2", error="timeout", error_kind="timeout")]
@@ -100,7 +102,9 @@ def test_the_worst_list_is_capped(make_case: CaseFactory, make_run: RunFactory) 
     assert worst.answered_as == [("booking", 12)]
 
 
-def test_no_confusion_matrix_for_other_scorers(make_case: CaseFactory, make_run: RunFactory) -> None:
+def test_no_confusion_matrix_for_other_scorers(
+    make_case: CaseFactory, make_run: RunFactory
+) -> None:
     run = make_run(scorer={"kind": "exact"})
     assert summarise(run).confusion is None
 

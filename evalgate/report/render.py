@@ -61,6 +61,8 @@ def md(text: object) -> str:
     value = re.sub(r"\s+", " ", str(text)).strip()
     value = _MD_SPECIAL.sub(r"\\\1", value)
     value = re.sub(r"@(?=\w)", "@\u200d", value)
+    # GitHub links #123 in the rendered text, after Markdown: a backslash does not stop it.
+    value = re.sub(r"#(?=\d)", "#\u200d", value)
     return value.replace("-->", "--\\>")
 
 

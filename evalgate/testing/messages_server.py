@@ -177,7 +177,8 @@ class Knobs(BaseModel):
     api_key: str | None = None
     """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
 
-    # --- rate limits: token buckets refilled continuously (None: unlimited, no headers)
+    # --- rate limits: token buckets of capacity N refilled continuously at N a minute; their
+    # anthropic-ratelimit-* headers go on answers and bucket 429s (None: unlimited, no headers)
     requests_per_minute: float | None = Field(None, gt=0)
     input_tokens_per_minute: float | None = Field(None, gt=0)
     """Charged with uncached input plus cache writes (cache reads are free, as on the API)."""

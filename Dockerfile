@@ -1,0 +1,23 @@
+# The evalgate action's image. The base is a build argument so that an air-gapped build can use
+# a local Python image; the default is the official slim image.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Dependencies first, from the pinned list, so that code changes rebuild only the last layer.
+COPY constraints.txt /opt/evalgate/constraints.txt
+RUN python3 -m venv /opt/evalgate/venv \
+ && /opt/evalgate/venv/bin/pip install --no-compile -r /opt/evalgate/constraints.txt
+
+COPY pyproject.toml README.md /opt/evalgate/src/
+COPY evalgate /opt/evalgate/src/evalgate
+COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
+RUN /opt/evalgate/venv/bin/pip install --no-deps --no-compile /opt/evalgate/src \
+ && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/venv/lib \
+ && rm -rf /opt/evalgate/src
+
+ENTRYPOINT ["/opt/evalgate/venv/bin/python", "-m", "evalgate", "action"]

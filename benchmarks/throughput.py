@@ -1,0 +1,339 @@
+"""Throughput of a real-model run: evalgate + the anthropic SDK against the Messages stand-in.
+
+    python -m benchmarks.throughput                 # 600 cases, 200 ms a call, concurrency 32
+    python -m benchmarks.throughput --cases 10000   # the larger case
+    python -m benchmarks.throughput --profile       # and where evalgate's CPU goes
+
+The stand-in runs in a separate process, so this process's CPU time and memory are evalgate's
+own (with the SDK it drives). See benchmarks/README.md for what each number means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import multiprocessing
+import pstats
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "bike-shop"
+MODEL = "claude-haiku-4-5"
+
+# Targets (from the issue "Real models: ...").
+WALL_FACTOR, WALL_SLACK_S = 1.2, 1.0
+CPU_PER_CASE_MS = 2.0
+PEAK_MB = 150.0
+
+
+# ---------------------------------------------------------------- the stand-in, in its own process
+
+
+def serve(conn: Connection, latency_s: float) -> None:
+    """Run the stand-in until told to stop; send its URL first and its stats last."""
+    from evalgate.backends.fake import load_rules
+    from evalgate.testing.messages_server import Knobs, MessagesServer
+
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    with MessagesServer(rules, Knobs(latency_s=latency_s), log_limit=0) as server:
+        conn.send(server.url)
+        conn.recv()  # "stop"
+        stats = server.stats()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        conn.send(
+            {
+                "requests": stats.requests,
+                "by_status": stats.by_status,
+                "max_in_flight": stats.max_in_flight,
+                "connections": stats.connections,
+                "cache_writes": stats.cache_writes,
+                "cache_reads": stats.cache_reads,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "errors": len(server.errors),
+            }
+        )
+
+
+# ---------------------------------------------------------------- the suite
+
+
+def write_suite(root: Path, cases: int, concurrency: int, stream: bool) -> Path:
+    """The bike-shop suite on the anthropic backend, its cases repeated with new ids."""
+    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
+    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(cases):
+            record = records[i % len(records)]
+            copy = i // len(records)
+            new_id = record["id"] if copy == 0 else f"{record['id']}-{copy}"
+            # every case on the dev side, so a run sends all of them
+            out.write(json.dumps(record | {"id": new_id, "split": "dev"}) + "\n")
+    suite = {
+        "prompts": "prompts/*.txt",
+        "cases": "cases.jsonl",
+        "fields": {"input": ["message"], "expected": "category"},
+        "template": "<message>\n{{ message }}\n</message>",
+        "model": {
+            "backend": "anthropic",
+            "name": MODEL,
+            "max_tokens": 64,
+            "temperature": 0,
+            "options": {"stream": stream},
+        },
+        "scorer": {"kind": "label", "field": "category"},
+        "concurrency": concurrency,
+    }
+    config = root / "evalgate.yml"
+    config.write_text(yaml.safe_dump({"version": 1, "suites": {"shop": suite}}), encoding="utf-8")
+    return config
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def cpu_s() -> float:
+    """CPU time of this process, every thread, user + system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+class ThreadProfiles:
+    """cProfile in every thread started while it is on (the runner's workers are threads)."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self._lock = threading.Lock()
+
+    def _start(self, *_args: Any) -> None:
+        # CPU time of the thread, not wall time: a worker spends most of its time waiting.
+        profile = cProfile.Profile(time.thread_time)
+        with self._lock:
+            self.profiles.append(profile)
+        profile.enable()
+
+    def __enter__(self) -> ThreadProfiles:
+        threading.setprofile(self._start)
+        self._start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        self.profiles[0].disable()
+
+    def report(self, limit: int) -> str:
+        out = io.StringIO()
+        stats = pstats.Stats(self.profiles[0], stream=out)
+        for profile in self.profiles[1:]:
+            stats.add(profile)
+        stats.sort_stats("tottime").print_stats(limit)
+        return out.getvalue()
+
+
+@dataclass
+class Result:
+    cases: int
+    latency_s: float
+    concurrency: int
+    stream: bool
+    wall_s: float
+    run_cpu_s: float
+    report_cpu_s: float
+    peak_mb: float
+    errors: int
+    accuracy: float | None
+    server: dict[str, Any]
+    sdk: str
+
+    @property
+    def bound_s(self) -> float:
+        return self.cases * self.latency_s / self.concurrency
+
+    @property
+    def wall_target_s(self) -> float:
+        return WALL_FACTOR * self.bound_s + WALL_SLACK_S
+
+    @property
+    def cpu_per_case_ms(self) -> float:
+        return 1000 * (self.run_cpu_s + self.report_cpu_s) / self.cases
+
+
+def run_benchmark(
+    cases: int, latency_s: float, concurrency: int, stream: bool, profile: bool
+) -> tuple[Result, str]:
+    import anthropic
+
+    from evalgate.backends.anthropic import AnthropicBackend
+    from evalgate.backends.base import BackendContext
+    from evalgate.config import load_config
+    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+    from evalgate.report.render import render_model
+    from evalgate.runs import save_run
+    from evalgate.summary import summarise
+
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    server = context.Process(target=serve, args=(child, latency_s), daemon=True)
+    server.start()
+    profile_text = ""
+    try:
+        url = parent.recv()
+        with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as tmp:
+            loaded = load_config(write_suite(Path(tmp), cases, concurrency, stream))
+            name, suite = loaded.suite(None)
+            spec = RunSpec(
+                suite_name=name,
+                suite=suite,
+                prompt=load_prompt(loaded, suite, "v3"),
+                cases=load_suite_cases(loaded, suite),
+            )
+            env = {"ANTHROPIC_API_KEY": "sk-bench", "ANTHROPIC_BASE_URL": url}
+            backend = AnthropicBackend(suite.model, BackendContext(base_dir=loaded.root, env=env))
+            try:
+                profiler = ThreadProfiles() if profile else None
+                cpu0 = cpu_s()
+                started = time.perf_counter()
+                if profiler is not None:
+                    with profiler:
+                        run = run_suite(spec, backend, loaded.root)
+                else:
+                    run = run_suite(spec, backend, loaded.root)
+                wall = time.perf_counter() - started
+                cpu1 = cpu_s()
+                # what `evalgate run` does next: summarise, render, save
+                summary = summarise(run, price_as=suite.price_as)
+                render_model("run", summary, "text")
+                save_run(run, loaded.state_dir)
+                cpu2 = cpu_s()
+                if profiler is not None:
+                    profile_text = profiler.report(30)
+            finally:
+                backend.close()
+        parent.send("stop")
+        stats = parent.recv()
+    finally:
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+    result = Result(
+        cases=len(run.cases),
+        latency_s=latency_s,
+        concurrency=concurrency,
+        stream=stream,
+        wall_s=wall,
+        run_cpu_s=cpu1 - cpu0,
+        report_cpu_s=cpu2 - cpu1,
+        peak_mb=peak_mb(),
+        errors=run.errors,
+        accuracy=summary.accuracy.rate,
+        server=stats,
+        sdk=anthropic.__version__,
+    )
+    return result, profile_text
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def table(r: Result) -> str:
+    mode = "streaming" if r.stream else "create"
+    rows = [
+        (
+            "wall time",
+            f"{r.wall_s:.2f} s",
+            f"<= {r.wall_target_s:.2f} s",
+            verdict(r.wall_s <= r.wall_target_s),
+        ),
+        (
+            "  ratio to bound",
+            f"{r.wall_s / r.bound_s:.2f} x",
+            f"bound {r.bound_s:.2f} s = {r.cases} x {1000 * r.latency_s:.0f} ms / {r.concurrency}",
+            "",
+        ),
+        (
+            "evalgate CPU per case",
+            f"{r.cpu_per_case_ms:.2f} ms",
+            f"< {CPU_PER_CASE_MS:g} ms",
+            verdict(r.cpu_per_case_ms < CPU_PER_CASE_MS),
+        ),
+        (
+            "  run / report+save",
+            f"{r.run_cpu_s:.2f} s / {r.report_cpu_s:.2f} s",
+            "",
+            "",
+        ),
+        ("peak memory (RSS)", f"{r.peak_mb:.1f} MB", f"< {PEAK_MB:g} MB", verdict(r.peak_mb < PEAK_MB)),
+    ]
+    s = r.server
+    head = (
+        f"evalgate throughput: {r.cases} cases, stand-in latency {1000 * r.latency_s:.0f} ms, "
+        f"concurrency {r.concurrency}, anthropic SDK {r.sdk} ({mode}), Python "
+        f"{sys.version.split()[0]}"
+    )
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [head, ""]
+    header = ("metric", "value", "target", "result")
+    for row in [header, *rows]:
+        lines.append(
+            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3]
+        )
+    lines += [
+        "",
+        f"run: {r.errors} errors, accuracy {r.accuracy:.3f}, "
+        f"{r.cases / r.wall_s:.0f} cases/s"
+        if r.accuracy is not None
+        else f"run: {r.errors} errors",
+        f"stand-in: {s['requests']} requests {s['by_status']}, at most {s['max_in_flight']} in "
+        f"flight over {s['connections']} connections, prompt cache {s['cache_writes']} writes / "
+        f"{s['cache_reads']} reads, its own CPU {s['cpu_s']:.2f} s (not counted above)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__)
+    parser.add_argument("--cases", type=int, default=600, help="cases (default: %(default)s)")
+    parser.add_argument(
+        "--latency-ms", type=float, default=200.0, help="stand-in latency per call (default: 200)"
+    )
+    parser.add_argument("--concurrency", type=int, default=32, help="calls in flight (default: 32)")
+    parser.add_argument("--stream", action="store_true", help="use the streaming API")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile every thread and print the top functions"
+    )
+    args = parser.parse_args(argv)
+    result, profile = run_benchmark(
+        args.cases, args.latency_ms / 1000, args.concurrency, args.stream, args.profile
+    )
+    print(table(result))
+    if profile:
+        print("\nwhere the CPU goes (every thread, by own time; profiling slows the run):\n")
+        print(profile)
+    missed = (
+        result.wall_s > result.wall_target_s
+        or result.cpu_per_case_ms >= CPU_PER_CASE_MS
+        or result.peak_mb >= PEAK_MB
+    )
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,644 @@
+"""The container entrypoint: the GitHub event -> a mode -> the pipeline -> comment, summary, outputs.
+
+``python -m evalgate action`` runs this inside the action's container. It reads the inputs
+(``INPUT_<NAME>``, snake_case names so a shell can read them too) and the GitHub environment,
+then for each suite:
+
+* ``pr``: the gate on dev plus regression cases against the default branch's baseline artefact
+  (never one a pull-request run made), one comment edited in place, the job summary, outputs;
+* ``baseline``: dev with repeats (the noise floor), written where ``run_file`` says, for the
+  workflow's upload-artifact step;
+* ``release``: the holdout gate, its ledger and release history kept in a data branch, a check
+  run on the tagged commit.
+
+A user error is one line in the log, an ``::error::`` annotation and the job summary, exit 2; a
+failed gate exits 1 as ``fail_on`` says; a crash also writes its one-line cause to the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from evalgate import __version__
+from evalgate import github as gh
+from evalgate.cli import (
+    HOLDOUT_KEY_VARIABLE,
+    Context,
+    execute_version,
+    holdout_secret,
+    holdout_sha,
+    ledger_path,
+)
+from evalgate.config import LoadedConfig, Suite, load_config
+from evalgate.errors import EvalgateError, UserError
+from evalgate.gate import Verdict, decide
+from evalgate.holdout import read_ledger, reads_of
+from evalgate.noise import measure_noise
+from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
+from evalgate.release import ReleaseRecord, make_record, release_report
+from evalgate.report.comment import (
+    BaselineProvenance,
+    CommentContext,
+    CommentFlags,
+    CommentLinks,
+    marker,
+    render_comment,
+    render_summary,
+)
+from evalgate.report.render import render, render_model
+from evalgate.runs import Run, read_run, save_run
+from evalgate.summary import summarise
+
+Mode = Literal["pr", "baseline", "release"]
+VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]
+SEVERITY = {"skipped": 0, "pass": 1, "inconclusive": 2, "fail": 3}
+DATA_BRANCH = "evalgate-data"
+
+
+class Inputs(BaseModel):
+    """The action's inputs (action.yml), validated once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = "evalgate.yml"
+    suite: str = "all"
+    mode: Literal["auto", "pr", "baseline", "release"] = "auto"
+    github_token: SecretStr = SecretStr("")
+    anthropic_api_key: SecretStr = SecretStr("")
+    baseline_artifact: str = "evalgate-baseline"
+    fail_on: list[Literal["fail", "inconclusive"]] = Field(default=["fail"])
+    comment: bool = True
+    holdout_key: SecretStr = SecretStr("")
+    working_directory: str = "."
+
+    @field_validator("fail_on", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("comment", mode="before")
+    @classmethod
+    def _bool(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in ("true", "yes", "1", ""):
+                return True
+            if lowered in ("false", "no", "0"):
+                return False
+        return value
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Inputs:
+        values = {
+            name: env[f"INPUT_{name.upper()}"]
+            for name in cls.model_fields
+            if env.get(f"INPUT_{name.upper()}", "") != ""
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = ".".join(str(p) for p in error["loc"])
+            raise UserError(
+                f"input {name}: {error['msg']} (found {error.get('input')!r})",
+                fix="see the inputs table in the README",
+            ) from None
+
+
+@dataclass
+class Outputs:
+    """Values for ``GITHUB_OUTPUT``; with several suites, the worst verdict wins."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def set(self, name: str, value: object) -> None:
+        self.values[name] = "" if value is None else str(value)
+
+
+@dataclass
+class Runner:
+    """The world as the action sees it: environment, streams, files, and the GitHub client."""
+
+    env: Mapping[str, str]
+    inputs: Inputs
+    out: TextIO
+    err: TextIO
+    event: dict[str, Any]
+    repo: Any = None  # a PyGithub Repository, built in github.py
+    outputs: Outputs = field(default_factory=Outputs)
+    summary: list[str] = field(default_factory=list)
+    verdicts: list[VerdictKind] = field(default_factory=list)
+
+    # --- the GitHub environment ------------------------------------------------------------
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.env.get("GITHUB_WORKSPACE") or os.getcwd())
+
+    @property
+    def folder(self) -> Path:
+        return (self.workspace / self.inputs.working_directory).resolve()
+
+    @property
+    def default_branch(self) -> str:
+        repo = self.event.get("repository") or {}
+        return str(repo.get("default_branch") or "main")
+
+    @property
+    def run_url(self) -> str | None:
+        server = self.env.get("GITHUB_SERVER_URL", "https://github.com")
+        repo, run_id = self.env.get("GITHUB_REPOSITORY"), self.env.get("GITHUB_RUN_ID")
+        return f"{server}/{repo}/actions/runs/{run_id}" if repo and run_id else None
+
+    # --- what the job shows --------------------------------------------------------------
+
+    def log(self, text: str) -> None:
+        self.out.write(text.rstrip("\n") + "\n")
+        self.out.flush()
+
+    def annotate(self, level: Literal["error", "warning", "notice"], text: str) -> None:
+        # Workflow commands end at a newline; % and newlines are escaped as GitHub documents.
+        escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        self.log(f"::{level} title=evalgate::{escaped}")
+
+    def add_summary(self, markdown: str) -> None:
+        self.summary.append(markdown.rstrip("\n") + "\n")
+
+    def flush(self) -> None:
+        path = self.env.get("GITHUB_STEP_SUMMARY")
+        if path and self.summary:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write("\n".join(self.summary))
+        self.summary.clear()
+        path = self.env.get("GITHUB_OUTPUT")
+        if path and self.outputs.values:
+            with open(path, "a", encoding="utf-8") as handle:
+                for name, value in self.outputs.values.items():
+                    handle.write(f"{name}={value}\n")
+
+    def context(self, **args: Any) -> Context:
+        """A CLI context for the shared pipeline, with the action's secrets as environment."""
+        env = dict(self.env)
+        env["CI"] = "true"
+        if self.inputs.anthropic_api_key.get_secret_value():
+            env["ANTHROPIC_API_KEY"] = self.inputs.anthropic_api_key.get_secret_value()
+        if self.inputs.holdout_key.get_secret_value():
+            env[HOLDOUT_KEY_VARIABLE] = self.inputs.holdout_key.get_secret_value()
+        namespace = argparse.Namespace(concurrency=None, verbose=False, cache=True, **args)
+        ctx = Context(namespace, self.out, self.err)
+        ctx.env = env
+        return ctx
+
+
+def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], tags: str) -> Mode:
+    """The mode from the event: pull_request -> pr; a push of a release tag -> release; a push
+    to the default branch or a schedule -> baseline; workflow_dispatch -> the ``mode`` input."""
+    if inputs.mode != "auto":
+        return inputs.mode
+    name = env.get("GITHUB_EVENT_NAME", "")
+    ref = env.get("GITHUB_REF", "")
+    if name in ("pull_request", "pull_request_target"):
+        return "pr"
+    if name == "push" and ref.startswith("refs/tags/"):
+        tag = ref.removeprefix("refs/tags/")
+        if fnmatch.fnmatchcase(tag, tags):
+            return "release"
+        raise UserError(
+            f"tag {tag!r} does not match the config's release_tags {tags!r}",
+            fix="set release_tags in evalgate.yml, or mode: in the workflow",
+        )
+    if name in ("push", "schedule"):
+        return "baseline"
+    raise UserError(
+        f"cannot choose a mode for the event {name!r}",
+        fix="set the mode input (pr, baseline or release)",
+    )
+
+
+def suites_to_run(loaded: LoadedConfig, wanted: str) -> list[tuple[str, Suite]]:
+    if wanted == "all":
+        return list(loaded.config.suites.items())
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    return [loaded.suite(n) for n in names]
+
+
+def baseline_path(folder: Path, suite: str) -> Path:
+    return folder / ".evalgate" / "baseline" / f"{suite}.json"
+
+
+# --- modes ---------------------------------------------------------------------------------
+
+
+def run_baseline(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
+    ctx = runner.context()
+    ctx.args.cache = False  # repeats measure noise; a cached reply measures nothing
+    version = loaded.ship_version(suite)
+    repeats = suite.gate.baseline_repeats
+    run = execute_version(ctx, loaded, name, version, repeats=repeats)
+    path = baseline_path(runner.folder, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
+    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
+    summary = summarise(run, price_as=suite.price_as)
+    runner.add_summary(f"## evalgate baseline: {name}\n")
+    runner.add_summary(render_model("run", summary, "markdown"))
+    if noise is not None:
+        runner.add_summary(
+            f"Noise floor: flip rate {100 * noise.flip_rate:.1f}% over {noise.repeats} repeats "
+            f"({noise.flips} unstable cases); minimum detectable effect "
+            f"{100 * noise.mde:.1f} points at n = {noise.n}.\n"
+        )
+    if run.incomplete:
+        runner.annotate("error", f"the baseline of {name} is incomplete ({run.errors} errors)")
+        runner.verdicts.append("fail")
+    else:
+        runner.verdicts.append("pass")
+    runner.outputs.set("accuracy", f"{summary.accuracy.rate or 0:.4f}")
+    runner.log(f"baseline of {name} ({version}, {repeats} repeats) written to {path}")
+    return path
+
+
+@dataclass
+class Baseline:
+    run: Run | None
+    provenance: BaselineProvenance | None
+    no_baseline: bool = False
+
+
+def _pr_number(event: dict[str, Any]) -> int:
+    number = (event.get("pull_request") or {}).get("number") or event.get("number")
+    if not isinstance(number, int):
+        raise UserError("the event has no pull request number", fix="run pr mode on pull_request")
+    return number
+
+
+def _is_fork(event: dict[str, Any]) -> bool:
+    pr = event.get("pull_request") or {}
+    head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+    base = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+    return bool(head and base and head.lower() != base.lower())
+
+
+def find_baseline_run(
+    runner: Runner,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    candidate: Run | None,
+    merge_base: str | None,
+) -> Baseline:
+    """The default branch's baseline artefact, downloaded and checked, or None."""
+    if runner.repo is None:
+        return Baseline(None, None, no_baseline=True)
+    ref = gh.find_baseline(
+        runner.repo, runner.inputs.baseline_artifact, runner.default_branch, prefer_sha=merge_base
+    )
+    if ref is None:
+        return Baseline(None, None, no_baseline=True)
+    folder = gh.download_artifact(
+        ref, runner.inputs.github_token.get_secret_value(), runner.folder / ".evalgate" / "download"
+    )
+    wanted = folder / f"{name}.json"
+    run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)
+    age = (datetime.now(UTC) - run.created_at).total_seconds() / 86400
+    warnings = []
+    if age > suite.gate.max_baseline_age_days:
+        warnings.append("stale")
+    if merge_base and ref.head_sha != merge_base:
+        warnings.append("other-commit")
+    if candidate is not None and run.cases_sha256 != candidate.cases_sha256:
+        warnings.append("other-cases")
+    if candidate is not None and (run.model.backend, run.model.name) != (
+        candidate.model.backend,
+        candidate.model.name,
+    ):
+        warnings.append("other-model")
+    provenance = BaselineProvenance(
+        run=run.name,
+        commit=ref.head_sha,
+        age_days=max(age, 0.0),
+        created_at=run.created_at,
+        model=f"{run.model.backend}/{run.model.name}",
+        prompt_sha=run.prompt.sha256[:12],
+        cases_sha=run.cases_sha256[:12],
+        source="artifact",
+        artifact_url=ref.html_url,
+        warnings=warnings,
+    )
+    return Baseline(run, provenance)
+
+
+def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
+    number = _pr_number(runner.event)
+    fork = _is_fork(runner.event)
+    pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
+    if pull is not None:
+        touched = {(runner.workspace / p).resolve() for p in pull.changed_files}
+        if not touched & set(loaded.dependencies(suite)):
+            runner.log(
+                f"{name}: skipped, the pull request changes none of its prompts, cases or config"
+            )
+            runner.add_summary(
+                f"**{name}**: skipped (the pull request changes none of its files).\n"
+            )
+            runner.verdicts.append("skipped")
+            return
+    offline = suite.model.backend == "fake"
+    if not offline and not runner.inputs.anthropic_api_key.get_secret_value() and fork:
+        _fork_notice(runner, name, number)
+        return
+
+    version = loaded.ship_version(suite)
+    ctx = runner.context()
+    candidate = execute_version(ctx, loaded, name, version)
+    merge = (
+        gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
+        if runner.repo is not None and pull is not None
+        else None
+    )
+    found = find_baseline_run(runner, loaded, name, suite, candidate, merge)
+    if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
+        found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha)
+    verdict = decide(found.run, candidate, suite.gate)
+    publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
+
+
+def _baseline_in_job(
+    runner: Runner, loaded: LoadedConfig, name: str, suite: Suite, version: str, base_sha: str
+) -> Baseline:
+    """No artefact: run the base branch's prompt here (twice the cost, and the comment says so)."""
+    path = loaded.prompt_files(suite)[version]
+    relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
+    text = gh.read_data_file(runner.repo, base_sha, relative)
+    if text is None:
+        runner.log(f"{name}: {relative} does not exist on the base branch; no baseline")
+        return Baseline(None, None, no_baseline=True)
+    prompt = Prompt(name=version, text=text, path=relative)
+    ctx = runner.context()
+    run = execute_version(ctx, loaded, name, version, prompt=prompt)
+    provenance = BaselineProvenance(
+        run=run.name,
+        commit=base_sha,
+        age_days=0.0,
+        created_at=run.created_at,
+        model=f"{run.model.backend}/{run.model.name}",
+        prompt_sha=sha256_text(text)[:12],
+        cases_sha=run.cases_sha256[:12],
+        source="same job",
+    )
+    return Baseline(run, provenance)
+
+
+def _fork_notice(runner: Runner, name: str, number: int) -> None:
+    context = CommentContext(
+        suite=name,
+        flags=CommentFlags(fork=True),
+        pull_request=number,
+        links=CommentLinks(workflow_run=runner.run_url),
+    )
+    runner.add_summary(render_summary(context))
+    runner.annotate(
+        "warning",
+        f"{name}: this pull request comes from a fork, which gets no secrets; nothing was run "
+        "or spent. See the job summary for safe ways to gate fork pull requests.",
+    )
+    runner.verdicts.append("skipped")
+
+
+def publish_pr(
+    runner: Runner,
+    name: str,
+    suite: Suite,
+    candidate: Run,
+    verdict: Verdict,
+    found: Baseline,
+    number: int,
+    version: str,
+    fork: bool,
+) -> None:
+    summary = summarise(candidate, price_as=suite.price_as)
+    reproduce = (
+        f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
+        f"--artifact {runner.inputs.baseline_artifact}\n"
+        f"evalgate gate --suite {name} --baseline .evalgate/baseline/{name}.json "
+        f"--candidate {version}"
+    )
+    context = CommentContext(
+        suite=name,
+        verdict=verdict,
+        candidate=summary,
+        baseline=found.provenance,
+        # The fork flag means "nothing ran"; here the suite ran (it needs no secret).
+        flags=CommentFlags(no_baseline=found.no_baseline),
+        links=CommentLinks(
+            workflow_run=runner.run_url,
+            artifact=found.provenance.artifact_url if found.provenance else None,
+        ),
+        reproduce=reproduce,
+        pull_request=number,
+    )
+    runner.add_summary(render_summary(context))
+    comment_url = None
+    if runner.inputs.comment and runner.repo is not None:
+        if fork:
+            runner.annotate("notice", "fork pull request: the token is read-only, so no comment")
+        else:
+            comment_url, created = gh.upsert_comment(
+                runner.repo, number, render_comment(context), marker(name)
+            )
+            runner.log(f"{name}: comment {'posted' if created else 'updated'}: {comment_url}")
+    _annotate_verdict(runner, name, verdict)
+    _set_outputs(runner, verdict, comment_url)
+    runner.verdicts.append(verdict.kind)
+
+
+def _annotate_verdict(runner: Runner, name: str, verdict: Verdict) -> None:
+    if verdict.kind == "fail":
+        runner.annotate("error", f"{name}: FAIL: {verdict.reasons[0]}")
+    elif verdict.kind == "inconclusive":
+        runner.annotate("warning", f"{name}: INCONCLUSIVE: {verdict.reasons[0]}")
+    else:
+        runner.log(f"{name}: PASS: {verdict.reasons[0] if verdict.reasons else ''}")
+    for warning in verdict.warnings:
+        if warning.startswith("underpowered") or "baseline" in warning:
+            runner.annotate("warning", f"{name}: {warning}")
+
+
+def _set_outputs(runner: Runner, verdict: Verdict, comment_url: str | None) -> None:
+    out = runner.outputs
+    out.set("accuracy", _num(verdict.candidate_accuracy.rate))
+    out.set(
+        "baseline_accuracy",
+        _num(verdict.baseline_accuracy.rate) if verdict.baseline_accuracy else "",
+    )
+    out.set("fixed", len(verdict.fixed))
+    out.set("broken", len(verdict.broken))
+    out.set("p_value", _num(verdict.p_value))
+    out.set("mde", _num(verdict.mde))
+    if comment_url:
+        out.set("comment_url", comment_url)
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
+    """The release gate, with history and the ledger kept in the data branch."""
+    tag = runner.env.get("GITHUB_REF_NAME") or "release"
+    history_file = f"evalgate/{name}/releases.json"
+    ledger_file = f"evalgate/{name}/holdout-ledger.jsonl"
+    history: list[ReleaseRecord] = []
+    ledger = ledger_path(loaded)
+    if runner.repo is not None:
+        text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
+        history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
+        remote_ledger = gh.read_data_file(runner.repo, DATA_BRANCH, ledger_file)
+        if remote_ledger is not None:
+            ledger.parent.mkdir(parents=True, exist_ok=True)
+            ledger.write_text(remote_ledger, encoding="utf-8")
+    ctx = runner.context(force_reason=None)
+    version = loaded.ship_version(suite)
+    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
+    run = execute_version(
+        ctx,
+        loaded,
+        name,
+        version,
+        splits=frozenset({"dev", "holdout", "regression"}),
+        purpose="release",
+    )
+    save_run(run, loaded.state_dir)
+    record = make_record(tag, run, run.created_at, holdout_sha(cases))
+    reads = reads_of(read_ledger(ledger), record.holdout_sha256)
+    report = release_report(record, history, gate=suite.gate, split=suite.split, reads=reads)
+    markdown = render("release.md.j2", s=report)
+    runner.add_summary(markdown)
+    if runner.repo is not None:
+        # A re-run of the same tag replaces its record.
+        kept = [r for r in history if r.name != tag] + [record]
+        updated = [r.model_dump(mode="json") for r in kept]
+        gh.write_data_file(
+            runner.repo,
+            DATA_BRANCH,
+            history_file,
+            json.dumps(updated, indent=1),
+            f"evalgate: release {tag} of {name}",
+        )
+        gh.write_data_file(
+            runner.repo,
+            DATA_BRANCH,
+            ledger_file,
+            ledger.read_text(encoding="utf-8"),
+            f"evalgate: holdout read for {tag} of {name}",
+        )
+        sha = runner.env.get("GITHUB_SHA")
+        if sha:
+            gh.create_check_run(
+                runner.repo,
+                sha,
+                f"evalgate release: {name}",
+                "success" if report.kind == "pass" else "failure",
+                f"{report.kind.upper()}: holdout {100 * (record.holdout.rate.rate or 0):.0f}% "
+                f"(n={record.holdout.rate.n}), gap {100 * record.gap:.0f} pt",
+                markdown,
+                details_url=runner.run_url,
+            )
+    for warning in report.warnings:
+        runner.annotate("warning", f"{name}: {warning}")
+    if report.kind == "fail":
+        runner.annotate("error", f"{name}: release gate FAIL: {report.reasons[0]}")
+    runner.outputs.set("accuracy", _num(record.dev.rate.rate))
+    runner.verdicts.append(report.kind)
+
+
+# --- the entry point -----------------------------------------------------------------------
+
+
+def read_event(env: Mapping[str, str]) -> dict[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the event file: {exc}", where=path) from None
+    return data if isinstance(data, dict) else {}
+
+
+def connect_repo(env: Mapping[str, str], inputs: Inputs) -> Any:
+    token = inputs.github_token.get_secret_value()
+    full_name = env.get("GITHUB_REPOSITORY")
+    if not token or not full_name:
+        return None
+    client = gh.connect(token, env.get("GITHUB_API_URL", "https://api.github.com"))
+    return gh.get_repository(client, full_name)
+
+
+def action(
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    connect: Callable[[Mapping[str, str], Inputs], Any] = connect_repo,
+) -> int:
+    """Run the action; returns the exit code. ``connect`` builds the GitHub repository handle."""
+    runner: Runner | None = None
+    try:
+        inputs = Inputs.from_env(env)
+        runner = Runner(env=env, inputs=inputs, out=out, err=err, event=read_event(env))
+        loaded = load_config(runner.folder / inputs.config)
+        mode = detect_mode(inputs, env, runner.event, loaded.config.release_tags)
+        runner.log(f"evalgate {__version__}: {mode} mode, config {loaded.path}")
+        if mode != "baseline":
+            runner.repo = connect(env, inputs)
+        files = []
+        for name, suite in suites_to_run(loaded, inputs.suite):
+            if mode == "baseline":
+                files.append(run_baseline(runner, loaded, name, suite))
+            elif mode == "pr":
+                run_pr(runner, loaded, name, suite)
+            else:
+                run_release(runner, loaded, name, suite)
+        if files:
+            runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
+        worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
+        runner.outputs.set("verdict", worst)
+        runner.flush()
+        failing = set(inputs.fail_on)
+        return 1 if worst in failing else 0
+    except EvalgateError as exc:
+        _report_failure(runner, env, out, err, f"error: {exc}")
+        return exc.exit_code
+    except Exception as exc:
+        _report_failure(runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {exc}")
+        traceback.print_exc(file=err)
+        return 1
+
+
+def _report_failure(
+    runner: Runner | None, env: Mapping[str, str], out: TextIO, err: TextIO, line: str
+) -> None:
+    """The one-line cause, in the log, as an annotation and in the job summary."""
+    runner = runner or Runner(env=env, inputs=Inputs(), out=out, err=err, event={})
+    runner.summary.clear()
+    runner.annotate("error", line)
+    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {line}\n")
+    runner.flush()
+
+
+def main() -> int:
+    return action(os.environ, sys.stdout, sys.stderr)

@@ -1,0 +1,414 @@
+"""The pull-request comment: verdict first, then the numbers behind it, then the cases.
+
+One comment per suite, found again by the hidden marker on its first line. GitHub refuses a
+body over 65,536 characters, so the long sections (cases, categories, reasons) are shortened,
+largest first, until the comment fits; the marker and the verdict always stay, and a note says
+what was shortened and where the full report is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evalgate import __version__
+from evalgate.gate import Verdict
+from evalgate.report.render import macros
+from evalgate.summary import RunSummary
+
+COMMENT_LIMIT = 65_536
+# GITHUB_STEP_SUMMARY takes at most 1 MiB per step.
+SUMMARY_LIMIT = 1_048_576
+# Broken cases shown in the open table; the rest go in a collapsed block.
+OPEN_ROWS = 20
+# A per-category table longer than this is collapsed.
+CATEGORY_ROWS_OPEN = 10
+
+_TEMPLATE = "comment.md.j2"
+_MARKER_PREFIX = "<!-- evalgate:"
+# An HTML comment opener anywhere after the marker line is defused by a zero-width space, so no
+# text (not even inside a code span, where escapes do not apply) can forge a marker.
+_COMMENT_OPEN = "<!--"
+_DEFUSED = "<!\u200b--"
+
+BaselineSource = Literal["artifact", "same job", "local"]
+
+
+class BaselineProvenance(BaseModel):
+    """Where the baseline came from, and what about it deserves a warning."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str
+    commit: str | None = None
+    age_days: float | None = Field(default=None, ge=0)
+    created_at: datetime | None = None
+    model: str | None = None
+    prompt_sha: str | None = None
+    cases_sha: str | None = None
+    source: BaselineSource = "artifact"
+    artifact_url: str | None = None
+    # Known keys ("stale", "other-commit", "other-cases", "other-model") are phrased with what
+    # to do next; any other text is shown as it is (escaped), so it should say that itself.
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CommentFlags(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # A fork's pull request: no secrets, so nothing ran (unless a verdict is given anyway).
+    fork: bool = False
+    # No baseline could be found: the verdict is inconclusive, and the comment says how to fix it.
+    no_baseline: bool = False
+    # Why the suite was skipped (the PR changes nothing it depends on); None when it ran.
+    skipped: str | None = None
+
+
+class CommentLinks(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workflow_run: str | None = None
+    artifact: str | None = None
+
+
+class CommentContext(BaseModel):
+    """Everything the comment shows; built by the publisher, rendered by :func:`render_comment`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    suite: str
+    verdict: Verdict | None = None
+    candidate: RunSummary | None = None
+    baseline: BaselineProvenance | None = None
+    flags: CommentFlags = CommentFlags()
+    links: CommentLinks = CommentLinks()
+    # The shell command that reproduces the verdict locally.
+    reproduce: str | None = None
+    # The pull request's number, for the commands in the fork comment.
+    pull_request: int | None = None
+    version: str = __version__
+
+    @model_validator(mode="after")
+    def _report_needs_numbers(self) -> CommentContext:
+        if self.flags.skipped is None and not self.flags.fork:
+            if self.verdict is None or self.candidate is None:
+                raise ValueError("a report comment needs the verdict and the candidate summary")
+        elif self.verdict is not None and self.candidate is None:
+            raise ValueError("a verdict needs the candidate summary beside it")
+        return self
+
+
+def marker(suite: str) -> str:
+    """The hidden first line that identifies this suite's comment on a pull request.
+
+    The suite name is percent-encoded, so no name can end the HTML comment early.
+    """
+    return f"{_MARKER_PREFIX}suite={quote(suite, safe='')} -->"
+
+
+def _safe_url(url: str | None) -> str | None:
+    """An http(s) URL fit for a Markdown link target, or None."""
+    if not url or not re.match(r"https?://", url):
+        return None
+    return quote(url, safe=":/?#@!$&'*+,;=%~-._")
+
+
+def _fence(command: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", command)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _days(age: float | None) -> str:
+    if age is None:
+        return "some"
+    days = round(age)
+    return f"{days} day" if days == 1 else f"{days} days"
+
+
+def _baseline_lines(ctx: CommentContext) -> list[str]:
+    """The baseline's warnings, each with what to do next."""
+    p = ctx.baseline
+    if p is None:
+        return []
+    refresh = "refresh it by running the workflow on the default branch (a push or a manual run)"
+    known = {
+        "stale": f"the baseline is {_days(p.age_days)} old: the model behind the API may have "
+        f"changed since, and this PR would be blamed for it; {refresh}",
+        "other-commit": f"the baseline was made on commit {(p.commit or 'unknown')[:12]}, not on "
+        f"this PR's base: changes merged since then count as this PR's; {refresh}",
+        "other-cases": f"the baseline was run on other cases (cases {(p.cases_sha or '?')[:12]}): "
+        f"only cases unchanged in both are compared; {refresh}",
+        "other-model": f"the baseline used another model ({p.model or 'unknown'}): a model change "
+        f"is not a prompt change; {refresh} with the configured model",
+    }
+    lines = [known.get(w, w) for w in p.warnings]
+    if p.source == "same job":
+        lines.append(
+            "no stored baseline, so this job ran the base branch's prompt too (twice the cost); "
+            "keep one as an artefact by running the workflow on pushes to the default branch"
+        )
+    elif p.source == "local":
+        lines.append(
+            "the baseline is a local run, not the default branch's: make sure it is the version "
+            "this PR changes"
+        )
+    return lines
+
+
+def _advice(ctx: CommentContext) -> list[str]:
+    """What to do next for the flags the verdict itself does not know about."""
+    if ctx.flags.no_baseline:
+        return [
+            "no baseline artefact for this suite was found (none made yet, or it expired after "
+            "90 days): run the workflow on the default branch (a push or a manual run) to make "
+            "one, then push to this PR again"
+        ]
+    return []
+
+
+def _notes(v: Verdict, s: RunSummary) -> list[str]:
+    """The caption under the summary row: what the numbers mean and what was left out."""
+    notes = []
+    if v.p_value is not None:
+        notes.append(f"p: {v.test}, that the PR is worse than the baseline")
+    if v.mde is not None:
+        note = f"MDE: the smallest drop this suite detects 80% of the time at n = {v.n_tested:,}"
+        if v.cases_needed:
+            note += f"; about {v.cases_needed:,} {v.unit}s would bring it to the tolerance"
+        notes.append(note)
+    if v.edited or v.only_candidate or v.only_baseline:
+        notes.append(
+            f"not compared: {len(v.edited)} edited, {len(v.only_candidate)} new, "
+            f"{len(v.only_baseline)} only in the baseline"
+        )
+    if v.format_broken or v.format_fixed:
+        notes.append(
+            f"format: {v.format_broken} replies lost the asked-for format, "
+            f"{v.format_fixed} gained it"
+        )
+    if s.offline and s.costs.priced_as and s.costs.priced_as_cost is not None:
+        notes.append(
+            f"on {s.costs.priced_as} these tokens would cost ${s.costs.priced_as_cost:.4f}"
+        )
+    return notes
+
+
+@dataclass
+class _Part:
+    """A section of the comment: fixed, or a list of rows that can be shortened or dropped."""
+
+    title: str
+    render: Callable[[int], str]
+    rows: int = 0
+    # The verdict cannot be dropped, only lose its bullets.
+    droppable: bool = True
+    shown: int = 0
+    dropped: bool = False
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        self.shown = self.rows
+        self.text = self.draw(self.rows)
+
+    def draw(self, rows: int) -> str:
+        return _inert(self.render(rows))
+
+    @property
+    def shortened(self) -> bool:
+        return self.dropped or self.shown < self.rows
+
+
+def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
+    """The comment's sections, in order (see comment.md.j2)."""
+    v, s = ctx.verdict, ctx.candidate
+    assert v is not None and s is not None
+    advice = _advice(ctx)
+    bullets = len(v.reasons[1:]) + len(advice) + len(v.warnings)
+    passes = {u.id: f"{u.passes}/{u.repeats}" for u in (v.noise.unstable if v.noise else [])}
+    run_url = _safe_url(ctx.links.workflow_run)
+    artifact = _safe_url(ctx.links.artifact)
+    baseline = ctx.baseline
+    if baseline is not None:
+        baseline = baseline.model_copy(update={"artifact_url": _safe_url(baseline.artifact_url)})
+    reproduce = ctx.reproduce or ""
+
+    def fixed(text: str) -> _Part:
+        return _Part("", lambda _: text)
+
+    return [
+        _Part("Reasons", lambda k: m.verdict(ctx, v, k, advice), rows=bullets, droppable=False),
+        fixed(m.summary(v, s, _notes(v, s))),
+        fixed(m.provenance(ctx, baseline, _baseline_lines(ctx))),
+        _Part(
+            "Regression failures",
+            lambda k: m.regression(v.regression_failures, k, where),
+            rows=len(v.regression_failures),
+        ),
+        _Part(
+            "Broken cases",
+            lambda k: m.broken(v.broken, k, OPEN_ROWS, where),
+            rows=len(v.broken),
+        ),
+        _Part(
+            "Fixed cases",
+            lambda k: m.collapsed(
+                "Fixed: failed on the baseline, pass on this PR", v.fixed, k, "fixed cases", where
+            ),
+            rows=len(v.fixed),
+        ),
+        _Part(
+            "Unstable cases",
+            lambda k: m.unstable(v.unstable, k, passes, where),
+            rows=len(v.unstable),
+        ),
+        _Part(
+            "Errored cases",
+            lambda k: m.errors(v.errored, s.error_kinds, k, where),
+            rows=len(v.errored),
+        ),
+        _Part(
+            "Categories",
+            lambda k: m.categories(v.categories, k, CATEGORY_ROWS_OPEN, where),
+            rows=len(v.categories),
+        ),
+        fixed(m.reproduce(reproduce, _fence(reproduce))),
+        fixed(m.links(run_url, artifact)),
+        fixed(m.footer(ctx.version)),
+    ]
+
+
+def _largest_fit(part: _Part, target: int, measure: Callable[[str], int]) -> int | None:
+    """The most rows (fewer than the part shows now) whose text measures at most ``target``."""
+    low, high = 0, part.shown - 1
+    if high < low or measure(part.draw(low)) > target:
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        if measure(part.draw(mid)) <= target:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _shed(
+    parts: list[_Part],
+    budget: int,
+    measure: Callable[[str], int],
+    drop: Callable[[_Part], str],
+) -> None:
+    """Shorten the largest sections first until the parts fit ``budget``.
+
+    The largest section gives up rows until the whole fits or it is no larger than the next
+    largest; a section that cannot give up enough rows is dropped for a one-line mention (the
+    verdict keeps its first reason instead).
+    """
+
+    def total() -> int:
+        return sum(measure(p.text) for p in parts)
+
+    while total() > budget:
+        open_parts = [p for p in parts if p.rows and not p.dropped and p.shown > 0]
+        if not open_parts:
+            return
+        open_parts.sort(key=lambda p: measure(p.text), reverse=True)
+        big = open_parts[0]
+        second = measure(open_parts[1].text) if len(open_parts) > 1 else 0
+        target = max(measure(big.text) - (total() - budget), second)
+        k = _largest_fit(big, target, measure)
+        if k is None and not big.droppable:
+            k = 0
+        if k is None:
+            big.dropped, big.text = True, _inert(drop(big))
+        else:
+            big.shown, big.text = k, big.draw(k)
+
+
+def _inert(text: str) -> str:
+    """Text after the marker line: every HTML comment opener made inert."""
+    return text.replace(_COMMENT_OPEN, _DEFUSED)
+
+
+def _cut(text: str, limit: int, measure: Callable[[str], int]) -> str:
+    """A last resort: cut at a line boundary so the text measures at most ``limit``."""
+    tail = "\n\n… (cut to fit the size limit; the full report is in the run artefact)\n"
+    lines = text.split("\n")
+    while lines and measure("\n".join(lines) + tail) > limit:
+        lines.pop()
+    return "\n".join(lines) + tail if lines else ""
+
+
+def _fit(head: str, body: str, limit: int, measure: Callable[[str], int]) -> str:
+    body = _inert(body)
+    if measure(head + body) <= limit:
+        return head + body
+    return head + _cut(body, limit - measure(head), measure)
+
+
+def _render(
+    ctx: CommentContext,
+    limit: int,
+    measure: Callable[[str], int],
+    head: str,
+    limit_text: str,
+    where_full: str,
+) -> str:
+    m = macros(_TEMPLATE)
+    footer = str(m.footer(ctx.version))
+    if ctx.flags.skipped is not None:
+        return _fit(head, m.skipped(ctx, ctx.flags.skipped) + footer, limit, measure)
+    if ctx.verdict is None:
+        return _fit(head, m.fork(ctx, ctx.pull_request) + footer, limit, measure)
+
+    artifact = _safe_url(ctx.links.artifact)
+    if artifact:
+        where_full = where_full.replace("the run artefact", f"[the run artefact]({artifact})")
+    parts = _parts(ctx, m, where_full)
+
+    def drop(part: _Part) -> str:
+        return str(m.left_out(part.title, part.rows, where_full))
+
+    if measure(head) + sum(measure(p.text) for p in parts) > limit:
+        widest_note = _inert(m.shed_note(len(parts), limit_text, where_full))
+        _shed(parts, limit - measure(head) - measure(widest_note), measure, drop)
+    shortened = sum(1 for p in parts if p.shortened)
+    note = m.shed_note(shortened, limit_text, where_full) if shortened else ""
+    body = parts[0].text + note + "".join(p.text for p in parts[1:])
+    return _fit(head, body, limit, measure)
+
+
+def render_comment(ctx: CommentContext, max_chars: int = COMMENT_LIMIT) -> str:
+    """The pull-request comment for one suite, at most ``max_chars`` characters long.
+
+    Its first line is :func:`marker`; then the verdict; then the summary numbers, the baseline,
+    the cases and the rest, long sections shortened largest first when the whole would not fit.
+    """
+    head = marker(ctx.suite) + "\n"
+    if max_chars < len(head) + 500:
+        raise ValueError(f"max_chars={max_chars} leaves no room for a verdict")
+    limit_text = (
+        f"GitHub's {COMMENT_LIMIT:,}-character limit"
+        if max_chars == COMMENT_LIMIT
+        else f"the {max_chars:,}-character limit"
+    )
+    return _render(ctx, max_chars, len, head, limit_text, "the job summary and the run artefact")
+
+
+def render_summary(ctx: CommentContext, max_bytes: int = SUMMARY_LIMIT) -> str:
+    """The same report for the job summary: no marker, at most ``max_bytes`` of UTF-8."""
+    if max_bytes < 500:
+        raise ValueError(f"max_bytes={max_bytes} leaves no room for a verdict")
+    return _render(
+        ctx,
+        max_bytes,
+        lambda text: len(text.encode("utf-8")),
+        "",
+        f"the job summary's {max_bytes:,}-byte limit",
+        "the run artefact",
+    )

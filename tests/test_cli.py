@@ -1,0 +1,300 @@
+"""The CLI end to end: real processes (`python -m evalgate`) on a copy of the bike-shop example,
+and the same entry point in-process for the many bad-input cases.
+
+Exit codes (documented in `evalgate --help`): 0 ok, 1 a failed gate, 2 a usage or input error.
+A user error is one line `error: ...` on stderr, with no traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import copy_example
+
+from evalgate.cli import build_parser, main
+from evalgate.runs import runs_dir
+
+ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # CI would switch the cache on
+
+
+@pytest.fixture(autouse=True)
+def not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+
+
+def run_in_process(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+# ------------------------------------------------------------------------------------------
+# Real processes. Starting Python and importing evalgate (scipy above all) is most of the cost
+# of each, so there are few of them, all started at once; commands that only read saved runs
+# go through the same main() in-process, on a workspace whose runs a real process could read.
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("cli")
+    saved = copy_example(root / "saved")
+    for version in ("v1", "v2"):
+        code, _, err = run_in_process("run", version, "--config", str(saved / "evalgate.yml"))
+        assert code == 0, err
+    empty = root / "empty"
+    empty.mkdir()
+    return {"saved": saved, "fresh": copy_example(root / "fresh"), "empty": empty}
+
+
+COMMANDS: dict[str, tuple[str, list[str]]] = {
+    # name: (workspace, argv)
+    "demo": ("empty", ["demo", "--show", "3"]),
+    "run": ("fresh", ["run", "v2"]),
+    "run-verbose": ("saved", ["run", "v2", "--limit", "6", "--no-save", "-v"]),
+    "missing-config": ("empty", ["run", "v2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def done(spaces: dict[str, Path]) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+    started = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "evalgate", *argv],
+            cwd=spaces[space],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, (space, argv) in COMMANDS.items()
+    }
+    results = {}
+    for name, process in started.items():
+        out, err = process.communicate(timeout=180)
+        results[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    yield results
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def test_demo_prints_three_run_reports_and_two_comparisons(
+    done: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    out = ok(done["demo"])
+    headers = re.findall(r"^bike-shop · prompt (v\d) ", out, re.MULTILINE)
+    assert headers == ["v1", "v2", "v3"]
+    comparisons = re.findall(r"^Compare  A = \S+ \((v\d)\)\n +B = \S+ \((v\d)\)", out, re.MULTILINE)
+    assert comparisons == [("v1", "v2"), ("v2", "v3")]
+    assert out.count("Sign test p = ") == 2
+    assert "Next: copy examples/bike-shop" in out
+
+
+def test_run_prints_the_report_and_saves_the_run(
+    done: dict[str, subprocess.CompletedProcess[str]], spaces: dict[str, Path]
+) -> None:
+    out = ok(done["run"])
+    assert out.startswith("bike-shop · prompt v2 ")
+    assert "Accuracy " in out
+    [saved] = list(runs_dir(spaces["fresh"] / ".evalgate").glob("*.json"))
+    assert f"saved {saved.stem} to " in done["run"].stderr
+
+
+def test_run_limit_no_save_verbose(
+    done: dict[str, subprocess.CompletedProcess[str]], spaces: dict[str, Path]
+) -> None:
+    out = ok(done["run-verbose"])
+    marks = re.findall(r"^(ok   |WRONG|ERROR) (\S+): ", out, re.MULTILINE)
+    assert len(marks) == 6
+    assert " · 6 cases" in out.splitlines()[6]
+    assert "saved" not in done["run-verbose"].stderr
+    # Only the two runs made before the processes started.
+    assert len(list(runs_dir(spaces["saved"] / ".evalgate").glob("*.json"))) == 2
+
+
+def in_saved(spaces: dict[str, Path], *argv: str) -> str:
+    code, out, err = run_in_process(*argv, "--config", str(spaces["saved"] / "evalgate.yml"))
+    assert code == 0, err
+    return out
+
+
+def test_list_shows_the_saved_runs(spaces: dict[str, Path]) -> None:
+    out = in_saved(spaces, "list")
+    names = sorted(p.stem for p in runs_dir(spaces["saved"] / ".evalgate").glob("*.json"))
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["run", "prompt", "backend"]
+    assert [line.split()[0] for line in lines[1:]] == names
+    assert [line.split()[1] for line in lines[1:]] == ["v1", "v2"]
+
+
+def test_compare_pairs_two_saved_runs(spaces: dict[str, Path]) -> None:
+    out = in_saved(spaces, "compare", "latest:v1", "latest:v2")
+    assert re.match(r"Compare  A = bike-shop-v1-\S+ \(v1\)\n +B = bike-shop-v2-\S+ \(v2\)", out)
+    assert "Paired cases " in out
+    assert "fixed by B " in out
+
+
+def test_report_as_json_parses(spaces: dict[str, Path]) -> None:
+    report = json.loads(in_saved(spaces, "report", "latest:v2", "--format", "json"))
+    assert report["prompt"] == "v2"
+    assert report["backend"] == "fake"
+    assert report["accuracy"]["n"] == report["scored"]
+
+
+def test_a_user_error_is_one_line_and_exit_2(
+    done: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    result = done["missing-config"]
+    assert result.returncode == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: config file evalgate.yml does not exist")
+
+
+# ------------------------------------------------------------------------------------------
+# In-process: the same main(), many inputs
+# ------------------------------------------------------------------------------------------
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def break_case_file(root: Path) -> None:
+    lines = (root / "cases.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[4] = '{"id": "bk-broken", "message": "unfinished\n'
+    (root / "cases.jsonl").write_text("".join(lines), encoding="utf-8")
+
+
+BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
+    # (name, how to break the workspace, argv, words the error must contain)
+    (
+        "missing-config",
+        lambda root: (root / "evalgate.yml").unlink(),
+        ["run", "v2"],
+        ["config file evalgate.yml does not exist", "evalgate demo"],
+    ),
+    (
+        "bad-config-key",
+        lambda root: edit(root / "evalgate.yml", "    max_tokens: 64", "    max_tokenz: 64"),
+        ["run", "v2"],
+        ["evalgate.yml:", "suites.bike-shop.model.max_tokenz: unknown key", "max_tokens"],
+    ),
+    (
+        "bad-case-file",
+        break_case_file,
+        ["run", "v2"],
+        ["cases.jsonl:5: invalid JSON"],
+    ),
+    (
+        "unknown-version",
+        lambda root: None,
+        ["run", "v9"],
+        ["unknown prompt version 'v9'", "v1, v2, v3"],
+    ),
+    (
+        "unknown-run",
+        lambda root: None,
+        ["report", "no-such-run"],
+        ["no run named 'no-such-run'", "evalgate list"],
+    ),
+    (
+        "unknown-compare-run",
+        lambda root: None,
+        ["compare", "latest:v1", "latest:v2"],
+        ["no saved run of prompt 'v1'"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("breaks", "argv", "words"),
+    [case[1:] for case in BAD_INPUTS],
+    ids=[case[0] for case in BAD_INPUTS],
+)
+def test_bad_input_is_one_error_line_and_exit_2(
+    bike_shop: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    breaks: Callable[[Path], Any],
+    argv: list[str],
+    words: list[str],
+) -> None:
+    breaks(bike_shop)
+    monkeypatch.chdir(bike_shop)
+    code, out, err = run_in_process(*argv)
+    assert code == 2
+    assert out == ""
+    [line] = err.splitlines()
+    assert line.startswith("error: ")
+    for word in words:
+        assert word in line
+
+
+def test_run_as_json_and_compare_as_markdown(
+    bike_shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(bike_shop)
+    code, out, _ = run_in_process("run", "v1", "--limit", "10", "--format", "json")
+    assert code == 0
+    v1 = json.loads(out)
+    assert (v1["n"], v1["prompt"], v1["accuracy"]["hits"]) == (10, "v1", 0.0)
+    assert run_in_process("run", "v2", "--limit", "10")[0] == 0
+    code, out, _ = run_in_process("compare", "latest:v1", "latest:v2", "--format", "markdown")
+    assert code == 0
+    assert out.startswith("### Compare `v1` → `v2` · 10 paired cases")
+    code, out, _ = run_in_process("list", "--format", "json")
+    assert [row["prompt"] for row in json.loads(out)] == ["v1", "v2"]
+
+
+def test_list_with_no_runs_says_how_to_make_one(
+    bike_shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(bike_shop)
+    code, out, _ = run_in_process("list")
+    assert code == 0
+    assert "no saved runs" in out
+    assert "evalgate run VERSION" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["run"], ["run", "v2", "--limit", "0"], ["run", "v2", "--format", "html"], ["frobnicate"]],
+    ids=["nothing", "no-version", "limit-0", "bad-format", "unknown-command"],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "usage: evalgate" in capsys.readouterr().err
+
+
+def test_help_lists_every_subcommand_and_the_exit_codes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0
+    text = capsys.readouterr().out
+    parser = build_parser()
+    [subparsers] = [a for a in parser._actions if a.choices and a.dest == "command"]
+    commands = list(subparsers.choices)
+    assert {"demo", "run", "list", "report", "compare"} <= set(commands)
+    for command in commands:
+        assert re.search(rf"^\s+{command}\s+\S", text, re.MULTILINE), command
+    folded = " ".join(text.split())
+    assert "Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error." in folded
