@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -105,10 +106,10 @@ def write_suite(root: Path, cases: int, concurrency: int, stream: bool) -> Path:
 # ---------------------------------------------------------------- measuring
 
 
-def cpu_s() -> float:
-    """CPU time of this process, every thread, user + system."""
+def cpu_s() -> tuple[float, float]:
+    """CPU time of this process, every thread: (user, system)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
 
 
 def peak_mb() -> float:
@@ -138,13 +139,81 @@ class ThreadProfiles:
         threading.setprofile(None)  # type: ignore[arg-type]
         self.profiles[0].disable()
 
-    def report(self, limit: int) -> str:
-        out = io.StringIO()
-        stats = pstats.Stats(self.profiles[0], stream=out)
+    def stats(self) -> pstats.Stats:
+        stats = pstats.Stats(self.profiles[0], stream=io.StringIO())
         for profile in self.profiles[1:]:
             stats.add(profile)
+        return stats
+
+    def report(self, cases: int, limit: int) -> str:
+        """CPU by package (built-ins charged to their callers), then the top functions."""
+        raw: dict[Any, Any] = self.stats().stats  # type: ignore[attr-defined]
+        by_package: dict[str, float] = {}
+        for (filename, _line, _name), (_cc, _nc, tottime, _ct, callers) in raw.items():
+            if filename == "~" and callers:
+                # a built-in (isinstance, socket.send, ...): charge its callers, pro rata
+                total = sum(c[2] for c in callers.values()) or 1.0
+                for (caller_file, _l, _n), c in callers.items():
+                    name = package_of(caller_file)
+                    by_package[name] = by_package.get(name, 0.0) + tottime * c[2] / total
+            else:
+                name = package_of(filename)
+                by_package[name] = by_package.get(name, 0.0) + tottime
+        whole = sum(by_package.values()) or 1.0
+        lines = [f"{'package':<34} {'CPU s':>7} {'share':>6} {'ms/case':>8}"]
+        for name, spent in sorted(by_package.items(), key=lambda kv: -kv[1])[:limit]:
+            lines.append(
+                f"{name:<34} {spent:7.2f} {100 * spent / whole:5.1f}% {1000 * spent / cases:8.2f}"
+            )
+        out = io.StringIO()
+        stats = self.stats()
+        stats.stream = out  # type: ignore[attr-defined]
         stats.sort_stats("tottime").print_stats(limit)
-        return out.getvalue()
+        return "\n".join(lines) + "\n\ntop functions by own CPU time:\n" + out.getvalue()
+
+
+def package_of(filename: str) -> str:
+    """A profile entry's owner: a site-packages distribution, an evalgate module, or stdlib."""
+    path = Path(filename)
+    parts = path.parts
+    if "site-packages" in parts:
+        return parts[parts.index("site-packages") + 1].removesuffix(".py")
+    if "evalgate" in parts:
+        return "evalgate." + ".".join(parts[parts.index("evalgate") + 1 :]).removesuffix(".py")
+    if filename.startswith("<") or filename == "~":
+        return "(built-in)"
+    stdlib = next((i for i, part in enumerate(parts) if part.startswith("python3")), None)
+    if stdlib is None:
+        return "other:" + path.stem
+    module = ".".join(parts[stdlib + 1 :]).removesuffix(".py").removesuffix(".__init__")
+    top = module.split(".")[0]
+    # group the stdlib by top-level package, except the ones worth telling apart
+    return "stdlib:" + (module if top in ("concurrent", "json") else top)
+
+
+def bare_sdk(
+    url: str, params: list[dict[str, Any]], concurrency: int, stream: bool
+) -> tuple[float, float]:
+    """Wall and CPU time of the same calls made with the anthropic SDK alone (no evalgate)."""
+    import anthropic
+
+    with anthropic.Anthropic(api_key="sk-bench", base_url=url, max_retries=0) as client:
+
+        def call(p: dict[str, Any]) -> str:
+            if stream:
+                with client.messages.stream(**p) as s:
+                    message = s.get_final_message()
+            else:
+                message = client.messages.create(**p)
+            block = message.content[0]
+            return block.text if block.type == "text" else ""
+
+        call(params[0])  # warm the connection pool, as evalgate's first call does
+        cpu0, started = cpu_s(), time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(call, params[1:]))
+        wall, cpu1 = time.perf_counter() - started, cpu_s()
+    return wall, sum(cpu1) - sum(cpu0)
 
 
 @dataclass
@@ -155,8 +224,12 @@ class Result:
     stream: bool
     wall_s: float
     run_cpu_s: float
+    run_sys_s: float
     report_cpu_s: float
     peak_mb: float
+    import_mb: float
+    sdk_wall_s: float
+    sdk_cpu_s: float
     errors: int
     accuracy: float | None
     server: dict[str, Any]
@@ -174,6 +247,10 @@ class Result:
     def cpu_per_case_ms(self) -> float:
         return 1000 * (self.run_cpu_s + self.report_cpu_s) / self.cases
 
+    @property
+    def sdk_per_call_ms(self) -> float:
+        return 1000 * self.sdk_cpu_s / max(1, self.cases - 1)
+
 
 def run_benchmark(
     cases: int, latency_s: float, concurrency: int, stream: bool, profile: bool
@@ -183,7 +260,7 @@ def run_benchmark(
     from evalgate.backends.anthropic import AnthropicBackend
     from evalgate.backends.base import BackendContext
     from evalgate.config import load_config
-    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+    from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
     from evalgate.report.render import render_model
     from evalgate.runs import save_run
     from evalgate.summary import summarise
@@ -208,6 +285,7 @@ def run_benchmark(
             backend = AnthropicBackend(suite.model, BackendContext(base_dir=loaded.root, env=env))
             try:
                 profiler = ThreadProfiles() if profile else None
+                import_mb = peak_mb()  # the high-water mark so far: imports and set-up
                 cpu0 = cpu_s()
                 started = time.perf_counter()
                 if profiler is not None:
@@ -223,7 +301,13 @@ def run_benchmark(
                 save_run(run, loaded.state_dir)
                 cpu2 = cpu_s()
                 if profiler is not None:
-                    profile_text = profiler.report(30)
+                    profile_text = profiler.report(len(run.cases), 25)
+                # the floor: the same requests through the bare SDK, at the same concurrency
+                params = [
+                    backend.params(job.request)
+                    for job in build_jobs(suite, spec.prompt, list(spec.cases.cases), 1)
+                ]
+                sdk_wall, sdk_cpu = bare_sdk(url, params, concurrency, stream)
             finally:
                 backend.close()
         parent.send("stop")
@@ -238,9 +322,13 @@ def run_benchmark(
         concurrency=concurrency,
         stream=stream,
         wall_s=wall,
-        run_cpu_s=cpu1 - cpu0,
-        report_cpu_s=cpu2 - cpu1,
+        run_cpu_s=sum(cpu1) - sum(cpu0),
+        run_sys_s=cpu1[1] - cpu0[1],
+        report_cpu_s=sum(cpu2) - sum(cpu1),
         peak_mb=peak_mb(),
+        import_mb=import_mb,
+        sdk_wall_s=sdk_wall,
+        sdk_cpu_s=sdk_cpu,
         errors=run.errors,
         accuracy=summary.accuracy.rate,
         server=stats,
@@ -277,10 +365,28 @@ def table(r: Result) -> str:
         (
             "  run / report+save",
             f"{r.run_cpu_s:.2f} s / {r.report_cpu_s:.2f} s",
-            "",
+            f"run: {r.run_sys_s:.2f} s of it in the kernel",
             "",
         ),
-        ("peak memory (RSS)", f"{r.peak_mb:.1f} MB", f"< {PEAK_MB:g} MB", verdict(r.peak_mb < PEAK_MB)),
+        (
+            "  the bare SDK alone",
+            f"{r.sdk_per_call_ms:.2f} ms",
+            f"same calls, no evalgate: {r.sdk_wall_s:.2f} s wall; "
+            f"evalgate adds {r.cpu_per_case_ms - r.sdk_per_call_ms:.2f} ms",
+            "",
+        ),
+        (
+            "peak memory (RSS)",
+            f"{r.peak_mb:.1f} MB",
+            f"< {PEAK_MB:g} MB",
+            verdict(r.peak_mb < PEAK_MB),
+        ),
+        (
+            "  before the run",
+            f"{r.import_mb:.1f} MB",
+            f"imports and set-up; the run added {r.peak_mb - r.import_mb:.1f} MB",
+            "",
+        ),
     ]
     s = r.server
     head = (
@@ -297,8 +403,7 @@ def table(r: Result) -> str:
         )
     lines += [
         "",
-        f"run: {r.errors} errors, accuracy {r.accuracy:.3f}, "
-        f"{r.cases / r.wall_s:.0f} cases/s"
+        f"run: {r.errors} errors, accuracy {r.accuracy:.3f}, {r.cases / r.wall_s:.0f} cases/s"
         if r.accuracy is not None
         else f"run: {r.errors} errors",
         f"stand-in: {s['requests']} requests {s['by_status']}, at most {s['max_in_flight']} in "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalgate import __version__
+from evalgate.audit import audit
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.cache import ResponseCache
 from evalgate.cases import SPLITS, CaseSet, hash_cases, load_case_file
@@ -322,7 +323,19 @@ def cmd_gate(ctx: Context) -> int:
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     verdict = decide(baseline, candidate, suite.gate)
-    ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+    if ctx.args.format == "markdown":
+        # There is no gate.md.j2: the Markdown report is the job-summary form of the PR comment.
+        from evalgate.report.comment import BaselineProvenance, CommentContext, render_summary
+
+        context = CommentContext(
+            suite=name,
+            verdict=verdict,
+            candidate=summarise(candidate, price_as=_price_as(loaded, candidate)),
+            baseline=BaselineProvenance(run=baseline.name, source="local"),
+        )
+        ctx.print(render_summary(context))
+    else:
+        ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
     if verdict.kind == "fail":
         return EXIT_GATE_FAILED
     if verdict.kind == "inconclusive":
@@ -541,6 +554,41 @@ def cmd_baseline_pull(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_audit(ctx: Context) -> int:
+    loaded = ctx.config()
+    name, suite = loaded.suite(ctx.args.suite)
+    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
+    reads = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases))
+    if reads + 2 > suite.split.read_budget and not ctx.args.force_reason:
+        raise UserError(
+            f"the holdout has been read {reads} times; an audit reads it twice more, past the "
+            f"budget of {suite.split.read_budget}",
+            fix='pass --force-reason "why" (kept in the ledger), or add fresh holdout cases',
+        )
+    holdout_only = frozenset({"holdout"})
+    runs = [
+        execute_version(ctx, loaded, name, version, splits=holdout_only, purpose="audit")
+        for version in (ctx.args.candidate, ctx.args.baseline)
+    ]
+    report = audit(
+        runs[0],
+        runs[1],
+        fitted_score=ctx.args.fitted_score,
+        baseline_fitted_score=ctx.args.baseline_fitted_score,
+        searched=ctx.args.searched,
+        tuning_cases=ctx.args.tuning_cases,
+        per_case_sd=ctx.args.per_case_sd,
+        alpha=suite.gate.alpha,
+        seed=suite.gate.seed,
+    )
+    fmt = ctx.args.format
+    if fmt == "json":
+        ctx.print(report.model_dump_json(indent=2))
+    else:
+        ctx.print(render("audit.md.j2" if fmt == "markdown" else "audit.txt.j2", s=report))
+    return EXIT_OK
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -711,6 +759,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-reason", help="read the holdout past its budget; the reason goes in the ledger"
     )
     release.set_defaults(func=cmd_release, verbose=False, cache=False)
+
+    audit_ = sub.add_parser(
+        "audit", parents=[common], help="a searched prompt's held-out score beside its fitted one"
+    )
+    audit_.add_argument("candidate", help="the searched prompt version")
+    audit_.add_argument("--baseline", required=True, help="the prompt version it replaces")
+    audit_.add_argument("--fitted-score", type=float, help="the score the search reported")
+    audit_.add_argument("--baseline-fitted-score", type=float, help="the baseline's tuning score")
+    audit_.add_argument("--searched", type=_positive, help="how many candidates were tried")
+    audit_.add_argument("--tuning-cases", type=_positive, help="cases the search selected on")
+    audit_.add_argument(
+        "--per-case-sd", type=float, help="per-case SD of scores (default: measured)"
+    )
+    audit_.add_argument(
+        "--force-reason", help="read past the budget; the reason goes in the ledger"
+    )
+    audit_.add_argument("--concurrency", type=_positive, help="calls in flight")
+    audit_.set_defaults(func=cmd_audit, verbose=False, cache=False)
 
     action_ = sub.add_parser(
         "action", help="the GitHub Action's entry point (inside its container)"

@@ -124,26 +124,28 @@ class _Pair:
     base: CaseResult
     cand: CaseResult
     k: int
+    base_score: float
+    cand_score: float
+    base_format: bool
+    cand_format: bool
 
-    @property
-    def base_score(self) -> float:
-        return fmean(o.score or 0.0 for o in self.base.outcomes[: self.k])
-
-    @property
-    def cand_score(self) -> float:
-        return fmean(o.score or 0.0 for o in self.cand.outcomes[: self.k])
+    @classmethod
+    def of(cls, base: CaseResult, cand: CaseResult) -> _Pair:
+        k = min(len(base.outcomes), len(cand.outcomes))
+        b, c = base.outcomes[:k], cand.outcomes[:k]
+        return cls(
+            base=base,
+            cand=cand,
+            k=k,
+            base_score=fmean(o.score or 0.0 for o in b),
+            cand_score=fmean(o.score or 0.0 for o in c),
+            base_format=all(bool(o.format_ok) for o in b),
+            cand_format=all(bool(o.format_ok) for o in c),
+        )
 
     @property
     def diff(self) -> float:
         return self.cand_score - self.base_score
-
-    @property
-    def base_format(self) -> bool:
-        return all(bool(o.format_ok) for o in self.base.outcomes[: self.k])
-
-    @property
-    def cand_format(self) -> bool:
-        return all(bool(o.format_ok) for o in self.cand.outcomes[: self.k])
 
     def held_out_flipped(self) -> bool:
         """Whether the case flipped between baseline repeats that the comparison does not use."""
@@ -317,7 +319,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         elif base.error is not None or cand.error is not None:
             continue
         else:
-            pair = _Pair(base, cand, min(len(base.outcomes), len(cand.outcomes)))
+            pair = _Pair.of(base, cand)
             if policy.exclude_unstable and pair.held_out_flipped():
                 unstable.append(_paired(base, cand, pair.k))
             else:

@@ -101,7 +101,9 @@ def make_pair(
         base_cases.append(make_case(cid, expected, base, **common))
         if i in errored:
             cand_cases.append(
-                make_case(cid, expected, error="429 rate limited", error_kind="rate_limit", **common)
+                make_case(
+                    cid, expected, error="429 rate limited", error_kind="rate_limit", **common
+                )
             )
         else:
             cand_cases.append(make_case(cid, expected, cand, **common))
@@ -229,7 +231,9 @@ def fork_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
 def skipped_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
     return CommentContext(
         suite=SUITE,
-        flags=CommentFlags(skipped="no file under prompts/ or cases.jsonl, nor evalgate.yml, changed"),
+        flags=CommentFlags(
+            skipped="no file under prompts/ or cases.jsonl, nor evalgate.yml, changed"
+        ),
         version=VERSION,
     )
 
@@ -327,7 +331,9 @@ def markdown_problems(text: str, suite: str = SUITE, limit: int = COMMENT_LIMIT)
             if not re.fullmatch(r"<details><summary>[^<>]*</summary>", line):
                 problems.append(f"line {no}: <details> without a one-line <summary>")
             elif no < len(lines) and lines[no] != "":
-                problems.append(f"line {no}: no blank line after <summary>, Markdown would not render")
+                problems.append(
+                    f"line {no}: no blank line after <summary>, Markdown would not render"
+                )
         alert = re.fullmatch(r"> \[!(\w+)\]", line)
         if alert:
             if alert.group(1) not in ALERTS:
@@ -381,7 +387,9 @@ def test_the_checker_finds_what_github_would_break() -> None:
     good = f"{marker(SUITE)}\n> [!TIP]\n> **ok**\n\n| a | b |\n|---|---|\n| 1 \\| 2 | 3 |\n"
     assert markdown_problems(good) == []
     assert any("cells" in p for p in markdown_problems(good.replace("\\|", "|")))
-    assert any("details" in p for p in markdown_problems(good + "<details><summary>x</summary>\n\n"))
+    assert any(
+        "details" in p for p in markdown_problems(good + "<details><summary>x</summary>\n\n")
+    )
     assert any("alert" in p for p in markdown_problems(good.replace("[!TIP]", "[!HINT]")))
     assert any("marker" in p for p in markdown_problems(good + "<!-- evalgate:suite=x -->\n"))
     assert any("mention" in p for p in markdown_problems(good + "hi @octocat\n"))
@@ -481,7 +489,9 @@ def test_huge_run_is_shed_to_fit(rendered: dict[str, str]) -> None:
     assert len(text) <= COMMENT_LIMIT
     assert len(text) > COMMENT_LIMIT - 5_000, "shedding should keep what fits"
     assert text.startswith(marker(SUITE) + "\n> [!CAUTION]\n> **bike-shop failed the gate: ")
-    note = re.search(r"> (\d+) sections? (was|were) shortened to fit GitHub's 65,536-character", text)
+    note = re.search(
+        r"> (\d+) sections? (was|were) shortened to fit GitHub's 65,536-character", text
+    )
     assert note and int(note.group(1)) >= 1
     assert "the full report is in the job summary and [the run artefact](" in text
     assert "more broken cases not shown here" in text

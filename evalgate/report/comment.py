@@ -283,14 +283,39 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
     ]
 
 
-def _largest_fit(part: _Part, target: int, measure: Callable[[str], int]) -> int | None:
-    """The most rows (fewer than the part shows now) whose text measures at most ``target``."""
-    low, high = 0, part.shown - 1
-    if high < low or measure(part.draw(low)) > target:
+def _most_rows(part: _Part, cap: int, measure: Callable[[str], int]) -> int | None:
+    """The most rows whose text measures at most ``cap`` (None if not even none fit).
+
+    Gallops from an estimate made from the average row, then bisects, so a section of
+    thousands of rows is drawn a dozen times at about the size it will have.
+    """
+    empty = measure(part.draw(0))
+    if empty > cap:
         return None
+    if part.rows == 0:
+        return 0
+    per_row = max(1.0, (measure(part.text) - empty) / part.rows)
+    guess = min(part.rows, max(1, int((cap - empty) / per_row)))
+
+    def fits(k: int) -> bool:
+        return measure(part.draw(k)) <= cap
+
+    if fits(guess):
+        low, high, step = guess, guess, 1
+        while high < part.rows and fits(min(part.rows, high + step)):
+            low = high = min(part.rows, high + step)
+            step *= 2
+        high = min(part.rows, high + step) if high < part.rows else high
+    else:
+        low, high, step = guess, guess, 1
+        while low > 0 and not fits(max(0, low - step)):
+            high = low = max(0, low - step)
+            step *= 2
+        low, high = max(0, low - step), high - 1
+    # Here fits(low) holds and the answer is in [low, high].
     while low < high:
         mid = (low + high + 1) // 2
-        if measure(part.draw(mid)) <= target:
+        if fits(mid):
             low = mid
         else:
             high = mid - 1
@@ -305,29 +330,35 @@ def _shed(
 ) -> None:
     """Shorten the largest sections first until the parts fit ``budget``.
 
-    The largest section gives up rows until the whole fits or it is no larger than the next
-    largest; a section that cannot give up enough rows is dropped for a one-line mention (the
-    verdict keeps its first reason instead).
+    Water-filling: find the largest size cap such that capping every long section at it fits
+    the budget, then give each longer section as many rows as fit under the cap. So the largest
+    section is shortened first, down to the next largest, then both together, and so on. A
+    section that cannot fit even without rows is dropped for a one-line mention (the verdict
+    keeps its first reason instead).
     """
-
-    def total() -> int:
-        return sum(measure(p.text) for p in parts)
-
-    while total() > budget:
-        open_parts = [p for p in parts if p.rows and not p.dropped and p.shown > 0]
-        if not open_parts:
-            return
-        open_parts.sort(key=lambda p: measure(p.text), reverse=True)
-        big = open_parts[0]
-        second = measure(open_parts[1].text) if len(open_parts) > 1 else 0
-        target = max(measure(big.text) - (total() - budget), second)
-        k = _largest_fit(big, target, measure)
-        if k is None and not big.droppable:
+    sizes = {id(p): measure(p.text) for p in parts}
+    long = [p for p in parts if p.rows]
+    fixed = sum(size for key, size in sizes.items() if key not in {id(p) for p in long})
+    room = budget - fixed
+    if sum(sizes[id(p)] for p in long) <= room:
+        return
+    low, high = 0, max(sizes[id(p)] for p in long)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(sizes[id(p)], mid) for p in long) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    for part in long:
+        if sizes[id(part)] <= low:
+            continue
+        k = _most_rows(part, low, measure)
+        if k is None and not part.droppable:
             k = 0
         if k is None:
-            big.dropped, big.text = True, _inert(drop(big))
+            part.dropped, part.text = True, _inert(drop(part))
         else:
-            big.shown, big.text = k, big.draw(k)
+            part.shown, part.text = k, part.draw(k)
 
 
 def _inert(text: str) -> str:

@@ -1,0 +1,147 @@
+"""The OpenAI-compatible backend (OpenAI, Ollama, vLLM, llama.cpp's server): an extra.
+
+``pip install "evalgate[openai]"``; the only module that imports ``openai``. Retries are
+evalgate's own (retry.py), as for the anthropic backend, so every attempt is counted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, cast
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request
+from evalgate.config import ModelSettings
+from evalgate.errors import BackendError
+from evalgate.retry import Attempt, Retrier, RetryPolicy
+
+KEY_VARIABLE = "OPENAI_API_KEY"
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+
+
+class OpenAIOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    # Local servers (Ollama, vLLM) take any key; the variable need not be set for them.
+    key_required: bool = True
+    timeout_s: float = Field(default=60.0, gt=0)
+    response_schema: dict[str, Any] | None = None
+    retry: RetryPolicy = RetryPolicy()
+
+
+def _kind(exc: Exception) -> ErrorKind:
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status >= 500 or status in (408, 409):
+            return "server"
+        if status in (401, 403):
+            return "auth"
+        if status == 404:
+            return "not_found"
+        return "bad_request"
+    return "malformed"
+
+
+class OpenAIBackend:
+    name: ClassVar[str] = "openai"
+    offline: ClassVar[bool] = False
+
+    def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
+        try:
+            self.options = OpenAIOptions.model_validate(settings.options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise BackendError(f"model.options.{loc}: {err['msg']}") from None
+        key = context.env.get(KEY_VARIABLE, "")
+        if not key and self.options.key_required:
+            raise BackendError(
+                f"the openai backend needs an API key: set {KEY_VARIABLE}",
+                fix="for a local server set options.key_required: false; or use `backend: fake`",
+            )
+        self.client = openai.OpenAI(
+            api_key=key or "unused",
+            base_url=self.options.base_url or context.env.get(BASE_URL_VARIABLE) or None,
+            max_retries=0,
+            timeout=self.options.timeout_s,
+        )
+        self.retrier = Retrier(self.options.retry)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def params(self, request: Request) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.options.response_schema is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": self.options.response_schema},
+            }
+        return params
+
+    def _once(self, params: dict[str, Any]) -> Attempt:
+        started = time.perf_counter()
+        try:
+            completion = self.client.chat.completions.create(**params)
+            choice = completion.choices[0]
+        except (openai.APIError, ValueError, IndexError) as exc:
+            retry_after = None
+            response = getattr(exc, "response", None)
+            if response is not None and response.headers.get("retry-after"):
+                try:
+                    retry_after = float(response.headers["retry-after"])
+                except ValueError:
+                    retry_after = None
+            return Attempt(
+                kind=_kind(exc),
+                message=f"{type(exc).__name__}: {exc}",
+                retry_after_s=retry_after,
+                elapsed_s=time.perf_counter() - started,
+            )
+        return Attempt(value=(completion, choice), elapsed_s=time.perf_counter() - started)
+
+    def complete(self, request: Request) -> Reply:
+        params = self.params(request)
+        result, attempts = self.retrier.run(lambda: self._once(params))
+        if result.kind is not None:
+            return Reply(
+                error=result.message,
+                error_kind=result.kind,
+                latency_s=result.elapsed_s,
+                attempts=attempts,
+            )
+        completion, choice = cast(tuple[Any, Any], result.value)
+        usage = completion.usage
+        cached = 0
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        if details is not None and getattr(details, "cached_tokens", None):
+            cached = int(details.cached_tokens)
+        stop = {"stop": "end_turn", "length": "max_tokens"}.get(choice.finish_reason or "")
+        return Reply(
+            text=choice.message.content or "",
+            input_tokens=(usage.prompt_tokens - cached) if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            cache_read_tokens=cached,
+            latency_s=result.elapsed_s,
+            stop_reason=stop or choice.finish_reason,
+            attempts=attempts,
+        )
