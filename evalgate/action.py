@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from evalgate import __version__
 from evalgate import github as gh
+from evalgate.audit import audit
 from evalgate.cli import (
     HOLDOUT_KEY_VARIABLE,
     Context,
@@ -61,7 +62,7 @@ from evalgate.report.render import render, render_model
 from evalgate.runs import Run, read_run, save_run
 from evalgate.summary import summarise
 
-Mode = Literal["pr", "baseline", "release"]
+Mode = Literal["pr", "baseline", "release", "audit"]
 VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]
 SEVERITY = {"skipped": 0, "pass": 1, "inconclusive": 2, "fail": 3}
 DATA_BRANCH = "evalgate-data"
@@ -74,7 +75,7 @@ class Inputs(BaseModel):
 
     config: str = "evalgate.yml"
     suite: str = "all"
-    mode: Literal["auto", "pr", "baseline", "release"] = "auto"
+    mode: Literal["auto", "pr", "baseline", "release", "audit"] = "auto"
     github_token: SecretStr = SecretStr("")
     anthropic_api_key: SecretStr = SecretStr("")
     baseline_artifact: str = "evalgate-baseline"
@@ -82,6 +83,11 @@ class Inputs(BaseModel):
     comment: bool = True
     holdout_key: SecretStr = SecretStr("")
     working_directory: str = "."
+    candidate: str | None = None
+    baseline_version: str | None = None
+    fitted_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    searched: int | None = Field(default=None, ge=1)
+    tuning_cases: int | None = Field(default=None, ge=1)
 
     @field_validator("fail_on", mode="before")
     @classmethod
@@ -318,6 +324,12 @@ def find_baseline_run(
     warnings = []
     if age > suite.gate.max_baseline_age_days:
         warnings.append("stale")
+        runner.annotate(
+            "warning",
+            f"{name}: the baseline is {age:.0f} days old (max_baseline_age_days: "
+            f"{suite.gate.max_baseline_age_days:g}); refresh it by running the workflow on the "
+            "default branch",
+        )
     if merge_base and ref.head_sha != merge_base:
         warnings.append("other-commit")
     if candidate is not None and run.cases_sha256 != candidate.cases_sha256:
@@ -497,6 +509,40 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+def run_audit(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
+    """Audit a searched prompt on the holdout; the report goes to the job summary only."""
+    inputs = runner.inputs
+    if not inputs.candidate or not inputs.baseline_version:
+        raise UserError(
+            "audit mode needs the candidate and baseline_version inputs",
+            fix="run it from workflow_dispatch with both set",
+        )
+    if suite.sealed_holdout is not None and not inputs.holdout_key.get_secret_value():
+        raise UserError(
+            "audit mode reads the sealed holdout and has no holdout_key",
+            fix="run the audit job in the protected environment that holds the key",
+        )
+    ctx = runner.context(force_reason=None)
+    holdout_only = frozenset({"holdout"})
+    runs = [
+        execute_version(ctx, loaded, name, version, splits=holdout_only, purpose="audit")
+        for version in (inputs.candidate, inputs.baseline_version)
+    ]
+    report = audit(
+        runs[0],
+        runs[1],
+        fitted_score=inputs.fitted_score,
+        searched=inputs.searched,
+        tuning_cases=inputs.tuning_cases,
+        alpha=suite.gate.alpha,
+        seed=suite.gate.seed,
+    )
+    runner.add_summary(render("audit.md.j2", s=report))
+    runner.outputs.set("accuracy", _num(report.candidate_holdout.rate))
+    runner.outputs.set("baseline_accuracy", _num(report.baseline_holdout.rate))
+    runner.verdicts.append("pass")
+
+
 def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
     """The release gate, with history and the ledger kept in the data branch."""
     tag = runner.env.get("GITHUB_REF_NAME") or "release"
@@ -611,6 +657,8 @@ def action(
                 files.append(run_baseline(runner, loaded, name, suite))
             elif mode == "pr":
                 run_pr(runner, loaded, name, suite)
+            elif mode == "audit":
+                run_audit(runner, loaded, name, suite)
             else:
                 run_release(runner, loaded, name, suite)
         if files:

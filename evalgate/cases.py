@@ -113,6 +113,9 @@ def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
         raise CaseFileError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
     except RecursionError:
         raise CaseFileError("YAML nested too deeply to read", where=str(path)) from None
+    except ValueError as exc:
+        # A value the YAML loader itself refuses: an integer over 4,300 digits.
+        raise CaseFileError(f"YAML that cannot be read: {exc}", where=str(path)) from None
     if isinstance(loaded, dict) and list(loaded) == ["cases"]:
         loaded = loaded["cases"]
         assert isinstance(root, yaml.MappingNode)

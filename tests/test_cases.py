@@ -245,6 +245,9 @@ BAD_YAML = [
     ),
     ("int-key", "- {id: a, category: x, message: hi, 7: seven}\n", ":1", ["non-string key 7"]),
     ("deep", "[" * 1000 + "\n", "", ["nested too deeply"]),
+    ("long-int", "- {id: a, category: x, message: " + "1" * 5000 + "}\n", "", ["4300 digits"]),
+    ("self-reference", "- &a {id: a, category: x, message: [*a]}\n", ":1", ["field 'message'"]),
+    ("python-tag", "- !!python/object:os.system {id: a}\n", ":1", ["invalid YAML"]),
 ]
 
 
@@ -394,3 +397,11 @@ def test_near_valid_records_give_cases_or_a_case_file_error(
     scratch: Path, records: list[dict[str, str]]
 ) -> None:
     load_or_case_file_error(scratch / "records.jsonl", jsonl(*records).encode())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(alphabet="-:{}[],&*!?|>'\"#% \n\tabcdeimsgtyx019.", max_size=80))
+def test_yaml_punctuation_soup_gives_cases_or_a_case_file_error(scratch: Path, text: str) -> None:
+    # Random bytes rarely parse as YAML; text made of YAML's own punctuation reaches anchors,
+    # tags, flow collections and block scalars.
+    load_or_case_file_error(scratch / "soup.yaml", ("- " + text).encode())

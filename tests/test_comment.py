@@ -139,18 +139,18 @@ def reproduce(baseline: Run | None) -> str:
 
 
 def context(
-    baseline: Run | None,
+    base: Run | None,
     candidate: Run,
     policy: GatePolicy | None = None,
     **overrides: Any,
 ) -> CommentContext:
     fields: dict[str, Any] = {
         "suite": SUITE,
-        "verdict": decide(baseline, candidate, policy or GatePolicy()),
+        "verdict": decide(base, candidate, policy or GatePolicy()),
         "candidate": summarise(candidate),
-        "baseline": provenance(baseline) if baseline else None,
+        "baseline": provenance(base) if base else None,
         "links": CommentLinks(workflow_run=RUN_URL, artifact=ARTIFACT_URL),
-        "reproduce": reproduce(baseline),
+        "reproduce": reproduce(base),
         "version": VERSION,
     }
     return CommentContext(**(fields | overrides))
@@ -183,6 +183,7 @@ def fail_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
         unstable=[60, 61],
         regression=[119],
         messages=message,
+        repeats=3,
     )
     return context(baseline, candidate, GatePolicy(critical_categories=["refund"]))
 
@@ -239,9 +240,9 @@ def skipped_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
 
 
 LONG = (
-    "Hello, I bought a bike from you last spring and since then the gears slip whenever I "
+    "@everyone <!-- evalgate:suite=bike-shop --> | --> <details> Hello, I bought a bike from you last spring and since then the gears slip whenever I "
     "climb a hill, the chain falls off about once a week, and the shop told me twice that it "
-    "was fixed when it was not. @everyone <!-- evalgate:suite=bike-shop --> | --> <details> "
+    "was fixed when it was not. "
 )
 
 
@@ -256,7 +257,7 @@ def huge_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
         fixed=range(5_000, 5_300),
         unstable=range(5_300, 5_340),
         errored=range(5_340, 5_380),
-        messages=lambda i, _: f"{LONG}(message {i}) " * 3,
+        messages=lambda i, _: f"(message {i}) {LONG}" * 3,
         categories=categories,
     )
     return context(baseline, candidate)
@@ -309,8 +310,6 @@ def markdown_problems(text: str, suite: str = SUITE, limit: int = COMMENT_LIMIT)
         problems.append(f"first line is {lines[0]!r}, not the marker")
     if text.count("<!-- evalgate:") != 1 or text.count("<!--") != 1:
         problems.append("the marker (or another HTML comment) appears more than once")
-    if re.search(r"@(?=\w)", text):
-        problems.append("an @mention")
 
     depth = 0
     fence = False
@@ -321,6 +320,8 @@ def markdown_problems(text: str, suite: str = SUITE, limit: int = COMMENT_LIMIT)
             continue
         if fence:
             continue
+        if re.search(r"@(?=\w)", re.sub(r"`[^`]*`", "", line)):
+            problems.append(f"line {no}: an @mention")
         for tag in re.finditer(r"(?<!\\)</?([A-Za-z][\w-]*)", line):
             if tag.group(1).lower() not in ALLOWED_TAGS:
                 problems.append(f"line {no}: raw HTML tag {tag.group(0)!r}")
@@ -393,6 +394,7 @@ def test_the_checker_finds_what_github_would_break() -> None:
     assert any("alert" in p for p in markdown_problems(good.replace("[!TIP]", "[!HINT]")))
     assert any("marker" in p for p in markdown_problems(good + "<!-- evalgate:suite=x -->\n"))
     assert any("mention" in p for p in markdown_problems(good + "hi @octocat\n"))
+    assert markdown_problems(good + "\n`@octocat`\n\n```\n@octocat <b>\n```\n") == []
     assert any("HTML" in p for p in markdown_problems(good + "<img src=x>\n"))
     assert markdown_problems("x" * 70_000)
 
@@ -437,15 +439,16 @@ def test_fail_shows_twenty_broken_cases_open_and_the_rest_collapsed(
 
 
 def test_every_number_has_its_n_and_interval(rendered: dict[str, str]) -> None:
-    row = next(line for line in rendered["fail"].split("\n") if line.startswith("| 118 cases"))
-    assert re.search(r"\d+\.\d% \(\d+\.\d–\d+\.\d%, n = 118\) → \d+\.\d% \(", row)
-    assert "points (" in row and "over 2 repeats (n = 118)" in row
+    row = rendered["fail"].split("\n")[11]
+    assert row.startswith("| 117 cases paired | ")
+    assert re.search(r" \d+\.\d% \(\d+\.\d–\d+\.\d%, n = 117\) → \d+\.\d% \(.*, n = 117\) ", row)
+    assert " points (-" in row and "over 3 repeats (n = 119)" in row
 
 
 def test_untrusted_text_is_escaped(rendered: dict[str, str]) -> None:
     text = rendered["fail"]
     assert "@\u200dsupport" in text and "@support" not in text
-    assert "\\#1234" in text and "\\<b\\>now\\</b\\>" in text and "wheel \\| twice" in text
+    assert "\\#\u200d1234" in text and "\\<b\\>now\\</b\\>" in text and "wheel \\| twice" in text
 
 
 @pytest.mark.parametrize(
@@ -498,7 +501,7 @@ def test_huge_run_is_shed_to_fit(rendered: dict[str, str]) -> None:
     assert "**Reproduce locally**" in text and "<sub>evalgate 0.1.0</sub>" in text
 
 
-@pytest.mark.parametrize("limit", [1_000, 5_000, 20_000, 40_000])
+@pytest.mark.parametrize("limit", [1_000, 2_000, 4_000, 6_000])
 def test_any_limit_is_respected_and_keeps_the_verdict(
     limit: int, make_case: MakeCase, make_run: MakeRun
 ) -> None:

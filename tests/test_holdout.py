@@ -267,31 +267,12 @@ def test_retire_moves_cases_to_a_regression_file(
     store = sealed_shop / "holdout.sealed.jsonl"
     target = sealed_shop / "regression.jsonl"
     before = store.read_text()
-    code, _, err = cli(
-        "holdout",
-        "retire",
-        "new-1",
-        "nope",
-        "--to",
-        str(target),
-        "--config",
-        config,
-        env={KEY: secret},
-    )
+    retire = ("holdout", "retire", "--to", str(target), "--config", config)
+    code, _, err = cli(*retire, "new-1", "nope", env={KEY: secret})
     assert code == 2 and "'nope'" in err
     assert store.read_text() == before and not target.exists()  # nothing moved
 
-    code, out, _ = cli(
-        "holdout",
-        "retire",
-        "new-1",
-        "new-3",
-        "--to",
-        str(target),
-        "--config",
-        config,
-        env={KEY: secret},
-    )
+    code, out, _ = cli(*retire, "new-1", "new-3", env={KEY: secret})
     assert code == 0 and "retired 2 cases" in out
     retired = [json.loads(line) for line in target.read_text().splitlines()]
     assert retired == [

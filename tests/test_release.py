@@ -324,18 +324,8 @@ def test_mermaid_chart_text() -> None:
 def release(
     cli: Callable[..., CliResult], root: Path, name: str, *extra: str, **kw: Any
 ) -> tuple[int, dict[str, Any], str]:
-    code, out, err = cli(
-        "release",
-        "v2",
-        "--config",
-        str(root / "evalgate.yml"),
-        "--name",
-        name,
-        "--format",
-        "json",
-        *extra,
-        **kw,
-    )
+    options = ("--config", str(root / "evalgate.yml"), "--name", name, "--format", "json")
+    code, out, err = cli("release", "v2", *options, *extra, **kw)
     return code, json.loads(out) if out else {}, err
 
 
@@ -464,19 +454,11 @@ def test_a_release_never_discloses_a_holdout_case(
     if sealed:
         assert not [c for c in suite_cases(bike_shop) if c.split == "holdout"]
 
+    config = str(bike_shop / "evalgate.yml")
     outputs: dict[str, str] = {}
     for fmt in ("text", "markdown", "json"):
-        code, out, err = cli(
-            "release",
-            "v2",
-            "--config",
-            str(bike_shop / "evalgate.yml"),
-            "--format",
-            fmt,
-            "--name",
-            f"release-{fmt}",
-            env=env,
-        )
+        options = ("--format", fmt, "--name", f"release-{fmt}")
+        code, out, err = cli("release", "v2", "--config", config, *options, env=env)
         assert code == 0, err
         outputs[f"stdout ({fmt})"], outputs[f"stderr ({fmt})"] = out, err
     state = bike_shop / ".evalgate"

@@ -71,7 +71,7 @@ class ConcurrencyBackend:
     name: ClassVar[str] = "concurrency"
     offline: ClassVar[bool] = True
 
-    def __init__(self, hold_s: float = 0.01) -> None:
+    def __init__(self, hold_s: float = 0.02) -> None:
         self.hold_s = hold_s
         self.in_flight = 0
         self.max_in_flight = 0
@@ -180,7 +180,7 @@ def test_the_concurrency_bound_is_respected(concurrency: int) -> None:
     outcomes, _ = execute(jobs_for(*ids(16)), backend, LABEL, concurrency=concurrency)
     assert backend.total == 16
     assert len(outcomes) == 16
-    # Never above the bound, and the bound is used (16 calls of 10 ms fill every slot).
+    # Never above the bound, and the bound is used (16 calls of 20 ms fill every slot).
     assert backend.max_in_flight == concurrency
 
 

@@ -119,6 +119,26 @@ def _safe_url(url: str | None) -> str | None:
     return quote(url, safe=":/?#@!$&'*+,;=%~-._")
 
 
+def _sha(value: str | None) -> str | None:
+    """A hash shortened for people; anything but hex digits is dropped."""
+    digits = re.sub(r"[^0-9a-fA-F]", "", value or "")[:12]
+    return digits or None
+
+
+def _shown_baseline(p: BaselineProvenance | None) -> BaselineProvenance | None:
+    """The provenance as the comment shows it: short hashes, a safe link."""
+    if p is None:
+        return None
+    return p.model_copy(
+        update={
+            "commit": _sha(p.commit),
+            "prompt_sha": _sha(p.prompt_sha),
+            "cases_sha": _sha(p.cases_sha),
+            "artifact_url": _safe_url(p.artifact_url),
+        }
+    )
+
+
 def _fence(command: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", command)), default=0)
     return "`" * max(3, longest + 1)
@@ -140,9 +160,9 @@ def _baseline_lines(ctx: CommentContext) -> list[str]:
     known = {
         "stale": f"the baseline is {_days(p.age_days)} old: the model behind the API may have "
         f"changed since, and this PR would be blamed for it; {refresh}",
-        "other-commit": f"the baseline was made on commit {(p.commit or 'unknown')[:12]}, not on "
+        "other-commit": f"the baseline was made on commit {_sha(p.commit) or 'unknown'}, not on "
         f"this PR's base: changes merged since then count as this PR's; {refresh}",
-        "other-cases": f"the baseline was run on other cases (cases {(p.cases_sha or '?')[:12]}): "
+        "other-cases": f"the baseline was run on other cases (cases {_sha(p.cases_sha) or '?'}): "
         f"only cases unchanged in both are compared; {refresh}",
         "other-model": f"the baseline used another model ({p.model or 'unknown'}): a model change "
         f"is not a prompt change; {refresh} with the configured model",
@@ -233,18 +253,23 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
     passes = {u.id: f"{u.passes}/{u.repeats}" for u in (v.noise.unstable if v.noise else [])}
     run_url = _safe_url(ctx.links.workflow_run)
     artifact = _safe_url(ctx.links.artifact)
-    baseline = ctx.baseline
-    if baseline is not None:
-        baseline = baseline.model_copy(update={"artifact_url": _safe_url(baseline.artifact_url)})
+    baseline = _shown_baseline(ctx.baseline)
     reproduce = ctx.reproduce or ""
+    links = [
+        (label, url)
+        for label, url in (("Workflow run", run_url), ("Run artefact", artifact))
+        if url
+    ]
 
     def fixed(text: str) -> _Part:
         return _Part("", lambda _: text)
 
     return [
-        _Part("Reasons", lambda k: m.verdict(ctx, v, k, advice), rows=bullets, droppable=False),
+        _Part(
+            "Reasons", lambda k: m.verdict(ctx, v, k, advice, where), rows=bullets, droppable=False
+        ),
         fixed(m.summary(v, s, _notes(v, s))),
-        fixed(m.provenance(ctx, baseline, _baseline_lines(ctx))),
+        fixed(m.provenance(baseline, _baseline_lines(ctx))),
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),
@@ -278,7 +303,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
             rows=len(v.categories),
         ),
         fixed(m.reproduce(reproduce, _fence(reproduce))),
-        fixed(m.links(run_url, artifact)),
+        fixed(m.links(links)),
         fixed(m.footer(ctx.version)),
     ]
 
@@ -367,12 +392,23 @@ def _inert(text: str) -> str:
 
 
 def _cut(text: str, limit: int, measure: Callable[[str], int]) -> str:
-    """A last resort: cut at a line boundary so the text measures at most ``limit``."""
-    tail = "\n\n… (cut to fit the size limit; the full report is in the run artefact)\n"
+    """A last resort: cut at a line boundary, closing what the cut left open, to fit ``limit``."""
+
+    def closed(lines: list[str]) -> str:
+        fence = next(
+            (ln for ln in reversed(lines) if ln.startswith("```")), None
+        )  # an odd number of fence lines leaves one open
+        fences = sum(1 for ln in lines if ln.startswith("```"))
+        depth = sum(ln.count("<details>") - ln.count("</details>") for ln in lines)
+        tail = [] if fences % 2 == 0 or fence is None else [re.sub(r"[^`].*", "", fence)]
+        tail += ["", "</details>"] * max(0, depth)
+        tail += ["", "… (cut to fit the size limit; the full report is in the run artefact)", ""]
+        return "\n".join([*lines, *tail])
+
     lines = text.split("\n")
-    while lines and measure("\n".join(lines) + tail) > limit:
+    while lines and measure(closed(lines)) > limit:
         lines.pop()
-    return "\n".join(lines) + tail if lines else ""
+    return closed(lines) if lines else ""
 
 
 def _fit(head: str, body: str, limit: int, measure: Callable[[str], int]) -> str:
