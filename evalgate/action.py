@@ -251,9 +251,14 @@ def baseline_path(folder: Path, suite: str) -> Path:
 
 def run_baseline(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
     ctx = runner.context()
-    ctx.args.cache = False  # repeats measure noise; a cached reply measures nothing
     version = loaded.ship_version(suite)
     repeats = suite.gate.baseline_repeats
+    # Repeats measure noise, which a cached reply cannot; a deterministic suite (temperature 0,
+    # one repeat) may reuse the cache for requests that did not change.
+    deterministic = suite.model.temperature == 0 and repeats == 1
+    ctx.args.cache = deterministic
+    if deterministic:
+        runner.log(f"{name}: deterministic suite (temperature 0, 1 repeat): reusing cached replies")
     run = execute_version(ctx, loaded, name, version, repeats=repeats)
     path = baseline_path(runner.folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from evalgate.cases import SPLITS, CaseSet, hash_cases, load_case_file
 from evalgate.compare import compare_runs
 from evalgate.config import DEFAULT_CONFIG, LoadedConfig, ModelSettings, Suite, load_config
 from evalgate.errors import EvalgateError, RunFileError, UserError
-from evalgate.gate import decide
+from evalgate.gate import SequentialMonitor, decide
 from evalgate.holdout import (
     LedgerRecord,
     SecretKey,
@@ -40,6 +40,7 @@ from evalgate.holdout import (
     seal,
     sealed_lines,
 )
+from evalgate.merge import merge_runs
 from evalgate.noise import measure_noise
 from evalgate.pipeline import (
     DEFAULT_SPLITS,
@@ -111,6 +112,8 @@ def execute_version(
     splits: frozenset[str] = DEFAULT_SPLITS,
     purpose: str = "run",
     prompt: Prompt | None = None,
+    shard: tuple[int, int] | None = None,
+    early_stop_against: Run | None = None,
 ) -> Run:
     """Run one prompt version (or the given prompt text) of a suite; record holdout reads."""
     name, suite = loaded.suite(suite_name)
@@ -130,6 +133,7 @@ def execute_version(
         git_commit=commit,
         git_ref=ref,
         splits=splits,
+        shard=shard,
     )
     verbose = getattr(ctx.args, "verbose", False)
     interactive = ctx.err.isatty() and not ctx.env.get("CI")
@@ -139,6 +143,14 @@ def execute_version(
         getattr(ctx.args, "cache", None) is None and ctx.env.get("CI", "").lower() in ("1", "true")
     ):
         cache = ResponseCache(loaded.state_dir / "cache")
+    stop_when = None
+    if early_stop_against is not None:
+        monitor = SequentialMonitor(
+            early_stop_against, {c.id: c.hash for c in cases.cases}, suite.gate
+        )
+        stop_when = lambda job, outcome: monitor.observe(  # noqa: E731
+            job.case_id, None if outcome.error else outcome.score
+        )
     judge = None
     if suite.scorer.kind == "judge":
         judge = build_backend(ctx, loaded, suite.scorer.model)
@@ -150,6 +162,7 @@ def execute_version(
             cache=cache,
             on_progress=None if verbose else printer,
             judge=judge,
+            stop_when=stop_when,
         )
     finally:
         for used in (backend, judge):
@@ -227,6 +240,7 @@ def cmd_run(ctx: Context) -> int:
         limit=ctx.args.limit,
         case_files=files,
         splits=splits,
+        shard=ctx.args.shard,
     )
     ctx.print(render_model("run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format))
     if not ctx.args.no_save:
@@ -319,7 +333,9 @@ def cmd_gate(ctx: Context) -> int:
         versions = loaded.prompt_files(suite)
         if ref not in versions:
             raise
-        candidate = execute_version(ctx, loaded, name, ref)
+        candidate = execute_version(
+            ctx, loaded, name, ref, early_stop_against=baseline if ctx.args.early_stop else None
+        )
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     verdict = decide(baseline, candidate, suite.gate)
@@ -589,6 +605,33 @@ def cmd_audit(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_merge(ctx: Context) -> int:
+    loaded = ctx.config()
+    merged = merge_runs([find_run(ref, loaded.state_dir) for ref in ctx.args.runs])
+    if ctx.args.output:
+        path = Path(ctx.args.output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(merged.model_dump_json(indent=1), encoding="utf-8")
+    else:
+        path = save_run(merged, loaded.state_dir)
+    ctx.err.write(f"merged {len(ctx.args.runs)} shards into {path}\n")
+    ctx.print(
+        render_model("run", summarise(merged, price_as=_price_as(loaded, merged)), ctx.args.format)
+    )
+    return EXIT_OK
+
+
+def _shard(text: str) -> tuple[int, int]:
+    index, _, total = text.partition("/")
+    try:
+        i, n = int(index), int(total)
+    except ValueError:
+        raise argparse.ArgumentTypeError("write it as i/N, e.g. 2/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError("needs 1 <= i <= N")
+    return i, n
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -692,6 +735,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency", type=_positive, help="calls in flight (default: the suite's, 16)"
     )
     run.add_argument(
+        "--shard", type=_shard, help="run the i-th of N stable slices (by case id hash), e.g. 2/4"
+    )
+    run.add_argument(
         "--split",
         action="append",
         choices=["dev", "holdout", "regression"],
@@ -726,6 +772,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="candidate run, or a prompt version to run now",
     )
     gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
+    gate.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
+    )
     gate.add_argument("--show", type=int, default=20, help="cases listed per section")
     gate.add_argument("--concurrency", type=_positive, help="calls in flight")
     gate.set_defaults(func=cmd_gate, verbose=False, cache=None)
@@ -792,6 +843,11 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("--sha", help="prefer the baseline built at this commit (the merge base)")
     pull.add_argument("--out", default=".evalgate/baseline", help="folder to extract into")
     pull.set_defaults(func=cmd_baseline_pull)
+
+    merge = sub.add_parser("merge", parents=[common], help="combine shard runs into one run")
+    merge.add_argument("runs", nargs="+", help="the shard runs (names, prefixes or paths)")
+    merge.add_argument("--output", help="write the merged run here instead of the runs folder")
+    merge.set_defaults(func=cmd_merge)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

@@ -43,6 +43,7 @@ from evalgate.stats import (
     minimum_detectable_effect,
     paired_difference,
     paired_permutation_test,
+    sequential_e_value,
     sign_test_worse,
     wilcoxon_pratt,
 )
@@ -386,6 +387,13 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             )
             (reasons if policy.noise_check == "fail" else warnings).append(message)
 
+    if candidate.calls_saved:
+        e_value = sequential_e_value(len(broken), len(fixed))
+        reasons.append(
+            f"the sequential test reached e = {e_value:.3g} >= 1/alpha = {1 / policy.alpha:g} "
+            f"after {len(pairs)} paired cases, so the run stopped early and saved "
+            f"{candidate.calls_saved} calls"
+        )
     if p_value < policy.alpha:
         reasons.insert(
             0,
@@ -455,6 +463,40 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         f"{_pct(mde)} points or more with 80% power, so a smaller drop cannot be ruled out"
     )
     return result("pass", **numbers)
+
+
+class SequentialMonitor:
+    """Watches candidate scores arrive and says when a fail verdict is already certain.
+
+    It pairs each scored case with the baseline (same id and content, dev split, stable) and
+    keeps the broken / fixed counts; the run may stop once the mixture e-value reaches
+    1/alpha, which is anytime-valid (see stats.sequential_e_value).
+    """
+
+    def __init__(self, baseline: Run, case_hashes: dict[str, str], policy: GatePolicy) -> None:
+        noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
+        unstable = {u.id for u in noise.unstable} if noise and policy.exclude_unstable else set()
+        self.threshold = 1.0 / policy.alpha
+        self.baseline = {
+            c.id: c.score
+            for c in baseline.cases
+            if c.split == "dev"
+            and c.error is None
+            and c.id not in unstable
+            and case_hashes.get(c.id) == c.hash
+        }
+        self.broken = 0
+        self.fixed = 0
+
+    def observe(self, case_id: str, score: float | None) -> bool:
+        base = self.baseline.get(case_id)
+        if base is None or score is None:
+            return False
+        if score < base:
+            self.broken += 1
+        elif score > base:
+            self.fixed += 1
+        return sequential_e_value(self.broken, self.fixed) >= self.threshold
 
 
 def _category_tests(pairs: Sequence[_Pair], policy: GatePolicy) -> list[CategoryTest]:

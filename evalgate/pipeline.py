@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,14 +16,20 @@ from evalgate.backends.base import Backend, Message, Request
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import CaseFileError, ConfigError, UserError
-from evalgate.holdout import SecretKey, open_sealed, redact
+from evalgate.holdout import SecretKey, hashed_id, open_sealed, redact
 from evalgate.runner import Cache, Job, ProgressCallback, execute
-from evalgate.runs import CaseResult, ModelInfo, PromptInfo, Run
+from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected
 from evalgate.split import assign_all
 from evalgate.templating import compile_template, render, render_turn
 
 DEFAULT_SPLITS = frozenset({"dev", "regression"})
+
+
+def shard_of(case_id: str, shards: int) -> int:
+    """The 1-based shard of a case: a hash of its id, so shards are stable as cases are added."""
+    digest = hashlib.sha256(case_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards + 1
 
 
 def sha256_text(text: str) -> str:
@@ -104,7 +110,9 @@ def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int
     template = compile_template(suite.template, "template")
     jobs: list[Job] = []
     for index, case in enumerate(cases):
-        turn = render_turn(template, case.input, f"template (case {case.id!r}, {case.source})")
+        # Errors name a case by its job's id: a holdout case's id stays out of any message.
+        name = hashed_id(case.id, case.hash) if case.split == "holdout" else case.id
+        turn = render_turn(template, case.input, f"template (case {name!r}, {case.source})")
         request = Request(
             system=prompt.text,
             messages=(Message(role="user", content=turn),),
@@ -114,9 +122,7 @@ def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int
             options=suite.model.options,
             case={"id": case.id, "input": case.input},
         )
-        jobs.extend(
-            Job(index, r, case.id, case.expected, request, case.input) for r in range(repeats)
-        )
+        jobs.extend(Job(index, r, name, case.expected, request, case.input) for r in range(repeats))
     return jobs
 
 
@@ -133,6 +139,8 @@ class RunSpec:
     git_ref: str | None = None
     # Pull-request runs never include the holdout; release runs ask for it explicitly.
     splits: frozenset[str] = DEFAULT_SPLITS
+    # (i, n): run only the i-th of n deterministic slices (1-based), for sharded CI jobs.
+    shard: tuple[int, int] | None = None
 
 
 def run_suite(
@@ -143,6 +151,7 @@ def run_suite(
     cache: Cache | None = None,
     on_progress: ProgressCallback | None = None,
     judge: Backend | None = None,
+    stop_when: Callable[[Job, Outcome], bool] | None = None,
 ) -> Run:
     suite = spec.suite
     cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
@@ -151,6 +160,9 @@ def run_suite(
             f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
             fix="check the case files, the split policy, or the holdout key",
         )
+    whole_sha = hash_cases(cases)
+    if spec.shard is not None:
+        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
     if spec.limit is not None:
         cases = cases[: spec.limit]
     scorer = build_scorer(suite.scorer, base_dir, judge)
@@ -163,6 +175,7 @@ def run_suite(
         concurrency=spec.concurrency or suite.concurrency,
         cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
         on_progress=on_progress,
+        stop_when=stop_when,
     )
     wall = time.perf_counter() - started
     per_case: list[list[Any]] = [[] for _ in cases]
@@ -183,6 +196,9 @@ def run_suite(
     ]
     # The holdout keeps only hashes, groups and scores, from here on.
     results = [redact(r) if r.split == "holdout" else r for r in results]
+    # Cases a sequential test made unnecessary were never sent: they are not part of the run.
+    saved = sum(1 for o in outcomes if o.error_kind == "skipped")
+    results = [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]
     created = datetime.now(UTC)
     scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
     return Run(
@@ -192,6 +208,8 @@ def run_suite(
         suite=spec.suite_name,
         prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
         cases_sha256=hash_cases(cases),
+        shard=f"{spec.shard[0]}/{spec.shard[1]}" if spec.shard else None,
+        shard_of_sha256=whole_sha if spec.shard else None,
         case_files=spec.cases.file_hashes,
         model=ModelInfo(
             backend=suite.model.backend,
@@ -210,6 +228,7 @@ def run_suite(
         wall_s=round(wall, 4),
         limited_to=spec.limit,
         interrupted=interrupted,
+        calls_saved=saved,
         max_error_share=suite.max_error_share,
         cases=results,
     )

@@ -116,11 +116,14 @@ def execute(
     cache: Cache | None = None,
     on_progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
+    stop_when: Callable[[Job, Outcome], bool] | None = None,
 ) -> tuple[list[Outcome], bool]:
     """Run every job; returns one outcome per job (same order) and whether it was interrupted.
 
     The first job is sent alone: a bad model name or key fails the run after one request
-    instead of one per case.
+    instead of one per case. ``stop_when`` sees each scored job and may end the run early (a
+    sequential test that has decided): jobs not yet sent then come back as ``skipped``
+    outcomes, which the pipeline leaves out, and the run is not counted as interrupted.
     """
     outcomes: list[Outcome | None] = [None] * len(jobs)
     progress = Progress(total=len(jobs), started=time.perf_counter())
@@ -131,8 +134,12 @@ def execute(
         reply, cached = _call(backend, jobs[index], cache)
         return score_reply(jobs[index], reply, scorer, cached)
 
+    decided = threading.Event()
+
     def record(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
+        if stop_when is not None and not decided.is_set() and stop_when(jobs[index], outcome):
+            decided.set()
         progress.done += 1
         progress.errors += outcome.error is not None
         progress.cache_hits += outcome.cached
@@ -154,13 +161,15 @@ def execute(
         try:
             while pending_index < len(jobs) or running:
                 while pending_index < len(jobs) and len(running) < concurrency * 2:
-                    if stop.is_set():
+                    if stop.is_set() or decided.is_set():
                         break
                     future = pool.submit(work, pending_index)
                     running[future] = pending_index
                     pending_index += 1
                 if not running:
                     break
+                if decided.is_set() and pending_index < len(jobs):
+                    pending_index = len(jobs)  # send nothing more; let in-flight calls finish
                 done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = running.pop(future)
@@ -177,9 +186,14 @@ def execute(
             interrupted = True
     final: list[Outcome] = []
     for outcome in outcomes:
-        final.append(
-            outcome
-            if outcome is not None
-            else Outcome(error="interrupted before this call was made", error_kind="interrupted")
-        )
+        if outcome is not None:
+            final.append(outcome)
+        elif decided.is_set() and not interrupted:
+            final.append(
+                Outcome(error="not sent: the run had already decided", error_kind="skipped")
+            )
+        else:
+            final.append(
+                Outcome(error="interrupted before this call was made", error_kind="interrupted")
+            )
     return final, interrupted

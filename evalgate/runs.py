@@ -135,7 +135,12 @@ class Run(BaseModel):
     repeats: int = Field(default=1, ge=1)
     wall_s: float = 0.0
     limited_to: int | None = None
+    # "i/n" for one shard of a sharded run; the hash of the whole case set it is a slice of.
+    shard: str | None = None
+    shard_of_sha256: str | None = None
     interrupted: bool = False
+    # Calls a sequential test made unnecessary (the run stopped early, with its verdict known).
+    calls_saved: int = 0
     max_error_share: float = 0.02
     cases: list[CaseResult]
 

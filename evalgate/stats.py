@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 __all__ = [
     "CASES_CAP",
@@ -671,3 +671,33 @@ def simulate_best_of(
         best[start : start + size] = rng.standard_normal((size, n_candidates)).max(axis=1)
     best = true_score + se * best
     return (float(np.mean(best)), float(np.quantile(best, 0.95)))
+
+
+# --------------------------------------------------------------------------------------------
+# Anytime-valid sequential test
+# --------------------------------------------------------------------------------------------
+
+
+def sequential_e_value(broken: int, fixed: int) -> float:
+    """Mixture e-value against "the candidate is no worse", on the broken / fixed counts so far.
+
+    Under H0 each changed case is broken with probability 1/2. The e-value mixes the likelihood
+    ratio of "broken with probability theta" over theta ~ Uniform(1/2, 1)::
+
+        E = 2 * integral_{1/2}^{1} theta^b (1 - theta)^c d theta / (1/2)^(b + c)
+          = 2^(b + c + 1) * B(b + 1, c + 1) * P(Beta(b + 1, c + 1) > 1/2)
+
+    A mixture of likelihood ratios is a nonnegative martingale under H0 with expectation 1, so
+    by Ville's inequality P(E ever reaches 1/alpha) <= alpha, however often it is looked at
+    (Ramdas et al. 2023, "Game-theoretic statistics and safe anytime-valid inference", sec. 3).
+    A run may therefore stop as soon as E >= 1/alpha and still fail at level alpha.
+    """
+    _check_count("broken", broken)
+    _check_count("fixed", fixed)
+    m = broken + fixed
+    log_e = (
+        (m + 1) * math.log(2.0)
+        + float(special.betaln(broken + 1, fixed + 1))
+        + math.log(max(float(stats.beta.sf(0.5, broken + 1, fixed + 1)), 1e-300))
+    )
+    return math.exp(min(log_e, 700.0))

@@ -639,7 +639,7 @@ def test_fork_without_a_key_runs_nothing_and_explains_the_safe_ways(
     assert job.code == 0, job.out + job.err
     assert job.outputs["verdict"] == "skipped"
     assert messages.requests == []
-    assert not (workspace / FOLDER / ".evalgate" / "runs").exists()
+    assert not (workspace / FOLDER / ".evalgate").exists()  # no run, no cache, no download
     assert gh.comments(REPO, 8) == []
     assert not gh.find_requests("POST")
     assert any("fork" in a for a in job.annotations("warning"))
@@ -698,6 +698,7 @@ def test_pr_that_touches_nothing_the_suite_reads_is_skipped(
     [line] = [line for line in job.out.splitlines() if "skipped" in line]
     assert line.startswith("bike-shop: skipped")
     assert messages.requests == []
+    assert not (workspace / FOLDER / ".evalgate").exists()
     assert gh.comments(REPO, 7) == [] and not gh.find_requests("POST")
 
 

@@ -276,15 +276,22 @@ CONTEXTS: dict[str, Callable[[MakeCase, MakeRun], CommentContext]] = {
 }
 
 
+_BUILT: dict[str, CommentContext] = {}
 _RENDERED: dict[str, str] = {}
 
 
 @pytest.fixture
-def rendered(make_case: MakeCase, make_run: MakeRun) -> dict[str, str]:
-    """Every golden comment, rendered once for the module (the huge one takes a moment)."""
+def contexts(make_case: MakeCase, make_run: MakeRun) -> dict[str, CommentContext]:
+    """The golden files' contexts, built once for the module (the huge one takes seconds)."""
+    if not _BUILT:
+        _BUILT.update((name, build(make_case, make_run)) for name, build in CONTEXTS.items())
+    return _BUILT
+
+
+@pytest.fixture
+def rendered(contexts: dict[str, CommentContext]) -> dict[str, str]:
     if not _RENDERED:
-        for name, build in CONTEXTS.items():
-            _RENDERED[name] = render_comment(build(make_case, make_run))
+        _RENDERED.update((name, render_comment(ctx)) for name, ctx in contexts.items())
     return _RENDERED
 
 
@@ -505,8 +512,7 @@ def test_huge_run_is_shed_to_fit(rendered: dict[str, str]) -> None:
 def test_any_limit_is_respected_and_keeps_the_verdict(
     limit: int, make_case: MakeCase, make_run: MakeRun
 ) -> None:
-    ctx = fail_context(make_case, make_run)
-    text = render_comment(ctx, max_chars=limit)
+    text = render_comment(fail_context(make_case, make_run), max_chars=limit)
     assert len(text) <= limit
     assert text.startswith(marker(SUITE) + "\n> [!CAUTION]\n> **bike-shop failed the gate: ")
     assert markdown_problems(text, limit=limit) == []
@@ -531,9 +537,8 @@ def test_shedding_takes_the_largest_section_first(make_case: MakeCase, make_run:
     assert "> 1 section was shortened" in text
 
 
-def test_job_summary_has_no_marker_and_fits_bytes(make_case: MakeCase, make_run: MakeRun) -> None:
-    ctx = huge_context(make_case, make_run)
-    summary = render_summary(ctx, max_bytes=200_000)
+def test_job_summary_has_no_marker_and_fits_bytes(contexts: dict[str, CommentContext]) -> None:
+    summary = render_summary(contexts["huge"], max_bytes=200_000)
     assert "<!--" not in summary
     assert summary.startswith("> [!CAUTION]\n")
     assert len(summary.encode()) <= 200_000
@@ -596,3 +601,17 @@ def test_a_report_needs_a_verdict() -> None:
 def test_too_small_a_limit_is_refused(make_case: MakeCase, make_run: MakeRun) -> None:
     with pytest.raises(ValueError, match="no room"):
         render_comment(fork_context(make_case, make_run), max_chars=100)
+
+
+@pytest.mark.parametrize("cap", [0, 5, 17, 40, 99, 250, 1_000, 10_000])
+def test_most_rows_finds_the_exact_answer(cap: int) -> None:
+    from evalgate.report.comment import _most_rows, _Part
+
+    widths = [1, 30, 2, 2, 50, 1, 1, 9, 80, 3] * 5
+
+    def render(k: int) -> str:
+        return "head\n" + "".join("x" * w for w in widths[:k])
+
+    part = _Part("rows", render, rows=len(widths))
+    best = max((k for k in range(len(widths) + 1) if len(render(k)) <= cap), default=None)
+    assert _most_rows(part, cap, len) == best

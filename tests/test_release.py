@@ -33,7 +33,7 @@ from evalgate.release import (
     mermaid_chart,
     release_report,
 )
-from evalgate.report.render import md
+from evalgate.report.render import md, render
 from evalgate.runs import CaseResult, PromptInfo, Run, read_run
 from evalgate.summary import Rate
 
@@ -318,6 +318,26 @@ def test_mermaid_chart_text() -> None:
     assert report.mermaid == mermaid_chart(history)
 
 
+def test_the_reports_show_the_trend_the_reading_and_the_chart() -> None:
+    history = [record("r1", 1, 700, 690), record("r2", 2, 800, 700)]
+    report = release_report(record("r3", 3, 900, 700), history, gate=GATE, split=SPLIT, reads=3)
+    markdown = render("release.md.j2", s=report)
+    # One row per release, newest first: gaps 20, 10 and 1 points, each ± 1.96 * sqrt(2) * 2 = 5.5.
+    rows = [line for line in markdown.splitlines() if line.startswith(("| r1 ", "| r2 ", "| r3 "))]
+    assert [row.split(" | ")[0] for row in rows] == ["| r3", "| r2", "| r1"]
+    assert [row.split(" | ")[-1] for row in rows] == [
+        "20 pt (± 6) |",
+        "10 pt (± 6) |",
+        "1 pt (± 6) |",
+    ]
+    assert f"```mermaid\n{report.mermaid}\n```" in markdown
+    assert f"**Reading:** {READINGS['overfitting']}" in markdown
+    assert "Holdout reads: 3 (budget 10)" in markdown
+    text = render("release.txt.j2", s=report)
+    assert text.startswith("Release r3: PASS")
+    assert f"Reading: {READINGS['overfitting']}" in text
+
+
 # --- `evalgate release` end to end -------------------------------------------------------------
 
 
@@ -517,3 +537,41 @@ def test_pull_request_runs_never_read_the_holdout(
     for path in runs:
         assert "holdout" not in {c.split for c in read_run(path).cases}
     assert not (bike_shop / ".evalgate" / "holdout-ledger.jsonl").exists()
+
+
+TRAP_CONFIG = """
+version: 1
+suites:
+  trap:
+    prompts: prompts/*.txt
+    cases: cases.jsonl
+    fields: {input: [message]}
+    model:
+      backend: fake
+      name: fake-classifier
+      options: {rules: {rules: [{label: booking, phrases: [book]}]}}
+    scorer: {kind: python, function: "holdout_trap_scorer:score"}
+    split: {min_holdout: 0}
+"""
+TRAP_SCORER = """
+def score(expected, text):
+    return "not a score" if expected == "trap" else 1.0
+"""
+
+
+def test_an_error_on_a_holdout_case_does_not_name_it(
+    cli: Callable[..., CliResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "v1.txt").write_text("Label the message: booking or other.")
+    (tmp_path / "evalgate.yml").write_text(TRAP_CONFIG)
+    (tmp_path / "holdout_trap_scorer.py").write_text(TRAP_SCORER)
+    cases = [
+        {"id": "dev-1", "message": "book me in", "expected": "booking", "split": "dev"},
+        {"id": "secret-hold-7", "message": "book it", "expected": "trap", "split": "holdout"},
+    ]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    monkeypatch.syspath_prepend(str(tmp_path))  # restored after the test
+    code, _, err = cli("release", "v1", "--config", str(tmp_path / "evalgate.yml"))
+    assert code == 2
+    assert "the scorer failed on case 'h-" in err and "secret-hold-7" not in err

@@ -309,41 +309,38 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
 
 
 def _most_rows(part: _Part, cap: int, measure: Callable[[str], int]) -> int | None:
-    """The most rows whose text measures at most ``cap`` (None if not even none fit).
+    """The most rows whose text measures at most ``cap`` (None when even no rows do not fit).
 
     Gallops from an estimate made from the average row, then bisects, so a section of
-    thousands of rows is drawn a dozen times at about the size it will have.
+    thousands of rows is drawn a dozen times, each at about the size it will have.
     """
     empty = measure(part.draw(0))
     if empty > cap:
         return None
-    if part.rows == 0:
-        return 0
-    per_row = max(1.0, (measure(part.text) - empty) / part.rows)
-    guess = min(part.rows, max(1, int((cap - empty) / per_row)))
+    per_row = max(1.0, (measure(part.text) - empty) / max(1, part.rows))
+    guess = min(part.rows, int((cap - empty) / per_row))
 
     def fits(k: int) -> bool:
-        return measure(part.draw(k)) <= cap
+        return k == 0 or measure(part.draw(k)) <= cap
 
-    if fits(guess):
-        low, high, step = guess, guess, 1
-        while high < part.rows and fits(min(part.rows, high + step)):
-            low = high = min(part.rows, high + step)
-            step *= 2
-        high = min(part.rows, high + step) if high < part.rows else high
-    else:
-        low, high, step = guess, guess, 1
-        while low > 0 and not fits(max(0, low - step)):
-            high = low = max(0, low - step)
-            step *= 2
-        low, high = max(0, low - step), high - 1
-    # Here fits(low) holds and the answer is in [low, high].
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
+    # Find low that fits and high that does not (part.rows + 1 stands for "all rows fit").
+    low, high, step = (guess, -1, 1) if fits(guess) else (-1, guess, 1)
+    while low < 0:
+        probe = max(0, high - step)
+        low, high = (probe, high) if fits(probe) else (-1, probe)
+        step *= 2
+    while high < 0:
+        probe = low + step
+        if probe > part.rows:
+            high = part.rows + 1
+        elif fits(probe):
+            low = probe
         else:
-            high = mid - 1
+            high = probe
+        step *= 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
     return low
 
 
@@ -363,8 +360,7 @@ def _shed(
     """
     sizes = {id(p): measure(p.text) for p in parts}
     long = [p for p in parts if p.rows]
-    fixed = sum(size for key, size in sizes.items() if key not in {id(p) for p in long})
-    room = budget - fixed
+    room = budget - sum(sizes[id(p)] for p in parts if not p.rows)
     if sum(sizes[id(p)] for p in long) <= room:
         return
     low, high = 0, max(sizes[id(p)] for p in long)
@@ -392,15 +388,12 @@ def _inert(text: str) -> str:
 
 
 def _cut(text: str, limit: int, measure: Callable[[str], int]) -> str:
-    """A last resort: cut at a line boundary, closing what the cut left open, to fit ``limit``."""
+    """A last resort: cut at a line, closing what the cut leaves open, to fit ``limit``."""
 
     def closed(lines: list[str]) -> str:
-        fence = next(
-            (ln for ln in reversed(lines) if ln.startswith("```")), None
-        )  # an odd number of fence lines leaves one open
-        fences = sum(1 for ln in lines if ln.startswith("```"))
-        depth = sum(ln.count("<details>") - ln.count("</details>") for ln in lines)
-        tail = [] if fences % 2 == 0 or fence is None else [re.sub(r"[^`].*", "", fence)]
+        fences = [line for line in lines if line.startswith("```")]
+        tail = ["`" * (len(fences[-1]) - len(fences[-1].lstrip("`")))] if len(fences) % 2 else []
+        depth = sum(line.count("<details>") - line.count("</details>") for line in lines)
         tail += ["", "</details>"] * max(0, depth)
         tail += ["", "… (cut to fit the size limit; the full report is in the run artefact)", ""]
         return "\n".join([*lines, *tail])

@@ -1,0 +1,601 @@
+"""The container end-to-end test: the action's real image, run by act, against both stand-ins.
+
+A throwaway repository (origin https://github.com/acme/widgets.git) holds the action's build
+context copied from this tree, a suite whose model backend is ``anthropic`` and a workflow
+derived from examples/workflows/evalgate.yml (``uses: ./``; remote actions other than checkout
+are skipped under act). The Messages stand-in and the GitHub REST stand-in serve on 127.0.0.1
+in this process; act runs the job and the action's container with host networking, so both
+reach them. In order:
+
+1. ``docker build`` of the action image (the first build installs the pinned dependencies from
+   PyPI; later builds hit the layer cache);
+2. a ``push`` run (``--bind``) writes the baseline run file, which is then uploaded to the
+   GitHub stand-in as the ``evalgate-baseline`` artefact of that push run;
+3. a ``pull_request`` run posts exactly one comment on PR 7 and sets the step outputs;
+4. a second ``pull_request`` run edits that comment instead of adding one;
+5. a planted regression in the PR's prompt fails the job, and the comment says so.
+
+Docker and act come from scripts/container-setup. Without them the module is skipped, unless
+``EVALGATE_CONTAINER=required`` (set by .ci/run once the setup succeeded): then it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+import evalgate
+from evalgate.backends.fake import load_rules
+from evalgate.report.comment import marker
+from evalgate.runs import read_run
+from evalgate.testing.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
+from evalgate.testing.messages_server import Knobs, MessagesServer
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "bike-shop"
+EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
+
+REQUIRED = os.environ.get("EVALGATE_CONTAINER", "").strip().lower() == "required"
+BASE_IMAGE = "python:3.11-slim"  # the Dockerfile's default base; a local image (container-setup)
+JOB_IMAGE = os.environ.get("EVALGATE_JOB_IMAGE", "evalgate-runner:bookworm")
+ACTION_IMAGE = "evalgate-action:e2e"
+# act names the image of a `uses: ./` action act-dockeraction:latest, so two act runs at once
+# would race on that tag: every act run of this test (and scripts/smoke-act) holds this lock.
+ACT_LOCK = Path(os.environ.get("EVALGATE_ACT_LOCK", "/tmp/evalgate-act.lock"))
+
+REPO = "acme/widgets"
+SUITE = "bike-shop"
+SUITE_DIR = "evals/bike-shop"
+MODEL = "claude-haiku-4-5"
+N_CASES = 40
+PR = 7
+BRANCH = "prompt-tweak"
+ARTIFACT = "evalgate-baseline"
+# Long, distinctive fake secrets: act masks secret values in its log, and a leak is easy to spot.
+GITHUB_TOKEN = "ghs_EvalgateContainerE2eFakeGithubToken7Qx2Lm9Rt4Vw"
+ANTHROPIC_KEY = "sk-ant-api03-EvalgateContainerE2eFakeAnthropicKey-5Jk8Pz3Hn6"
+OUT_PREFIX = "E2E-OUT"
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- availability
+
+
+def _unavailable() -> str | None:
+    """Why the container test cannot run here, or None when Docker, act and the images are there."""
+    for tool in ("docker", "act"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not on PATH (run scripts/container-setup as root)"
+    try:
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the Docker daemon does not answer ({exc})"
+    if info.returncode != 0:
+        said = (info.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"the Docker daemon does not answer: {said}"
+    for image in (BASE_IMAGE, JOB_IMAGE):
+        found = subprocess.run(
+            ["docker", "image", "inspect", image], capture_output=True, timeout=30
+        )
+        if found.returncode != 0:
+            return f"the local image {image} is missing (run scripts/container-setup)"
+    return None
+
+
+UNAVAILABLE = _unavailable()
+if UNAVAILABLE is not None and not REQUIRED:
+    pytest.skip(f"container test: {UNAVAILABLE}", allow_module_level=True)
+
+pytestmark = [pytest.mark.container, pytest.mark.slow]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _run(
+    args: list[str], *, cwd: Path | None = None, timeout: float = 600, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        args,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} exited {done.returncode}:\n{_tail(done.stdout, 60)}"
+        )
+    return done
+
+
+def _tail(text: str, lines: int = 80) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _git(repo: Path, *args: str) -> str:
+    identity = ["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid"]
+    return _run(["git", *identity, *args], cwd=repo, timeout=60).stdout.strip()
+
+
+@contextlib.contextmanager
+def _act_lock(timeout_s: float = 900) -> Iterator[None]:
+    """Hold the act lock (see ACT_LOCK), waiting up to ``timeout_s`` for another holder."""
+    ACT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with ACT_LOCK.open("a") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another act run held {ACT_LOCK} for over {timeout_s:.0f} s")
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def derive_workflow(example: dict[Any, Any], outputs: list[str]) -> dict[str, Any]:
+    """examples/workflows/evalgate.yml as this repository would use it under act.
+
+    The published action becomes ``uses: ./`` with ``working_directory`` set to the suite;
+    remote actions other than checkout (cache, upload-artifact) are skipped under act; after
+    each evalgate step with an id, a step (``if: always()``) echoes every output of it.
+    """
+    flow = copy.deepcopy(example)
+    if True in flow:  # YAML 1.1 reads the key `on` as true
+        flow["on"] = flow.pop(True)
+    for job in flow["jobs"].values():
+        steps = []
+        for step in job["steps"]:
+            uses = str(step.get("uses", ""))
+            if uses.startswith("evalgate/evalgate@"):
+                step["uses"] = "./"
+                step.setdefault("with", {})["working_directory"] = SUITE_DIR
+                steps.append(step)
+                if "id" in step:
+                    steps.append(_echo_step(step["id"], outputs))
+                continue
+            if uses and not uses.startswith("actions/checkout@"):
+                step["if"] = "${{ !env.ACT }}"
+            steps.append(step)
+        job["steps"] = steps
+    return flow
+
+
+def _echo_step(step_id: str, outputs: list[str]) -> dict[str, Any]:
+    lines = [f'echo "{OUT_PREFIX} {name}=${{{{ steps.{step_id}.outputs.{name} }}}}"' for name in outputs]
+    lines.append(f'echo "{OUT_PREFIX} workspace=${{{{ github.workspace }}}}"')
+    lines.append(f'echo "{OUT_PREFIX} outcome=${{{{ steps.{step_id}.outcome }}}}"')
+    return {"name": "e2e outputs", "if": "${{ always() }}", "run": "\n".join(lines) + "\n"}
+
+
+def suite_config() -> dict[str, Any]:
+    """The example's config with the anthropic backend (the Messages stand-in answers like the
+    fake model, from the same rules)."""
+    config = yaml.safe_load((EXAMPLE / "evalgate.yml").read_text(encoding="utf-8"))
+    suite = config["suites"][SUITE]
+    suite["model"] = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "temperature": 0}
+    return dict(config)
+
+
+def copy_build_context(dest: Path) -> None:
+    """What the action's Dockerfile needs from this tree, without caches or local state."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".evalgate")
+    for name in ("Dockerfile", ".dockerignore", "action.yml", "constraints.txt", "pyproject.toml"):
+        shutil.copy2(ROOT / name, dest / name)
+    shutil.copy2(ROOT / "README.md", dest / "README.md")
+    shutil.copytree(ROOT / "evalgate", dest / "evalgate", ignore=ignore)
+    shutil.copytree(EXAMPLE, dest / "examples" / "bike-shop", ignore=ignore)
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+@dataclass
+class ActRun:
+    name: str
+    returncode: int
+    output: str
+    seconds: float
+    model_requests: int
+    """Requests the Messages stand-in received during this run."""
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """What the echo step printed (``E2E-OUT name=value`` lines of act's log)."""
+        found = re.findall(rf"\|\s*{OUT_PREFIX} ([A-Za-z_]+)=(.*?)\s*$", self.output, re.M)
+        return dict(found)
+
+    def why(self) -> str:
+        return f"act {self.name} exited {self.returncode}; last lines of its log:\n{_tail(self.output)}"
+
+
+class Scenario:
+    """The repository, the stand-ins and the act runs, each step done once and remembered."""
+
+    def __init__(self, root: Path, gh: GitHubServer, messages: MessagesServer) -> None:
+        self.root = root
+        self.repo = root / "widgets"
+        self.gh = gh
+        self.messages = messages
+        self.run_ids = iter(range(9_100_000_001, 9_100_001_000))
+        self._done: dict[str, Any] = {}
+        self.build_seconds = 0.0
+        self.push_workflow_run: WorkflowRun | None = None
+        self.baseline_file: Path | None = None
+        self._make_repo()
+        self._seed_github()
+
+    # --- setup
+
+    def _make_repo(self) -> None:
+        repo = self.repo
+        repo.mkdir()
+        copy_build_context(repo)
+        (repo / ".gitignore").write_text(".evalgate/\n__pycache__/\n", encoding="utf-8")
+        suite = repo / SUITE_DIR
+        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
+        cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
+        (suite / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
+        (suite / "evalgate.yml").write_text(
+            "# The bike-shop suite on the anthropic backend (the Messages stand-in, in tests).\n"
+            + yaml.safe_dump(suite_config(), sort_keys=False),
+            encoding="utf-8",
+        )
+        action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+        self.output_names = list(action["outputs"])
+        example = yaml.safe_load(EXAMPLE_WORKFLOW.read_text(encoding="utf-8"))
+        workflow = derive_workflow(example, self.output_names)
+        (repo / ".github" / "workflows").mkdir(parents=True)
+        (repo / ".github" / "workflows" / "evalgate.yml").write_text(
+            yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8"
+        )
+        _git(repo, "init", "-q", "-b", "main")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", "evalgate with the bike-shop suite")
+        _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
+        # The pull request's branch: a harmless edit of the shipped prompt.
+        _git(repo, "checkout", "-q", "-b", BRANCH)
+        prompt = suite / "prompts" / "v3.txt"
+        prompt.write_text(
+            prompt.read_text(encoding="utf-8").rstrip("\n") + "\n\nThank you.\n", encoding="utf-8"
+        )
+        _git(repo, "commit", "-q", "-am", "Thank the model")
+        _git(repo, "checkout", "-q", "main")
+
+    def _suite_files(self, ref: str) -> dict[str, str]:
+        names = _git(self.repo, "ls-tree", "-r", "--name-only", ref, "--", SUITE_DIR).splitlines()
+        return {name: _git(self.repo, "show", f"{ref}:{name}") + "\n" for name in names}
+
+    def _seed_github(self) -> None:
+        gh = self.gh
+        gh.add_token(GITHUB_TOKEN, "write")
+        gh.add_repo(REPO, files={"README.md": "# widgets\n", **self._suite_files("main")})
+        gh.create_branch(REPO, BRANCH)
+        gh.add_commit(REPO, self._suite_files(BRANCH), branch=BRANCH, message="Thank the model")
+        gh.add_pull(REPO, head=BRANCH, number=PR, title="Thank the model")
+
+    # --- steps, each done once
+
+    def step(self, name: str, make: Callable[[], T]) -> T:
+        if name not in self._done:
+            try:
+                self._done[name] = make()
+            except BaseException as exc:
+                self._done[name] = exc
+                raise
+        value = self._done[name]
+        if isinstance(value, BaseException):
+            pytest.fail(f"an earlier step failed: {name}: {value!s:.2000}")
+        return value  # type: ignore[no-any-return]
+
+    def build(self) -> float:
+        def make() -> float:
+            t0 = time.monotonic()
+            _run(["docker", "build", "--tag", ACTION_IMAGE, "."], cwd=self.repo, timeout=900)
+            return time.monotonic() - t0
+
+        return self.step("build", make)
+
+    def act(self, event_name: str, event: dict[str, Any], *, bind: bool = False) -> ActRun:
+        run_id = next(self.run_ids)
+        label = f"{event_name}-{run_id}"
+        event_file = self.root / f"event-{label}.json"
+        event_file.write_text(json.dumps(event, indent=1), encoding="utf-8")
+        args = [
+            "act",
+            event_name,
+            "--eventpath",
+            str(event_file),
+            "--workflows",
+            ".github/workflows/evalgate.yml",
+            "-P",
+            f"ubuntu-latest={JOB_IMAGE}",
+            "--pull=false",
+            "--secret",
+            f"GITHUB_TOKEN={GITHUB_TOKEN}",
+            "--secret",
+            f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}",
+            "--env",
+            f"GITHUB_API_URL={self.gh.url}",
+            "--env",
+            f"ANTHROPIC_BASE_URL={self.messages.url}",
+            "--env",
+            f"GITHUB_RUN_ID={run_id}",
+            "--no-cache-server",
+            "--rm",
+        ]
+        if bind:
+            args.append("--bind")
+        before = len(self.messages.requests)
+        t0 = time.monotonic()
+        env = {**os.environ, "ACT_DISABLE_VERSION_CHECK": "1"}
+        with _act_lock():
+            done = subprocess.run(
+                args,
+                cwd=self.repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=600,
+            )
+        seconds = time.monotonic() - t0
+        (self.root / f"act-{label}.log").write_text(done.stdout, encoding="utf-8")
+        return ActRun(
+            name=label,
+            returncode=done.returncode,
+            output=done.stdout,
+            seconds=seconds,
+            model_requests=len(self.messages.requests) - before,
+        )
+
+    def _repository(self) -> dict[str, Any]:
+        owner, name = REPO.split("/")
+        return {
+            "id": self.gh.repo(REPO).id,
+            "full_name": REPO,
+            "name": name,
+            "owner": {"login": owner},
+            "default_branch": "main",
+        }
+
+    def push_run(self) -> ActRun:
+        def make() -> ActRun:
+            self.build()
+            sha = self.gh.branch_sha(REPO, "main")
+            assert sha is not None
+            event = {
+                "ref": "refs/heads/main",
+                "before": "0" * 40,
+                "after": sha,
+                "head_commit": {"id": sha, "message": "evalgate with the bike-shop suite"},
+                "repository": self._repository(),
+            }
+            _git(self.repo, "checkout", "-q", "main")
+            run = self.act("push", event, bind=True)
+            assert run.returncode == 0, run.why()
+            # The artefact upload is skipped under act: upload the file the action wrote as
+            # the artefact of a push run on main, as actions/upload-artifact would.
+            run_file = run.outputs.get("run_file", "")
+            workspace = run.outputs.get("workspace", "")
+            assert run_file and workspace, run.why()
+            self.baseline_file = self.repo / Path(run_file).relative_to(workspace)
+            assert self.baseline_file.is_file(), f"no run file at {self.baseline_file}"
+            self.push_workflow_run = self.gh.add_workflow_run(REPO, event="push", head_branch="main")
+            self.gh.add_artifact(
+                REPO,
+                ARTIFACT,
+                files={self.baseline_file.name: self.baseline_file.read_bytes()},
+                run=self.push_workflow_run,
+            )
+            return run
+
+        return self.step("push", make)
+
+    def _pr_event(self) -> dict[str, Any]:
+        head = self.gh.branch_sha(REPO, BRANCH)
+        base = self.gh.branch_sha(REPO, "main")
+        repository = self._repository()
+        return {
+            "action": "synchronize",
+            "number": PR,
+            "pull_request": {
+                "number": PR,
+                "title": "Thank the model",
+                "head": {"ref": BRANCH, "sha": head, "repo": repository},
+                "base": {"ref": "main", "sha": base, "repo": repository},
+            },
+            "repository": repository,
+        }
+
+    def pr_run(self, which: str) -> ActRun:
+        order = ["pr-1", "pr-2", "pr-regression"]
+        for earlier in order[: order.index(which)]:
+            self.pr_run(earlier)
+
+        def make() -> ActRun:
+            self.push_run()
+            # The PR runs must fetch the baseline artefact, not read what the push run left.
+            shutil.rmtree(self.repo / SUITE_DIR / ".evalgate", ignore_errors=True)
+            _git(self.repo, "checkout", "-q", BRANCH)
+            if which == "pr-regression":
+                self.plant_regression()
+            return self.act("pull_request", self._pr_event())
+
+        return self.step(which, make)
+
+    def plant_regression(self) -> None:
+        """Ship a prompt without the category definitions and without asking for JSON."""
+        prompt = self.repo / SUITE_DIR / "prompts" / "v3.txt"
+        text = "You triage messages to our bike shop. Say what kind of message it is.\n"
+        prompt.write_text(text, encoding="utf-8")
+        _git(self.repo, "commit", "-q", "-am", "Shorter prompt")
+        self.gh.add_commit(
+            REPO, {f"{SUITE_DIR}/prompts/v3.txt": text}, branch=BRANCH, message="Shorter prompt"
+        )
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    if UNAVAILABLE is not None:
+        pytest.fail(f"EVALGATE_CONTAINER=required, but {UNAVAILABLE}")
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    root = tmp_path_factory.mktemp("container-e2e")
+    with (
+        GitHubServer() as gh,
+        MessagesServer(rules, Knobs(api_key=ANTHROPIC_KEY)) as messages,
+    ):
+        yield Scenario(root, gh, messages)
+        assert messages.errors == [], messages.errors[0]
+
+
+def _comments(e2e: Scenario) -> list[Any]:
+    return [c for c in e2e.gh.comments(REPO, PR) if marker(SUITE) in c.body]
+
+
+def _no_secrets(run: ActRun) -> None:
+    for secret in (GITHUB_TOKEN, ANTHROPIC_KEY):
+        assert secret not in run.output, f"a secret appears in act's log of {run.name}"
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_the_action_image_builds(e2e: Scenario) -> None:
+    e2e.build()
+    inspect = _run(["docker", "image", "inspect", ACTION_IMAGE, "--format", "{{json .Config}}"])
+    config = json.loads(inspect.stdout)
+    assert config["Entrypoint"] == ["/opt/evalgate/venv/bin/python", "-m", "evalgate", "action"]
+    version = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/opt/evalgate/venv/bin/python",
+            ACTION_IMAGE,
+            "-c",
+            "import evalgate; print(evalgate.__version__)",
+        ],
+        timeout=120,
+    )
+    assert version.stdout.strip() == evalgate.__version__
+
+
+def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
+    run = e2e.push_run()
+    _no_secrets(run)
+    assert "Success - Main actions/checkout" in run.output
+    out = run.outputs
+    assert out["verdict"] == "pass", run.why()
+    assert out["outcome"] == "success"
+    assert float(out["accuracy"]) > 0.5
+    assert e2e.baseline_file is not None
+    baseline = read_run(e2e.baseline_file)
+    assert (baseline.model.backend, baseline.model.name) == ("anthropic", MODEL)
+    assert baseline.suite == SUITE
+    assert not baseline.incomplete
+    repeats = {len(case.outcomes) for case in baseline.cases}
+    assert repeats == {2}, "the baseline measures the noise floor with baseline_repeats: 2"
+    # Every answer came from the Messages stand-in, reached from the container over host
+    # networking, with the key passed as a secret (the stand-in refuses any other key).
+    assert run.model_requests == 2 * len(baseline.cases)
+    exchanges = e2e.messages.requests[-run.model_requests :]
+    assert {(x.status, x.outcome) for x in exchanges} == {(200, "ok")}
+    assert {x.body["model"] for x in exchanges} == {MODEL}
+    # The baseline job needs no GitHub API.
+    assert e2e.gh.find_requests(path="/repos/*") == []
+    # The upload step is skipped under act (as the workflow says), not dropped.
+    assert re.search(r"upload-artifact.*(skip|Skipping)|Skipping step.*upload", run.output, re.I)
+
+
+def test_a_pull_request_run_posts_one_comment_and_sets_the_outputs(e2e: Scenario) -> None:
+    run = e2e.pr_run("pr-1")
+    assert run.returncode == 0, run.why()
+    _no_secrets(run)
+    comments = _comments(e2e)
+    assert len(comments) == 1
+    comment = comments[0]
+    assert comment.user == BOT_LOGIN
+    assert "passed" in comment.body
+    assert e2e.push_workflow_run is not None
+    assert f"/actions/runs/{e2e.push_workflow_run.id}" in comment.body  # the artefact's run
+    out = run.outputs
+    assert out["verdict"] == "pass", run.why()
+    assert out["outcome"] == "success"
+    assert 0.5 < float(out["accuracy"]) <= 1.0
+    assert out["baseline_accuracy"] == out["accuracy"]  # the same answers on both sides
+    assert float(out["p_value"]) == pytest.approx(1.0)
+    assert (out["fixed"], out["broken"]) == ("0", "0")
+    assert float(out["mde"]) > 0
+    assert out["comment_url"].endswith(f"/pull/{PR}#issuecomment-{comment.id}")
+    assert run.model_requests > 0  # the PR's prompt ran against the model, not a cache
+    # The baseline came from the push run's artefact: listed, fetched, downloaded without
+    # the token from the storage host.
+    assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts")
+    assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts/*/zip")
+    stored = e2e.gh.find_requests("GET", server="storage")
+    assert stored and not any(r.has_authorization for r in stored)
+    assert len(e2e.gh.find_requests("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1
+
+
+def test_a_second_run_edits_the_comment_instead_of_adding_one(e2e: Scenario) -> None:
+    e2e.pr_run("pr-1")
+    before = _comments(e2e)
+    run = e2e.pr_run("pr-2")
+    assert run.returncode == 0, run.why()
+    _no_secrets(run)
+    after = _comments(e2e)
+    assert len(after) == 1
+    assert after[0].id == before[0].id
+    assert "passed" in after[0].body
+    assert run.outputs["comment_url"].endswith(f"#issuecomment-{after[0].id}")
+    assert len(e2e.gh.find_requests("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1
+    patches = e2e.gh.find_requests("PATCH", f"/repos/{REPO}/issues/comments/{after[0].id}")
+    assert len(patches) == 1
+    assert patches[0].status == 200
+
+
+def test_a_planted_regression_fails_the_job(e2e: Scenario) -> None:
+    run = e2e.pr_run("pr-regression")
+    assert run.returncode != 0, "a failed gate must fail the job (and act's exit code)"
+    _no_secrets(run)
+    out = run.outputs
+    assert out["verdict"] == "fail", run.why()
+    assert out["outcome"] == "failure"
+    assert int(out["broken"]) > 0
+    assert float(out["accuracy"]) < float(out["baseline_accuracy"])
+    assert "::error" in run.output or "FAIL" in run.output
+    comments = _comments(e2e)
+    assert len(comments) == 1, "still one comment: the failing run edits it too"
+    assert "failed the gate" in comments[0].body
+    assert len(e2e.gh.find_requests("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1
+    assert len(e2e.gh.find_requests("PATCH", f"/repos/{REPO}/issues/comments/*")) == 2

@@ -1,0 +1,858 @@
+"""The gate's decision (evalgate/gate.py): known answers for every rule, properties, and the
+`evalgate gate` command end to end.
+
+Runs are built from compact specs: a case is an id and its per-repeat scores as a string
+("10" = passed the first repeat, failed the second) or a list of floats (judge scores), with
+overrides for format, category, group, split, hash and errors. Expected numbers are worked out
+by hand in each test (binomial tails with math.comb or powers of 1/2), never by calling the
+function under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import copy_example
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalgate.config import GatePolicy
+from evalgate.gate import Verdict, decide
+from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+from evalgate.stats import cases_for_mde, minimum_detectable_effect
+
+Z95 = 1.959963984540054  # the two-sided 95% normal quantile
+CREATED = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------------
+# Factories
+# ------------------------------------------------------------------------------------------
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def case(
+    id: str,
+    scores: str | Sequence[float] = "1",
+    *,
+    format_ok: bool | str = True,
+    category: str | None = None,
+    group: str | None = None,
+    split: str = "dev",
+    hash: str | None = None,
+    error: str | None = None,
+    answer: str | None = None,
+) -> CaseResult:
+    """One case. ``scores``: one character per repeat ("1" pass, "0" fail) or a list of floats.
+    ``format_ok``: one flag for every repeat, or a string of flags ("10"). ``error`` makes every
+    outcome an error. The hash defaults to one derived from the id (same id, same content)."""
+    values = [float(ch) for ch in scores] if isinstance(scores, str) else [float(x) for x in scores]
+    formats = (
+        [ch == "1" for ch in format_ok]
+        if isinstance(format_ok, str)
+        else [format_ok] * len(values)
+    )
+    outcomes = [
+        Outcome(error=error, error_kind="server")
+        if error is not None
+        else Outcome(
+            text=f'{{"category": "{answer or "x"}"}}',
+            answer=answer or ("right" if v >= 0.5 else "wrong"),
+            score=v,
+            format_ok=ok,
+        )
+        for v, ok in zip(values, formats, strict=True)
+    ]
+    return CaseResult(
+        id=id,
+        split=split,  # type: ignore[arg-type]
+        group=group,
+        category=category,
+        expected="right",
+        input={"message": f"message of {id}"},
+        hash=hash or digest(id),
+        outcomes=outcomes,
+    )
+
+
+def run(
+    cases: Sequence[CaseResult] | str,
+    *,
+    name: str = "candidate",
+    model: str = "claude-test",
+    backend: str = "anthropic",
+    **overrides: Any,
+) -> Run:
+    """A run of ``cases``; a string is one case per token ("11 10 01" -> c000, c001, c002)."""
+    if isinstance(cases, str):
+        cases = [case(f"c{i:03d}", token) for i, token in enumerate(cases.split())]
+    scorer = {"kind": "label", "field": "category"}
+    fields: dict[str, Any] = {
+        "name": name,
+        "created_at": CREATED,
+        "suite": "suite",
+        "prompt": PromptInfo(name=name, sha256=digest(name)),
+        "cases_sha256": digest("cases"),
+        "case_files": {},
+        "model": ModelInfo(
+            backend=backend,
+            name=model,
+            max_tokens=64,
+            temperature=0.0,
+            options_sha256=digest("options"),
+        ),
+        "scorer": scorer,
+        "scorer_sha256": digest(json.dumps(scorer)),
+        "evalgate_version": "0.1.0",
+        "repeats": max((len(c.outcomes) for c in cases), default=1),
+        "cases": list(cases),
+    }
+    return Run(**(fields | overrides))
+
+
+def sign_pair(
+    broken: int = 0, fixed: int = 0, same: int = 0, *, base_repeats: int = 1, **kw: Any
+) -> tuple[Run, Run]:
+    """A baseline and a candidate with ``broken`` right-then-wrong cases, ``fixed``
+    wrong-then-right and ``same`` right in both; the baseline's repeats all agree."""
+    base, cand = [], []
+    for i in range(broken + fixed + same):
+        before = "0" if broken <= i < broken + fixed else "1"
+        after = "0" if i < broken else "1"
+        base.append(case(f"c{i:03d}", before * base_repeats, **kw))
+        cand.append(case(f"c{i:03d}", after, **kw))
+    return run(base, name="baseline"), run(cand)
+
+
+def policy(**overrides: Any) -> GatePolicy:
+    # The underpowered warning searches for a sample size (about 0.15 s a call); tests that are
+    # not about power use a tolerance that their small suites do not miss.
+    return GatePolicy(**({"tolerance": 0.99} | overrides))
+
+
+def binom_sf(k: int, n: int, p: float) -> float:
+    """P(Bin(n, p) >= k), by hand."""
+    return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
+
+
+def wilson(hits: float, n: int) -> tuple[float, float]:
+    """The Wilson score interval, written out (Wilson 1927)."""
+    p = hits / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 / denom * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n))
+    return centre - half, centre + half
+
+
+def ids(cases: Sequence[Any]) -> list[str]:
+    return [c.id for c in cases]
+
+
+def test_the_factory_builds_what_the_spec_says() -> None:
+    c = case("a", "10", format_ok="01", category="k", group="g", split="regression")
+    assert [o.score for o in c.outcomes] == [1.0, 0.0]
+    assert [o.format_ok for o in c.outcomes] == [False, True]
+    assert (c.category, c.group, c.split, c.score, c.flipped) == ("k", "g", "regression", 0.5, True)
+    assert case("a").hash == case("a", "0").hash != case("b").hash
+    assert case("e", "11", error="boom").error == "boom"
+    assert run("11 10 01").repeats == 2
+    assert ids(run("1 0 1").cases) == ["c000", "c001", "c002"]
+    base, cand = sign_pair(broken=2, fixed=1, same=1, base_repeats=2)
+    assert [c.score for c in base.cases] == [1.0, 1.0, 0.0, 1.0]
+    assert [c.score for c in cand.cases] == [0.0, 0.0, 1.0, 1.0]
+
+
+# ------------------------------------------------------------------------------------------
+# The sign test
+# ------------------------------------------------------------------------------------------
+
+
+def test_five_broken_none_fixed_fails_at_p_one_in_32() -> None:
+    v = decide(*sign_pair(broken=5, same=20), policy())
+    assert v.p_value == pytest.approx(0.5**5)  # 0.03125 < 0.05
+    assert v.kind == "fail"
+    assert v.test == "one-sided exact sign test"
+    assert v.reasons[0].startswith("significantly worse: broke 5, fixed 0")
+    assert (len(v.broken), len(v.fixed), v.unchanged, v.n_tested) == (5, 0, 20, 25)
+
+
+def test_four_broken_none_fixed_passes_at_p_one_in_16() -> None:
+    v = decide(*sign_pair(broken=4, same=20), policy())
+    assert v.p_value == pytest.approx(0.0625)
+    assert v.kind == "pass"
+    assert v.reasons[0].startswith("no significant drop (p = 0.062)")
+
+
+def test_mid_p_halves_the_observed_term() -> None:
+    v = decide(*sign_pair(broken=5), policy(mid_p=True))
+    assert v.p_value == pytest.approx(0.5**5 / 2)  # 0.015625
+    assert v.test == "one-sided exact sign test (mid-p)"
+    # b = 4: exact p = 1/16 passes, mid-p = 1/32 fails.
+    assert decide(*sign_pair(broken=4), policy()).kind == "pass"
+    v4 = decide(*sign_pair(broken=4), policy(mid_p=True))
+    assert (v4.kind, v4.p_value) == ("fail", pytest.approx(0.5**4 / 2))
+
+
+def test_ties_are_dropped_and_fixes_count_against_breaks() -> None:
+    alone = decide(*sign_pair(broken=5), policy())
+    with_ties = decide(*sign_pair(broken=5, same=200), policy())
+    assert alone.p_value == with_ties.p_value == pytest.approx(1 / 32)
+    # b = 5, c = 2: P(Bin(7, 1/2) >= 5) = (21 + 7 + 1) / 128.
+    v = decide(*sign_pair(broken=5, fixed=2, same=3), policy())
+    assert v.p_value == pytest.approx(29 / 128)
+    assert v.kind == "pass"
+
+
+def test_p_equal_to_alpha_does_not_fail() -> None:
+    # The spec: fail when p < alpha. b = 5, c = 0 gives p = 1/32 exactly.
+    assert decide(*sign_pair(broken=5), policy(alpha=0.03125)).kind == "pass"
+    assert decide(*sign_pair(broken=5), policy(alpha=0.0313)).kind == "fail"
+
+
+# ------------------------------------------------------------------------------------------
+# Which cases enter the test
+# ------------------------------------------------------------------------------------------
+
+
+def test_edited_cases_are_left_out_and_listed() -> None:
+    base, cand = sign_pair(broken=4, same=16)
+    # The candidate breaks c019 too, but its content changed since the baseline.
+    cand.cases[19] = case("c019", "0", hash=digest("new text"))
+    v = decide(base, cand, policy())
+    assert v.edited == ["c019"]
+    assert "c019" not in ids(v.broken)
+    assert (len(v.broken), v.p_value) == (4, pytest.approx(1 / 16))
+    assert "1 cases were edited since the baseline and are left out" in v.warnings
+    assert v.kind == "pass"  # 1 of 20 unpaired is under the 20% allowed
+
+
+def test_new_and_removed_cases_are_listed_apart() -> None:
+    base = run([case(f"c{i}") for i in range(10)], name="baseline")
+    cand = run([case(f"c{i}") for i in range(1, 10)] + [case("new")])
+    v = decide(base, cand, policy())
+    assert (v.only_candidate, v.only_baseline, v.n_tested) == (["new"], ["c0"], 9)
+
+
+def test_unstable_cases_are_left_out_when_other_repeats_show_them() -> None:
+    # Baseline with 3 repeats, candidate with 1: the test compares repeat 1 with the candidate;
+    # "110" flipped between repeats 2 and 3, which the comparison does not use.
+    base = run([case(f"u{i}", "110") for i in range(5)] + [case(f"s{i}", "111") for i in range(10)])
+    cand = run([case(f"u{i}", "0") for i in range(5)] + [case(f"s{i}", "1") for i in range(10)])
+    out = decide(base, cand, policy())
+    assert ids(out.unstable) == [f"u{i}" for i in range(5)]
+    assert (out.kind, len(out.broken), out.n_tested) == ("pass", 0, 10)
+    assert out.noise is not None and out.noise.flips == 5
+
+    kept = decide(base, cand, policy(exclude_unstable=False))
+    assert kept.unstable == []
+    assert (kept.kind, len(kept.broken), kept.n_tested) == ("fail", 5, 15)
+    assert kept.p_value == pytest.approx(1 / 32)
+
+
+def test_unstable_cases_stay_in_when_leaving_them_out_would_bias_the_test() -> None:
+    """With 2 baseline repeats and 1 candidate run, leaving out the cases that flipped between
+    the two repeats leaves only the settled ones, and the candidate's ordinary noise can then
+    only break a settled pass: an unchanged prompt would fail. The gate keeps them in, compares
+    the candidate with the baseline's first repeat, and says so.
+
+    An A/A comparison (same prompt, fresh noise): 90 settled passes, of which noise breaks 5 in
+    the candidate, and 10 flippers. Leaving the flippers out gives b = 5, c = 0, p = 1/32: a
+    false fail. Comparing with repeat 1: "10" -> 1 ties, "01" -> 1 is fixed, so b = 5, c = 5.
+    """
+    base = run(
+        [case(f"s{i:02d}", "11") for i in range(90)]
+        + [case(f"f{i}", "10") for i in range(5)]
+        + [case(f"g{i}", "01") for i in range(5)],
+        name="baseline",
+    )
+    cand = run(
+        [case(f"s{i:02d}", "0" if i < 5 else "1") for i in range(90)]
+        + [case(f"f{i}", "1") for i in range(5)]
+        + [case(f"g{i}", "1") for i in range(5)]
+    )
+    v = decide(base, cand, policy())
+    assert (len(v.broken), len(v.fixed), v.n_tested) == (5, 5, 100)
+    assert v.p_value == pytest.approx(sum(math.comb(10, j) for j in range(5, 11)) / 1024)
+    assert v.kind == "pass"
+    assert v.unstable == []
+    assert v.noise is not None and v.noise.flips == 10  # still measured and listed there
+    warning = next(w for w in v.warnings if "flipped between the baseline's repeats" in w)
+    assert warning.startswith("10 cases that flipped")
+    assert "--repeats 3" in warning
+    # Nothing to warn about when the policy keeps unstable cases in anyway.
+    kept = decide(base, cand, policy(exclude_unstable=False))
+    assert not any("flipped between" in w for w in kept.warnings)
+    assert kept.p_value == v.p_value
+
+
+def test_a_baseline_without_repeats_warns_that_noise_is_not_measured() -> None:
+    v = decide(*sign_pair(same=5), policy())
+    assert v.noise is None and v.noise_p is None
+    assert any("--repeats 2" in w and "no repeats" in w for w in v.warnings)
+
+
+# ------------------------------------------------------------------------------------------
+# Fail rules beyond the sign test
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_failed_regression_case_fails_even_without_a_baseline() -> None:
+    cand = run([case("ok"), case("r1", "0", split="regression"), case("r2", split="regression")])
+    v = decide(None, cand, policy())
+    assert v.kind == "fail"
+    assert ids(v.regression_failures) == ["r1"]
+    assert v.reasons == [
+        "regression case r1 failed (expected right, answered wrong); regression cases must "
+        "never fail"
+    ]
+    # ... and with a baseline, whatever the sign test says.
+    base = run([case("ok"), case("r1", split="regression"), case("r2", split="regression")])
+    assert decide(base, cand, policy()).kind == "fail"
+
+
+def test_regression_cases_stay_out_of_the_paired_test() -> None:
+    base = run([case(f"r{i}", split="regression") for i in range(6)] + [case("d")], name="b")
+    cand = run([case(f"r{i}", split="regression") for i in range(6)] + [case("d")])
+    v = decide(base, cand, policy())
+    assert (v.kind, v.n_tested) == ("pass", 1)
+
+
+def test_a_significant_drop_in_format_validity_fails() -> None:
+    base, cand = sign_pair(same=20)
+    # Same answers, but five replies lost the asked-for format: p = 1/32.
+    cand.cases[:5] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(5)]
+    v = decide(base, cand, policy())
+    assert (v.format_broken, v.format_fixed, v.format_p) == (5, 0, pytest.approx(1 / 32))
+    assert v.kind == "fail"
+    assert v.p_value == 1.0
+    assert v.reasons == [
+        "format validity dropped: 5 replies lost the asked-for format, 0 gained it (p = 0.031)"
+    ]
+    cand.cases[:5] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(4)] + [case("c004")]
+    assert decide(base, cand, policy()).kind == "pass"  # 4 lost: p = 1/16
+
+
+def categorised(safety_broken: int) -> tuple[Run, Run]:
+    """Category "safety" with ``safety_broken`` breaks; "billing" with 3 fixes and 7 ties."""
+    base = [case(f"s{i}", "1", category="safety") for i in range(10)]
+    base += [case(f"b{i}", "0" if i < 3 else "1", category="billing") for i in range(10)]
+    cand = [case(f"s{i}", "0" if i < safety_broken else "1", category="safety") for i in range(10)]
+    cand += [case(f"b{i}", "1", category="billing") for i in range(10)]
+    return run(base, name="baseline"), run(cand)
+
+
+def test_a_critical_category_that_regresses_fails() -> None:
+    # Overall b = 6, c = 3: P(Bin(9, 1/2) >= 6) = (84 + 36 + 9 + 1) / 512, no overall fail.
+    # safety: p = 1/64, Holm over two categories: 2/64 = 0.03125 < 0.05.
+    v = decide(*categorised(6), policy(critical_categories=["safety"]))
+    assert v.p_value == pytest.approx(130 / 512)
+    assert v.kind == "fail"
+    assert v.reasons == [
+        "critical category safety regressed: broke 6, fixed 0 (Holm-adjusted p = 0.031)"
+    ]
+    row = {c.category: c for c in v.categories}["safety"]
+    assert (row.critical, row.p_value, row.p_holm) == (True, 1 / 64, pytest.approx(2 / 64))
+
+
+def test_the_same_drop_in_a_category_that_is_not_critical_passes() -> None:
+    v = decide(*categorised(6), policy(critical_categories=["billing"]))
+    assert v.kind == "pass"
+    assert {c.category: c.critical for c in v.categories} == {"billing": True, "safety": False}
+    assert decide(*categorised(6), policy()).kind == "pass"
+
+
+def test_holm_adjusted_category_p_values() -> None:
+    # a: b = 6 (p = 1/64); b: b = 4 (p = 1/16); c: ties only (p = 1).
+    # Holm, m = 3: 3 * 1/64 = 0.046875; max(0.046875, 2 * 1/16) = 0.125; max(0.125, 1) = 1.
+    base, cand = [], []
+    for name, broken in (("a", 6), ("b", 4), ("c", 0)):
+        for i in range(8):
+            base.append(case(f"{name}{i}", "1", category=name))
+            cand.append(case(f"{name}{i}", "0" if i < broken else "1", category=name))
+    v = decide(run(base, name="baseline"), run(cand), policy(critical_categories=["c"]))
+    rows = {c.category: (c.n, c.broken, c.fixed, c.p_value, c.p_holm) for c in v.categories}
+    assert rows["a"] == (8, 6, 0, 1 / 64, pytest.approx(3 / 64))
+    assert rows["b"] == (8, 4, 0, 1 / 16, pytest.approx(0.125))
+    assert rows["c"] == (8, 0, 0, 1.0, 1.0)
+    a_rate = {c.category: c for c in v.categories}["a"]
+    assert (a_rate.baseline.rate, a_rate.candidate.rate) == (1.0, 0.25)
+
+
+def test_broke_more_than_noise_known_answer() -> None:
+    # Baseline with R = 2: F = 2 cases flipped; the candidate breaks b = 3 settled passes.
+    # p = P(Bin(b + F, 1/(1 + 2R)) >= b) = P(Bin(5, 1/5) >= 3).
+    by_hand = sum(math.comb(5, j) * 0.2**j * 0.8 ** (5 - j) for j in (3, 4, 5))
+    assert by_hand == pytest.approx(0.05792)
+    base = run("11 11 11 10 01 11 11 11 11 11", name="baseline")
+    cand = run("0  0  0  1  0  1  1  1  1  1")
+    v = decide(base, cand, policy())
+    assert v.noise is not None and (v.noise.flips, v.noise.repeats) == (2, 2)
+    assert (len(v.broken), len(v.fixed)) == (3, 0)
+    assert v.noise_p == pytest.approx(by_hand)
+    assert not any("noise predicts" in w for w in v.warnings)  # 0.058 >= 0.05
+
+
+def test_broke_more_than_noise_warns_by_default_and_can_fail() -> None:
+    # b = 4, F = 1, R = 2: P(Bin(5, 1/5) >= 4) = 5 * 0.2**4 * 0.8 + 0.2**5 = 0.00672.
+    base = run("11 11 11 11 10 11 11 11 11 11", name="baseline")
+    cand = run("0  0  0  0  1  1  1  1  1  1")
+    p = 5 * 0.2**4 * 0.8 + 0.2**5
+    message = (
+        "the PR broke 4 cases, more than the baseline's noise predicts "
+        "(1 flips over 2 repeats; p = 0.0067)"
+    )
+    warned = decide(base, cand, policy())
+    assert warned.noise_p == pytest.approx(p)
+    assert warned.p_value == pytest.approx(1 / 16)
+    assert (warned.kind, message in warned.warnings) == ("pass", True)
+    failed = decide(base, cand, policy(noise_check="fail"))
+    assert (failed.kind, failed.reasons) == ("fail", [message])
+    off = decide(base, cand, policy(noise_check="off"))
+    assert (off.kind, off.noise_p) == ("pass", None)
+
+
+def test_underpowered_warning_says_how_many_cases_would_do() -> None:
+    v = decide(*sign_pair(same=20), GatePolicy())
+    needed = cases_for_mde(0.05, 0.0)
+    assert v.mde == minimum_detectable_effect(20, 0.0) > 0.05
+    assert v.cases_needed == needed
+    warning = next(w for w in v.warnings if w.startswith("underpowered"))
+    assert f"about {needed} cases would bring that under the 5.0-point tolerance" in warning
+    assert f"drops of {100 * v.mde:.1f} points" in warning
+    assert v.kind == "pass"
+    assert f"detects drops of {100 * v.mde:.1f} points or more" in v.reasons[0]
+    # A tolerance the suite meets: no warning, no count.
+    easy = decide(*sign_pair(same=20), GatePolicy(tolerance=0.9))
+    assert easy.cases_needed is None
+    assert not any(w.startswith("underpowered") for w in easy.warnings)
+
+
+# ------------------------------------------------------------------------------------------
+# Inconclusive
+# ------------------------------------------------------------------------------------------
+
+
+def test_no_baseline_is_inconclusive() -> None:
+    v = decide(None, run("1 1 0"), policy())
+    assert v.kind == "inconclusive"
+    assert v.reasons == ["no usable baseline: there is nothing to compare against"]
+    assert (v.baseline_run, v.p_value, v.candidate_accuracy.rate) == (None, None, 2 / 3)
+
+
+def test_an_incomplete_candidate_is_inconclusive_unless_something_failed() -> None:
+    base, cand = sign_pair(same=48)
+    cand.cases[:2] = [case("c000", error="529 overloaded"), case("c001", error="timeout")]
+    v = decide(base, cand, policy())  # 2 of 48 errored > 2%
+    assert v.kind == "inconclusive"
+    assert v.reasons == ["the candidate run is incomplete: 2 of 48 cases errored; re-run it"]
+    assert v.errored == ["c000", "c001"]
+    base, cand = sign_pair(broken=5, same=43)
+    cand.cases[-2:] = [case("c046", error="boom"), case("c047", error="boom")]
+    failed = decide(base, cand, policy())
+    assert failed.kind == "fail"
+    assert failed.reasons[0].startswith("significantly worse: broke 5")
+
+
+def test_an_interrupted_candidate_is_inconclusive() -> None:
+    base, cand = sign_pair(same=10)
+    v = decide(base, cand.model_copy(update={"interrupted": True}), policy())
+    assert v.kind == "inconclusive"
+    assert "(interrupted)" in v.reasons[0]
+
+
+def test_different_models_are_inconclusive() -> None:
+    base, _ = sign_pair(same=10)
+    cand = run([case(f"c{i:03d}") for i in range(10)], model="claude-other")
+    v = decide(base, cand, policy())
+    assert v.kind == "inconclusive"
+    assert v.reasons == [
+        "baseline and candidate used different models (anthropic/claude-test vs "
+        "anthropic/claude-other)"
+    ]
+    assert v.n_tested == 10  # the numbers are still there to read
+
+
+def test_a_changed_scorer_is_inconclusive() -> None:
+    base, cand = sign_pair(same=10)
+    v = decide(base, cand.model_copy(update={"scorer_sha256": digest("other")}), policy())
+    assert v.kind == "inconclusive"
+    assert "scored differently" in v.reasons[0]
+
+
+def test_too_many_unpaired_cases_are_inconclusive() -> None:
+    base = run([case(f"c{i}") for i in range(10)], name="baseline")
+    # 2 new + 1 edited of 10: 30% > 20%.
+    cand = run(
+        [case(f"c{i}") for i in range(7)]
+        + [case("c7", hash=digest("edited")), case("n1"), case("n2")]
+    )
+    v = decide(base, cand, policy())
+    assert v.kind == "inconclusive"
+    assert v.reasons == [
+        "3 of 10 candidate cases have no unchanged counterpart in the baseline (new or edited), "
+        "over the 20.0% allowed: refresh the baseline"
+    ]
+    # 2 of 10 is allowed.
+    cand.cases[7] = case("c7")
+    assert decide(base, cand, policy()).kind == "pass"
+    assert decide(base, cand, policy(max_unpaired_share=0.1)).kind == "inconclusive"
+
+
+def test_nothing_paired_is_inconclusive() -> None:
+    v = decide(run("1 1", name="baseline"), run([case("x"), case("y")]), policy())
+    assert v.kind == "inconclusive"
+    assert "no case could be paired with the baseline" in v.reasons
+
+
+# ------------------------------------------------------------------------------------------
+# Continuous scores, repeats, groups
+# ------------------------------------------------------------------------------------------
+
+
+def test_continuous_scores_use_the_permutation_test_and_are_never_thresholded() -> None:
+    # Every judge score drops from 0.9 to 0.6: both sides of 0.5, so a threshold sees no
+    # change; the exact sign-flip test over 8 equal drops gives p = 1/2**8.
+    base = run([case(f"j{i}", [0.9]) for i in range(8)], name="baseline")
+    cand = run([case(f"j{i}", [0.6]) for i in range(8)])
+    v = decide(base, cand, policy())
+    assert v.test == "paired sign-flip permutation test"
+    assert v.p_value == pytest.approx(1 / 256)
+    assert v.kind == "fail"
+    assert v.difference is not None and v.difference.mean == pytest.approx(-0.3)
+    assert v.candidate_accuracy.hits == pytest.approx(8 * 0.6)
+    w = decide(base, cand, policy(continuous_test="wilcoxon"))
+    assert w.test == "Wilcoxon signed-rank (Pratt)"
+    assert w.p_value == pytest.approx(1 / 256)
+
+
+def test_a_continuous_score_crossing_one_half_is_a_small_change_not_a_fix() -> None:
+    base = run([case("a", [0.45]), case("b", [0.7])], name="baseline")
+    cand = run([case("a", [0.55]), case("b", [0.7])])
+    v = decide(base, cand, policy())
+    assert v.difference is not None and v.difference.mean == pytest.approx(0.05)
+    assert v.fixed[0].candidate_score == pytest.approx(0.55)
+    assert v.candidate_accuracy.hits == pytest.approx(1.25)
+
+
+def test_repeats_on_both_sides_score_a_case_by_its_mean_and_count_cases() -> None:
+    base = run(
+        [case("a", "111"), case("b", "100"), case("c", "110"), case("d", "000")], name="baseline"
+    )
+    cand = run([case("a", "110"), case("b", "110"), case("c", "101"), case("d", "000")])
+    v = decide(base, cand, policy())
+    assert v.n_tested == 4  # cases, not 12 attempts
+    assert ids(v.broken) == ["a"] and ids(v.fixed) == ["b"] and v.unchanged == 2
+    assert v.broken[0].baseline_score == 1.0
+    assert v.broken[0].candidate_score == pytest.approx(2 / 3)
+    assert v.candidate_accuracy.hits == pytest.approx(2 / 3 + 2 / 3 + 2 / 3 + 0)
+    assert v.baseline_accuracy is not None
+    assert v.baseline_accuracy.hits == pytest.approx(1 + 1 / 3 + 2 / 3 + 0)
+    assert v.p_value == pytest.approx(0.75)  # b = 1, c = 1: P(Bin(2, 1/2) >= 1)
+
+
+def test_a_single_candidate_run_is_compared_with_one_baseline_repeat() -> None:
+    # Baseline "10" vs candidate "0": the baseline's first repeat passed, so it broke.
+    v = decide(run("10 01", name="baseline"), run("0 0"), policy(exclude_unstable=False))
+    assert ids(v.broken) == ["c000"] and v.fixed == [] and v.unchanged == 1
+    assert v.broken[0].baseline_score == 1.0
+
+
+def groups_pair() -> tuple[Run, Run]:
+    """5 groups of 2 cases that both break, 1 group with one break and one fix, 1 all ties."""
+    base, cand = [], []
+    for g in range(5):
+        for i in range(2):
+            base.append(case(f"g{g}-{i}", "1", group=f"g{g}"))
+            cand.append(case(f"g{g}-{i}", "0", group=f"g{g}"))
+    base += [case("m-0", "1", group="m"), case("m-1", "0", group="m")]
+    cand += [case("m-0", "0", group="m"), case("m-1", "1", group="m")]
+    base += [case(f"t-{i}", "1", group="t") for i in range(3)]
+    cand += [case(f"t-{i}", "1", group="t") for i in range(3)]
+    return run(base, name="baseline"), run(cand)
+
+
+def test_group_unit_counts_groups() -> None:
+    by_case = decide(*groups_pair(), policy())
+    assert by_case.n_tested == 15
+    assert by_case.p_value == pytest.approx(binom_sf(11, 12, 0.5))  # b = 11, c = 1
+    by_group = decide(*groups_pair(), policy(unit="group"))
+    assert by_group.n_tested == 7
+    assert by_group.unit == "group"
+    assert by_group.test == "one-sided exact sign test, over 7 scenario groups"
+    assert by_group.p_value == pytest.approx(1 / 32)  # 5 groups worse, group m ties
+    assert by_group.kind == "fail"
+
+
+# ------------------------------------------------------------------------------------------
+# The three numbers
+# ------------------------------------------------------------------------------------------
+
+
+def test_accuracies_have_wilson_intervals_and_the_difference_its_se() -> None:
+    # 10 cases: the baseline passes c0..c7; the candidate breaks c0..c2 and fixes c8.
+    base = run([case(f"c{i}", "1" if i < 8 else "0") for i in range(10)], name="baseline")
+    cand = run([case(f"c{i}", "1" if 3 <= i < 9 else "0") for i in range(10)])
+    v = decide(base, cand, policy())
+    assert v.baseline_accuracy is not None and v.difference is not None
+    b, c = v.baseline_accuracy, v.candidate_accuracy
+    assert (b.hits, b.n, c.hits, c.n) == (8, 10, 6, 10)
+    # Wilson 95% for 8/10 and 6/10 (also the published values 0.4902-0.9433, 0.3127-0.8318).
+    assert (b.low, b.high) == pytest.approx(wilson(8, 10))
+    assert (b.low, b.high) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert (c.low, c.high) == pytest.approx((0.3127, 0.8318), abs=1e-4)
+    # Differences: -1 x 3, +1, 0 x 6; mean -0.2; residuals -0.8 x 3, 1.2, 0.2 x 6;
+    # sum of squares 1.92 + 1.44 + 0.24 = 3.6; SE = sqrt(3.6 / (10 * 9)) = 0.2.
+    d = v.difference
+    assert (d.mean, d.se, d.n) == (pytest.approx(-0.2), pytest.approx(0.2), 10)
+    assert (d.low, d.high) == pytest.approx((-0.2 - Z95 * 0.2, -0.2 + Z95 * 0.2))
+    assert c.rate - b.rate == pytest.approx(d.mean)  # same cases on both sides
+
+
+def test_the_difference_has_a_clustered_se_when_cases_carry_groups() -> None:
+    # Groups g1 (differences -1, -1) and g2 (0, +1): mean -0.25; residuals -0.75, -0.75, 0.25,
+    # 1.25; cluster sums -1.5 and 1.5; SE = sqrt(2/(2-1) * (2.25 + 2.25)) / 4 = 0.75.
+    base = run(
+        [case("a", group="g1"), case("b", group="g1"), case("c", group="g2")]
+        + [case("d", "0", group="g2")],
+        name="baseline",
+    )
+    cand = run(
+        [case("a", "0", group="g1"), case("b", "0", group="g1"), case("c", group="g2")]
+        + [case("d", "1", group="g2")]
+    )
+    v = decide(base, cand, policy())
+    assert v.difference is not None
+    assert (v.difference.mean, v.difference.se) == (pytest.approx(-0.25), pytest.approx(0.75))
+
+
+def test_the_accuracies_cover_the_same_cases_as_the_difference() -> None:
+    # A new case the baseline never saw is in neither accuracy (it has no pair).
+    base = run("1 1 1 1 1 1 1 1 1 1", name="baseline")
+    cand = run([case(f"c{i:03d}") for i in range(10)] + [case("new", "0")])
+    v = decide(base, cand, policy())
+    assert v.baseline_accuracy is not None
+    assert (v.baseline_accuracy.n, v.candidate_accuracy.n) == (10, 10)
+    assert v.candidate_accuracy.rate == 1.0
+    # Without a baseline, the candidate's accuracy is over all its scored dev cases.
+    alone = decide(None, cand, policy())
+    assert (alone.candidate_accuracy.hits, alone.candidate_accuracy.n) == (10, 11)
+
+
+def test_a_pass_reports_the_mde_at_the_tested_n() -> None:
+    base = run(" ".join(["11"] * 95 + ["10"] * 5), name="baseline")
+    cand = run(" ".join(["1"] * 100))
+    v = decide(base, cand, GatePolicy(tolerance=0.5))
+    assert v.noise is not None and v.noise.flip_rate == pytest.approx(0.05)
+    assert v.mde == pytest.approx(minimum_detectable_effect(100, 0.05))
+    assert f"detects drops of {100 * v.mde:.1f} points" in v.reasons[0]
+
+
+# ------------------------------------------------------------------------------------------
+# Properties
+# ------------------------------------------------------------------------------------------
+
+QUICK = settings(max_examples=40, deadline=None)
+
+
+def all_p_values(v: Verdict) -> list[float]:
+    found = [v.p_value, v.noise_p, v.format_p]
+    found += [c.p_value for c in v.categories] + [c.p_holm for c in v.categories]
+    return [p for p in found if p is not None]
+
+
+@QUICK
+@given(
+    b=st.integers(0, 12),
+    extra=st.integers(0, 8),
+    same=st.integers(0, 10),
+    mid_p=st.booleans(),
+)
+def test_never_fails_on_the_sign_test_when_breaks_do_not_outnumber_fixes(
+    b: int, extra: int, same: int, mid_p: bool
+) -> None:
+    v = decide(*sign_pair(broken=b, fixed=b + extra, same=same), policy(mid_p=mid_p))
+    assert v.p_value is not None and v.p_value >= 0.5
+    assert v.kind != "fail"
+
+
+outcome_patterns = st.lists(
+    st.tuples(
+        st.sampled_from(["1", "0", "11", "10", "01", "00", "111", "101", "000"]),
+        st.sampled_from(["1", "0", "11", "10"]),
+        st.sampled_from(["a", "b", None]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@QUICK
+@given(patterns=outcome_patterns, mid_p=st.booleans(), unit=st.sampled_from(["case", "group"]))
+def test_every_p_value_is_a_probability(
+    patterns: list[tuple[str, str, str | None, bool]], mid_p: bool, unit: str
+) -> None:
+    base, cand = [], []
+    for i, (before, after, category, fmt) in enumerate(patterns):
+        base.append(case(f"c{i}", before, category=category, group=f"g{i % 4}"))
+        cand.append(case(f"c{i}", after, category=category, group=f"g{i % 4}", format_ok=fmt))
+    base_run = run(base, name="baseline", repeats=max(len(p[0]) for p in patterns))
+    v = decide(base_run, run(cand), policy(mid_p=mid_p, unit=unit))
+    assert all(0.0 <= p <= 1.0 for p in all_p_values(v))
+
+
+@QUICK
+@given(
+    labels=st.lists(st.sampled_from(["broken", "fixed", "same", "both-wrong"]), max_size=30),
+    data=st.data(),
+)
+def test_which_cases_are_broken_does_not_change_p(labels: list[str], data: st.DataObject) -> None:
+    shuffled = data.draw(st.permutations(labels))
+    flips = {"broken": ("1", "0"), "fixed": ("0", "1"), "same": ("1", "1"), "both-wrong": "00"}
+
+    def p_of(order: Sequence[str]) -> float | None:
+        base = [case(f"c{i}", flips[x][0]) for i, x in enumerate(order)]
+        cand = [case(f"c{i}", flips[x][1]) for i, x in enumerate(order)]
+        return decide(run(base, name="baseline"), run(cand), policy()).p_value
+
+    assert p_of(labels) == p_of(shuffled)
+
+
+@QUICK
+@given(first=st.text("01", min_size=1, max_size=25), data=st.data())
+def test_the_second_baseline_repeat_never_moves_the_sign_test(
+    first: str, data: st.DataObject
+) -> None:
+    """With 2 baseline repeats and 1 candidate run, only the first repeat is compared: the
+    other one (noise measurement) cannot tip the test one way or the other."""
+    second = data.draw(st.text("01", min_size=len(first), max_size=len(first)))
+    after = data.draw(st.text("01", min_size=len(first), max_size=len(first)))
+    cand = run(list(map(case, (f"c{i}" for i in range(len(first))), after)))
+
+    def p_with(other: str) -> float | None:
+        base = [case(f"c{i}", a + b) for i, (a, b) in enumerate(zip(first, other, strict=True))]
+        return decide(run(base, name="baseline"), cand, policy()).p_value
+
+    assert p_with(second) == p_with(first)
+
+
+# ------------------------------------------------------------------------------------------
+# `evalgate gate` end to end: real processes on a copy of the bike-shop example
+# ------------------------------------------------------------------------------------------
+
+ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # CI would switch the cache on
+
+
+def evalgate(cwd: Path, *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalgate", *argv],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def edit_config(root: Path, *, model: str | None = None, inconclusive_exit: int | None = None) -> None:
+    path = root / "evalgate.yml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    suite = config["suites"]["bike-shop"]
+    if model is not None:
+        suite["model"]["name"] = model
+    if inconclusive_exit is not None:
+        suite.setdefault("gate", {})["inconclusive_exit"] = inconclusive_exit
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`noise v2 --repeats 2` in a copy of the example, then the gates, all started at once:
+    in the copy itself, and in copies whose model was renamed since the baseline (with and
+    without gate.inconclusive_exit: 1)."""
+    root = tmp_path_factory.mktemp("gate-cli")
+    home = copy_example(root / "bike-shop")
+    noise = evalgate(home, "noise", "v2", "--repeats", "2")
+    out, err = noise.communicate(timeout=300)
+    saved = re.search(r"saved (\S+) to ", err)
+    assert saved, err
+    baseline = saved.group(1)
+    renamed, strict = home.parent / "renamed", home.parent / "strict"
+    for folder in (renamed, strict):
+        subprocess.run(["cp", "-r", str(home), str(folder)], check=True)
+    edit_config(renamed, model="fake-classifier-2")
+    edit_config(strict, model="fake-classifier-2", inconclusive_exit=1)
+    gate = ("gate", "--baseline", baseline, "--no-save", "--show", "3")
+    started = {
+        "pass": evalgate(home, *gate, "--candidate", "v3"),
+        "fail": evalgate(home, *gate, "--candidate", "v1"),
+        "inconclusive": evalgate(renamed, *gate, "--candidate", "v3", "--format", "json"),
+        "strict": evalgate(strict, *gate, "--candidate", "v3"),
+    }
+    done: dict[str, Any] = {"noise": (noise.returncode, out, err)}
+    for name, proc in started.items():
+        o, e = proc.communicate(timeout=300)
+        done[name] = (proc.returncode, o, e)
+    yield done
+
+
+@pytest.mark.slow
+def test_cli_noise_measures_a_baseline(cli: dict[str, Any]) -> None:
+    code, out, err = cli["noise"]
+    assert code == 0, err
+    assert out.startswith("Noise floor · ")
+    assert "× 2 repeats of the same prompt" in out
+    assert "(usable as a baseline)" in err
+
+
+@pytest.mark.slow
+def test_cli_gate_passes_an_equivalent_prompt(cli: dict[str, Any]) -> None:
+    code, out, err = cli["pass"]
+    assert code == 0, err
+    assert out.startswith("Verdict: PASS\n")
+    assert "Test      one-sided exact sign test: broken 0, fixed 0" in out
+
+
+@pytest.mark.slow
+def test_cli_gate_fails_a_worse_prompt_with_exit_1(cli: dict[str, Any]) -> None:
+    code, out, err = cli["fail"]
+    assert code == 1, err
+    assert out.startswith("Verdict: FAIL\n")
+    assert "significantly worse" in out
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_cli_inconclusive_exits_0_with_a_warning_and_json_parses(cli: dict[str, Any]) -> None:
+    code, out, err = cli["inconclusive"]
+    assert code == 0, err
+    verdict = json.loads(out)
+    assert verdict["kind"] == "inconclusive"
+    assert "different models" in verdict["reasons"][0]
+    assert verdict["candidate_accuracy"]["n"] > 100
+    warning = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert warning and "the verdict is inconclusive" in warning[0]
+    assert "(exit 0; set gate.inconclusive_exit to change it)" in warning[0]
+
+
+@pytest.mark.slow
+def test_cli_inconclusive_exit_is_configurable(cli: dict[str, Any]) -> None:
+    code, out, err = cli["strict"]
+    assert code == 1
+    assert out.startswith("Verdict: INCONCLUSIVE\n")
+    assert "(exit 1; set gate.inconclusive_exit to change it)" in err
