@@ -227,7 +227,18 @@ def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], t
             f"tag {tag!r} does not match the config's release_tags {tags!r}",
             fix="set release_tags in evalgate.yml, or mode: in the workflow",
         )
-    if name in ("push", "schedule"):
+    if name == "push":
+        # Only the default branch's baseline is ever used: one made elsewhere is money spent.
+        branch = ref.removeprefix("refs/heads/")
+        default = str((event.get("repository") or {}).get("default_branch") or "main")
+        if branch != default:
+            raise UserError(
+                f"a push to {branch!r}, not the default branch {default!r}: baselines are made "
+                "only from the default branch",
+                fix="limit the workflow's push trigger to the default branch, or set mode:",
+            )
+        return "baseline"
+    if name == "schedule":
         return "baseline"
     raise UserError(
         f"cannot choose a mode for the event {name!r}",

@@ -56,6 +56,7 @@ from evalgate.report.render import render, render_model
 from evalgate.runs import Run, find_run, iter_runs, save_run
 from evalgate.split import check_split
 from evalgate.summary import summarise
+from evalgate.terminal import colourise, wants_colour
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -73,10 +74,13 @@ class Context:
         return load_config(Path(self.args.config))
 
     def print(self, text: str = "") -> None:
+        if getattr(self.args, "format", "text") == "text" and wants_colour(self.out, self.env):
+            text = colourise(text)
         self.out.write(text if text.endswith("\n") else text + "\n")
 
     def warn(self, text: str) -> None:
-        self.err.write(f"warning: {text}\n")
+        line = f"warning: {text}"
+        self.err.write((colourise(line) if wants_colour(self.err, self.env) else line) + "\n")
 
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
@@ -632,6 +636,46 @@ def _shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def completion_script(parser: argparse.ArgumentParser) -> str:
+    """A bash completion script for every subcommand and its options, built from the parser."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    cases = []
+    for name, child in sub.choices.items():
+        words = sorted(
+            {o for a in child._actions for o in a.option_strings}
+            | (set(nested.choices) if (nested := _subparsers(child)) else set())
+        )
+        cases.append(f'    {name}) words="{" ".join(words)}" ;;')
+    commands = " ".join(sub.choices)
+    body = "\n".join(cases)
+    return (
+        '# bash completion for evalgate: eval "$(evalgate completion)"\n'
+        "_evalgate() {\n"
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" words\n'
+        '  if [ "$COMP_CWORD" -eq 1 ]; then\n'
+        f'    COMPREPLY=($(compgen -W "{commands} --help --version" -- "$cur")); return\n'
+        "  fi\n"
+        '  case "${COMP_WORDS[1]}" in\n'
+        f"{body}\n"
+        "  esac\n"
+        '  COMPREPLY=($(compgen -W "$words" -f -- "$cur"))\n'
+        "}\n"
+        "complete -F _evalgate evalgate\n"
+    )
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any] | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return None
+
+
+def cmd_completion(ctx: Context) -> int:
+    ctx.out.write(completion_script(build_parser()))
+    return EXIT_OK
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -689,6 +733,14 @@ def _at_least_two(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        default=argparse.SUPPRESS,
+        help="same as --format json, for scripting",
+    )
     common.add_argument(
         "--config", default=DEFAULT_CONFIG, help="path of evalgate.yml (default: %(default)s)"
     )
@@ -848,6 +900,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("runs", nargs="+", help="the shard runs (names, prefixes or paths)")
     merge.add_argument("--output", help="write the merged run here instead of the runs folder")
     merge.set_defaults(func=cmd_merge)
+
+    completion = sub.add_parser("completion", help="print a bash completion script")
+    completion.set_defaults(func=cmd_completion)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

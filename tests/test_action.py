@@ -302,6 +302,18 @@ def test_mode_comes_from_the_event_or_the_mode_input(
     assert detect_mode(inputs, env, push_event(), "v*") == expected
 
 
+def test_baseline_follows_the_repositorys_default_branch() -> None:
+    event = {"repository": {"full_name": REPO, "default_branch": "trunk"}}
+    push = {"GITHUB_EVENT_NAME": "push", "GITHUB_REF": "refs/heads/trunk"}
+    assert detect_mode(Inputs(), push, event, "v*") == "baseline"
+    # A baseline made on another branch is never used: refuse rather than spend on it.
+    elsewhere = push | {"GITHUB_REF": "refs/heads/main"}
+    with pytest.raises(UserError, match="not the default branch 'trunk'"):
+        detect_mode(Inputs(), elsewhere, event, "v*")
+    # The mode input still decides when it is given.
+    assert detect_mode(Inputs(mode="baseline"), elsewhere, event, "v*") == "baseline"
+
+
 def test_workflow_dispatch_without_a_mode_input_is_a_user_error() -> None:
     env = {"GITHUB_EVENT_NAME": "workflow_dispatch", "GITHUB_REF": "refs/heads/main"}
     with pytest.raises(UserError, match="mode input"):

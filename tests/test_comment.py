@@ -418,7 +418,7 @@ def test_sections_come_in_the_documented_order(rendered: dict[str, str]) -> None
     text = rendered["fail"]
     order = [
         "> [!CAUTION]",
-        "| n | accuracy",
+        "| n (cases) | accuracy",
         "**Baseline**",
         "#### Regression cases that failed",
         "#### Broken",
@@ -446,10 +446,15 @@ def test_fail_shows_twenty_broken_cases_open_and_the_rest_collapsed(
 
 
 def test_every_number_has_its_n_and_interval(rendered: dict[str, str]) -> None:
-    row = rendered["fail"].split("\n")[11]
-    assert row.startswith("| 117 cases paired | ")
-    assert re.search(r" \d+\.\d% \(\d+\.\d–\d+\.\d%, n = 117\) → \d+\.\d% \(.*, n = 117\) ", row)
-    assert " points (-" in row and "over 3 repeats (n = 119)" in row
+    lines = rendered["fail"].split("\n")
+    assert lines[9].startswith("| n (cases) | accuracy: baseline → PR (95% CI) |")
+    row = lines[11]
+    assert row.startswith("| 117 paired | ")
+    assert re.search(r"\| \d+\.\d% \(\d+\.\d–\d+\.\d%\) → \d+\.\d% \(\d+\.\d–\d+\.\d%\) \|", row)
+    assert " points (-" in row and "1.1% (3 repeats, n = 119)" in row
+    # Different n on each side are both shown.
+    inconclusive = rendered["no-baseline"].split("\n")[9]
+    assert "| 60 scored | none → 100.0% (94.0–100.0%, n = 60) |" in inconclusive
 
 
 def test_untrusted_text_is_escaped(rendered: dict[str, str]) -> None:

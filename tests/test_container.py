@@ -164,8 +164,8 @@ def derive_workflow(example: dict[Any, Any], outputs: list[str]) -> dict[str, An
     """examples/workflows/evalgate.yml as this repository would use it under act.
 
     The published action becomes ``uses: ./`` with ``working_directory`` set to the suite;
-    remote actions other than checkout (cache, upload-artifact) are skipped under act; after
-    each evalgate step with an id, a step (``if: always()``) echoes every output of it.
+    after each evalgate step with an id, a step (``if: always()``) echoes all its outputs.
+    Other remote actions stay as they are: act runs local stand-ins for them (see ``STUBS``).
     """
     flow = copy.deepcopy(example)
     if True in flow:  # YAML 1.1 reads the key `on` as true
@@ -173,19 +173,77 @@ def derive_workflow(example: dict[Any, Any], outputs: list[str]) -> dict[str, An
     for job in flow["jobs"].values():
         steps = []
         for step in job["steps"]:
-            uses = str(step.get("uses", ""))
-            if uses.startswith("evalgate/evalgate@"):
+            steps.append(step)
+            if str(step.get("uses", "")).startswith("evalgate/evalgate@"):
                 step["uses"] = "./"
                 step.setdefault("with", {})["working_directory"] = SUITE_DIR
-                steps.append(step)
                 if "id" in step:
                     steps.append(_echo_step(step["id"], outputs))
-                continue
-            if uses and not uses.startswith("actions/checkout@"):
-                step["if"] = "${{ !env.ACT }}"
-            steps.append(step)
         job["steps"] = steps
     return flow
+
+
+def remote_actions(workflow: dict[str, Any]) -> set[str]:
+    """``owner/name@ref`` of every remote action the workflow uses, except actions/checkout
+    (which act replaces with a copy of the working tree)."""
+    found = set()
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            uses = str(step.get("uses", ""))
+            if uses and not uses.startswith(("./", "actions/checkout@", "docker://")):
+                found.add(uses)
+    return found
+
+
+# Local stand-ins for remote actions (act cannot fetch them here): act runs them through
+# --local-repository. upload-artifact copies the file into .e2e-artifacts/NAME/ of the
+# workspace (bound to the host with --bind), whence the test uploads it to the GitHub
+# stand-in; anything else (actions/cache) does nothing.
+UPLOAD_STUB = """\
+name: upload-artifact (container test stand-in)
+description: Copies the file into .e2e-artifacts/NAME/ of the workspace.
+inputs:
+  name: {default: artifact}
+  path: {required: true}
+  retention-days: {default: ""}
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        NAME: ${{ inputs.name }}
+        SOURCE: ${{ inputs.path }}
+      run: |
+        mkdir -p "$GITHUB_WORKSPACE/.e2e-artifacts/$NAME"
+        cp "$SOURCE" "$GITHUB_WORKSPACE/.e2e-artifacts/$NAME/"
+        echo "E2E-ARTIFACT $NAME $(basename "$SOURCE")"
+"""
+NOOP_STUB = """\
+name: no-op (container test stand-in)
+description: Does nothing.
+inputs:
+  path: {default: ""}
+  key: {default: ""}
+  restore-keys: {default: ""}
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      run: echo "E2E-STUB skipped a remote action"
+"""
+
+
+def write_stubs(folder: Path, uses: set[str]) -> list[str]:
+    """A local action for each of ``uses``; returns act's --local-repository arguments."""
+    args = []
+    for action in sorted(uses):
+        name = action.partition("@")[0]
+        stub = folder / re.sub(r"[^A-Za-z0-9._-]", "-", action)
+        stub.mkdir(parents=True)
+        text = UPLOAD_STUB if name == "actions/upload-artifact" else NOOP_STUB
+        (stub / "action.yml").write_text(text, encoding="utf-8")
+        args += ["--local-repository", f"{action}={stub}"]
+    return args
 
 
 def _echo_step(step_id: str, outputs: list[str]) -> dict[str, Any]:
@@ -258,7 +316,9 @@ class Scenario:
         repo = self.repo
         repo.mkdir()
         copy_build_context(repo)
-        (repo / ".gitignore").write_text(".evalgate/\n__pycache__/\n", encoding="utf-8")
+        (repo / ".gitignore").write_text(
+            ".evalgate/\n__pycache__/\n.e2e-artifacts/\n", encoding="utf-8"
+        )
         suite = repo / SUITE_DIR
         shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
         cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
@@ -272,6 +332,7 @@ class Scenario:
         self.output_names = list(action["outputs"])
         example = yaml.safe_load(EXAMPLE_WORKFLOW.read_text(encoding="utf-8"))
         workflow = derive_workflow(example, self.output_names)
+        self.stub_args = write_stubs(self.root / "actions", remote_actions(workflow))
         (repo / ".github" / "workflows").mkdir(parents=True)
         (repo / ".github" / "workflows" / "evalgate.yml").write_text(
             yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8"
@@ -351,6 +412,7 @@ class Scenario:
             "--no-cache-server",
             "--rm",
         ]
+        args += self.stub_args
         if bind:
             args.append("--bind")
         before = len(self.messages.requests)
@@ -402,18 +464,20 @@ class Scenario:
             _git(self.repo, "checkout", "-q", "main")
             run = self.act("push", event, bind=True)
             assert run.returncode == 0, run.why()
-            # The artefact upload is skipped under act: upload the file the action wrote as
-            # the artefact of a push run on main, as actions/upload-artifact would.
             run_file = run.outputs.get("run_file", "")
             workspace = run.outputs.get("workspace", "")
             assert run_file and workspace, run.why()
             self.baseline_file = self.repo / Path(run_file).relative_to(workspace)
             assert self.baseline_file.is_file(), f"no run file at {self.baseline_file}"
+            # What the workflow's upload-artifact step (its stand-in) took, uploaded to the
+            # GitHub stand-in as the artefact of a push run on main.
+            uploaded = sorted((self.repo / ".e2e-artifacts" / ARTIFACT).glob("*"))
+            assert [p.name for p in uploaded] == [self.baseline_file.name], run.why()
             self.push_workflow_run = self.gh.add_workflow_run(REPO, event="push", head_branch="main")
             self.gh.add_artifact(
                 REPO,
                 ARTIFACT,
-                files={self.baseline_file.name: self.baseline_file.read_bytes()},
+                files={p.name: p.read_bytes() for p in uploaded},
                 run=self.push_workflow_run,
             )
             return run
@@ -533,8 +597,8 @@ def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
     assert {x.body["model"] for x in exchanges} == {MODEL}
     # The baseline job needs no GitHub API.
     assert e2e.gh.find_requests(path="/repos/*") == []
-    # The upload step is skipped under act (as the workflow says), not dropped.
-    assert re.search(r"upload-artifact.*(skip|Skipping)|Skipping step.*upload", run.output, re.I)
+    # The workflow's upload step took the file the run_file output names.
+    assert f"E2E-ARTIFACT {ARTIFACT} {e2e.baseline_file.name}" in run.output
 
 
 def test_a_pull_request_run_posts_one_comment_and_sets_the_outputs(e2e: Scenario) -> None:

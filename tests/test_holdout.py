@@ -44,6 +44,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
     ``env`` sets variables for the call (the holdout key, typically)."""
     for name in (KEY, "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
 
     def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
         with monkeypatch.context() as m:

@@ -67,6 +67,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
     """`evalgate ...` in-process (the console script is ``main``), in a clean environment."""
     for name in ("EVALGATE_HOLDOUT_KEY", "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
 
     def run(*argv: str) -> CliResult:
         out, err = io.StringIO(), io.StringIO()
