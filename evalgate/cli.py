@@ -477,6 +477,12 @@ def cmd_holdout(ctx: Context) -> int:
                 ctx.print(f"  {category}: {n}")
         return EXIT_OK
     # retire: move leaked cases to the regression split, in a plain file.
+    if suite.fields.split is None:
+        raise UserError(
+            "fields.split is null, so a retired case could not be marked regression and would be "
+            "hashed onto a side again",
+            fix="map fields.split (e.g. split: split) before retiring cases",
+        )
     key = holdout_secret(ctx, suite)
     assert key is not None
     wanted = set(ctx.args.ids)

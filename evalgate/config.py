@@ -32,18 +32,26 @@ class Strict(BaseModel):
 class Fields(Strict):
     """How a case file's fields map onto what evalgate needs (so existing JSONL needs no rewrite)."""
 
+    # The field holding the case id (strings or integers).
     id: str = "id"
     # The fields the user-turn template sees; None means every field of the case.
     input: list[str] | None = None
+    # The field holding the expected answer.
     expected: str = "expected"
+    # The scenario group: phrasings of one request share it (null: none).
     group: str | None = "group"
+    # The category, for per-category tables and critical categories (null: none).
     category: str | None = "category"
+    # A split written on the case (dev, holdout, regression), which wins over hashing.
     split: str | None = "split"
 
 
 class ModelSettings(Strict):
+    # fake, anthropic, openai (an extra) or command.
     backend: str = "fake"
+    # The model id the backend sends (and prices by).
     name: str = "fake"
+    # The reply's token limit; replies cut off there are flagged.
     max_tokens: int = Field(default=1024, gt=0)
     # None: the model's default (newer models may not accept the parameter at all).
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
@@ -52,31 +60,43 @@ class ModelSettings(Strict):
 
 
 class LabelScorer(Strict):
+    # The scorer's kind.
     kind: Literal["label"]
+    # The JSON field of the reply holding the label.
     field: str = "category"
 
 
 class ExactScorer(Strict):
+    # The scorer's kind.
     kind: Literal["exact"]
+    # Compare case-sensitively.
     case_sensitive: bool = False
+    # Strip surrounding whitespace before comparing.
     strip: bool = True
 
 
 class ContainsScorer(Strict):
+    # The scorer's kind.
     kind: Literal["contains"]
+    # Search case-sensitively.
     case_sensitive: bool = False
 
 
 class RegexScorer(Strict):
+    # The scorer's kind.
     kind: Literal["regex"]
     # When absent, the case's expected answer is the pattern.
     pattern: str | None = None
+    # Match case-insensitively.
     ignore_case: bool = True
 
 
 class JsonSchemaScorer(Strict):
+    # The scorer's kind.
     kind: Literal["json_schema"]
+    # The JSON schema, inline.
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    # The JSON schema, from a file beside evalgate.yml.
     schema_file: str | None = None
     # When set, the answer is this field of the reply and it must equal the expected answer.
     field: str | None = None
@@ -89,6 +109,7 @@ class JsonSchemaScorer(Strict):
 
 
 class PythonScorer(Strict):
+    # The scorer's kind.
     kind: Literal["python"]
     function: str = Field(pattern=r"^[\w.]+:[\w]+$", description="module:function")
 
@@ -96,8 +117,11 @@ class PythonScorer(Strict):
 class JudgeScorer(Strict):
     """A model grades each reply against a rubric (and the case's reference answer, if any)."""
 
+    # The scorer's kind.
     kind: Literal["judge"]
+    # The rubric, inline.
     rubric: str | None = None
+    # The rubric, from a file beside evalgate.yml.
     rubric_file: str | None = None
     model: ModelSettings = Field(description="the judge's backend, model and settings")
     # Judge calls in flight, on top of the suite's own concurrency.
@@ -125,15 +149,19 @@ ScorerConfig = Annotated[
 class GatePolicy(Strict):
     """How the gate decides. Defaults follow the README's statistics section."""
 
+    # The significance level of every test.
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
     # The drop (as a fraction) the suite should be able to detect with 80% power.
     tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
+    # The power the minimum detectable effect is computed for.
     power: float = Field(default=0.80, gt=0.0, lt=1.0)
+    # Use the mid-p sign test (less conservative) instead of the exact one.
     mid_p: bool = False
     # Cases that flipped between the baseline's repeats are shown apart and left out.
     exclude_unstable: bool = True
     # Does the PR break more than the baseline's measured flips predict? off | warn | fail.
     noise_check: Literal["off", "warn", "fail"] = "warn"
+    # Categories whose own regression fails the gate (Holm-adjusted).
     critical_categories: list[str] = Field(default_factory=list)
     # Continuous scores (a judge's 0..1): sign-flip permutation test, or Wilcoxon (Pratt).
     continuous_test: Literal["permutation", "wilcoxon"] = "permutation"
@@ -150,6 +178,7 @@ class GatePolicy(Strict):
     # When a pull request finds no baseline: run the base branch's prompt in the same job (twice
     # the cost), or report inconclusive.
     no_baseline: Literal["run", "inconclusive"] = "run"
+    # Seed of every randomised test (permutation tests).
     seed: int = 0
 
 
@@ -158,13 +187,16 @@ class SplitPolicy(Strict):
 
     # Mixed into the hash: a new salt reshuffles every unassigned case (do it only on purpose).
     salt: str = "evalgate"
+    # The share of scenario groups hashed to the holdout.
     holdout_fraction: float = Field(default=0.30, ge=0.0, lt=1.0)
     # Cases sharing this key land on the same side; falls back to the case id. Default: the
     # field mapped as fields.group.
     group_field: str | None = None
     # Word-shingle Jaccard similarity at or above which two inputs across sides are a leak.
     near_duplicate: float = Field(default=0.8, gt=0.0, le=1.0)
+    # Words per shingle in the near-duplicate check.
     shingle_words: int = Field(default=3, ge=1, le=10)
+    # Fewer holdout cases than this is reported: too few to read a gap.
     min_holdout: int = Field(default=40, ge=0)
     # How many times the holdout may be read before release reports warn.
     read_budget: int = Field(default=10, ge=1)
@@ -173,7 +205,9 @@ class SplitPolicy(Strict):
 class SealedHoldout(Strict):
     """Holdout cases kept encrypted to a public key in the repository."""
 
+    # The sealed store, one encrypted case a line, relative to evalgate.yml.
     file: str = "holdout.sealed.jsonl"
+    # The public key file that `evalgate holdout keygen` writes.
     public_key: str = "holdout.pub"
 
 
@@ -183,17 +217,25 @@ class Suite(Strict):
     # Default: the only version, or the last by name.
     ship: str | None = None
     cases: list[str] = Field(min_length=1, description="case files or globs")
+    # How the case files' fields map onto evalgate's.
     fields: Fields = Fields()
+    # The user turn (jinja2, StrictUndefined), the same for every prompt version.
     template: str = "{{ input }}"
+    # The backend, model and settings of the system under test.
     model: ModelSettings = ModelSettings()
+    # How a reply is scored: label, exact, contains, regex, json_schema, python or judge.
     scorer: ScorerConfig
+    # Calls in flight at once (--concurrency overrides it).
     concurrency: int = Field(default=16, ge=1, le=512)
     # A run with a larger share of errored cases is incomplete (the gate refuses to pass it).
     max_error_share: float = Field(default=0.02, ge=0.0, le=1.0)
     # For a fake run, what the same tokens would cost on a named real model.
     price_as: str | None = "claude-haiku-4-5"
+    # How the gate decides.
     gate: GatePolicy = GatePolicy()
+    # Dev / holdout assignment and leak checks.
     split: SplitPolicy = SplitPolicy()
+    # Holdout cases encrypted to a public key in the repository (optional, recommended).
     sealed_holdout: SealedHoldout | None = None
 
     @field_validator("prompts", "cases", mode="before")
@@ -203,9 +245,11 @@ class Suite(Strict):
 
 
 class Config(Strict):
+    # The config format's version.
     version: Literal[1] = 1
     # Tags (glob) whose push runs the release gate in the action.
     release_tags: str = "v*"
+    # One or more suites by name.
     suites: dict[str, Suite] = Field(min_length=1)
     # Where runs, the cache and baselines are kept, relative to the config file.
     state_dir: str = ".evalgate"

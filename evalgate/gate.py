@@ -27,6 +27,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import fmean
 from typing import Literal
 
@@ -187,13 +188,21 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
-def _mde(n: int, flip: float, policy: GatePolicy) -> float:
+# The power searches cost ~0.05-0.15 s each and their arguments repeat (one suite's n, a flip
+# rate that is a count over n), so they are remembered.
+@lru_cache(maxsize=4096)
+def _mde(n: int, flip: float, alpha: float, power: float) -> float:
     if n == 0:
         return 1.0
     # Every case flipping (possible with one case and two repeats) leaves nothing to detect with.
     if flip >= 1.0:
         return math.inf
-    return minimum_detectable_effect(n, flip, policy.alpha, policy.power)
+    return minimum_detectable_effect(n, flip, alpha, power)
+
+
+@lru_cache(maxsize=4096)
+def _cases_for(target: float, flip: float, alpha: float, power: float) -> int:
+    return cases_for_mde(target, flip, alpha, power)
 
 
 def _p_worse(diffs: Sequence[float], binary: bool, policy: GatePolicy) -> tuple[float, str]:
@@ -365,11 +374,14 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
 
     flip = noise.flip_rate if noise else 0.0
     # measure_noise already computed the MDE at its n with the same alpha and power.
-    mde = noise.mde if noise is not None and noise.n == n_units else _mde(n_units, flip, policy)
+    if noise is not None and noise.n == n_units:
+        mde = noise.mde
+    else:
+        mde = _mde(n_units, flip, policy.alpha, policy.power)
     needed = None
     if mde > policy.tolerance:
         if flip < 1.0:
-            needed = cases_for_mde(policy.tolerance, flip, policy.alpha, policy.power)
+            needed = _cases_for(policy.tolerance, flip, policy.alpha, policy.power)
         more = f"; about {needed} {policy.unit}s would bring that under" if needed else " over"
         warnings.append(
             f"underpowered: with {n_units} {policy.unit}s and a flip rate of {_pct(flip)}%, this "

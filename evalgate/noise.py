@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,6 +35,7 @@ class NoiseFloor(BaseModel):
     power: float
 
 
+@lru_cache(maxsize=4096)  # a power search (~0.1 s) whose arguments repeat across runs
 def _mde(n: int, f: float, alpha: float, power: float) -> float:
     if n == 0:
         return 1.0

@@ -59,6 +59,10 @@ class ReleaseRecord(BaseModel):
     holdout_cases: list[HoldoutScore]
     regression_failed: int = 0
     regression_n: int = 0
+    # Calls that failed: a release is never passed on cases it could not score.
+    errors: int = 0
+    regression_errors: int = 0
+    incomplete: bool = False
 
     @property
     def gap(self) -> float:
@@ -95,6 +99,9 @@ def make_record(name: str, run: Run, time: datetime, holdout_sha256: str) -> Rel
         ],
         regression_failed=sum(1 for c in regression if c.passed is False),
         regression_n=len(regression),
+        errors=run.errors,
+        regression_errors=sum(1 for c in regression if c.error is not None),
+        incomplete=run.incomplete,
     )
 
 
@@ -248,6 +255,16 @@ def release_report(
         ]
     else:
         warnings.append("no previous release to compare the holdout with: this is the first")
+    if current.incomplete:
+        reasons.append(
+            f"the release run is incomplete ({current.errors} calls failed): its scores leave "
+            "cases out; re-run the release"
+        )
+    if current.regression_errors:
+        reasons.append(
+            f"{current.regression_errors} regression cases errored, so they could not be "
+            "checked; re-run the release"
+        )
     if current.regression_failed:
         reasons.append(
             f"{current.regression_failed} of {current.regression_n} regression cases failed; "

@@ -78,7 +78,9 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
     except Exception as exc:
         raise UserError(
             f"the scorer failed on case {job.case_id!r}: {type(exc).__name__}: {exc}",
-            fix="fix the scorer; the reply was: " + reply.text[:200],
+            # A holdout reply never goes into a message (its job id is hashed: "h-...").
+            fix="fix the scorer"
+            + ("" if job.case_id.startswith("h-") else "; the reply was: " + reply.text[:200]),
         ) from exc
     return Outcome(
         text=reply.text,

@@ -81,10 +81,16 @@ def done(spaces: dict[str, Path]) -> Iterator[dict[str, subprocess.CompletedProc
         for name, (space, argv) in COMMANDS.items()
     }
     results = {}
-    for name, process in started.items():
-        out, err = process.communicate(timeout=180)
-        results[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-    yield results
+    try:
+        for name, process in started.items():
+            out, err = process.communicate(timeout=180)
+            results[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+        yield results
+    finally:
+        for process in started.values():  # only after a timeout: ours, ended by their handles
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:

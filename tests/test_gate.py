@@ -683,7 +683,8 @@ def test_never_fails_on_the_sign_test_when_breaks_do_not_outnumber_fixes(
     b: int, extra: int, same: int, mid_p: bool
 ) -> None:
     v = decide(*sign_pair(broken=b, fixed=b + extra, same=same), policy(mid_p=mid_p))
-    assert v.p_value is not None and v.p_value >= 0.5
+    # b <= c puts b at or below the median of Bin(b + c, 1/2) (mid-p: 0.5 up to rounding).
+    assert v.p_value is not None and v.p_value >= 0.5 - 1e-12
     assert v.kind != "fail"
 
 

@@ -12,8 +12,18 @@ was given) and speaks the API's wire format: the message object and its ``usage`
 sequence when ``"stream": true``, the error body ``{"type": "error", "error": {...}}``, the
 ``request-id``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
 
-Endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``; anything else answers
-404 ``not_found_error``. ``anthropic-version`` and ``anthropic-beta`` are accepted and ignored.
+Endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``; the Message Batches
+API, ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``, ``GET .../{id}/results``
+(JSONL) and ``POST .../{id}/cancel``; anything else answers 404 ``not_found_error``.
+``anthropic-version`` and ``anthropic-beta`` are accepted and ignored.
+
+Batches: creation validates every request's params (400 for the whole batch, as the API does);
+processing ends ``knobs.batch_latency_s`` after creation (checked when the batch is read), and
+each request is then answered as ``/v1/messages`` would answer it (same seeded flips, same
+prompt cache, no faults or rate limits), except ``knobs.batch_errored_ids`` (``errored``) and
+``knobs.batch_expired_ids`` (``expired``). ``request_counts`` stay at ``processing`` until the
+end, as on the API. Results come in a seeded order unrelated to the requests'
+(``knobs.batch_shuffle``). ``stats().batches`` counts creations.
 
 What a request goes through, in order:
 
@@ -56,6 +66,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import selectors
 import socket
 import threading
@@ -65,7 +76,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,6 +127,14 @@ _RATED = (
 )
 _MESSAGES = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
+_BATCHES = "/v1/messages/batches"
+_USAGE_KEYS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
+_JSONL = "application/binary"
 _HTML = (
     b"<html><head><title>502 Bad Gateway</title></head>"
     b"<body><center><h1>502 Bad Gateway</h1></center></body></html>\n"
@@ -184,6 +203,21 @@ class Knobs(BaseModel):
     """Charged with uncached input plus cache writes (cache reads are free, as on the API)."""
     output_tokens_per_minute: float | None = Field(None, gt=0)
     """Refuses while exhausted; charged with the output tokens of each answer."""
+    rate_limit_window_s: float = Field(60.0, gt=0, le=60)
+    """Each bucket holds this many seconds' worth of its limit (60: a minute's worth, the API's
+    documented bucket; less: a per-minute limit enforced over shorter intervals, as the API may
+    do, "60 RPM as 1 request per second"). Headers still report the per-minute limit."""
+
+    # --- message batches
+    batch_latency_s: float = Field(0.0, ge=0)
+    """Seconds from a batch's creation until its processing ends (read at creation)."""
+    batch_errored_ids: list[str] = Field(default_factory=list)
+    """custom_ids whose result is ``errored`` (an ``invalid_request_error``)."""
+    batch_expired_ids: list[str] = Field(default_factory=list)
+    """custom_ids whose result is ``expired``."""
+    batch_shuffle: bool = True
+    """Return results in a seeded order unrelated to the requests' (the API promises no
+    order); False: in request order."""
 
     # --- prompt caching
     cache_min_tokens: int = Field(0, ge=0)
@@ -244,34 +278,50 @@ class Stats:
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     internal_errors: int
+    batches: int = 0
+    """Message batches created."""
 
 
 @dataclass
 class _Bucket:
     limit: float
+    """Per minute: the refill rate, and what the headers report."""
+    capacity: float
     level: float
     t: float
 
     def refill(self, now: float) -> None:
-        self.level = min(self.limit, self.level + (now - self.t) * self.limit / 60.0)
+        self.level = min(self.capacity, self.level + (now - self.t) * self.limit / 60.0)
         self.t = now
 
     def wait(self, need: float) -> float:
         """Seconds until ``need`` units are available (0: now). Call ``refill`` first."""
-        need = min(need, self.limit)
+        need = min(need, self.capacity)
         return 0.0 if self.level >= need else (need - self.level) * 60.0 / self.limit
 
     def remaining(self) -> int:
         return max(0, math.floor(self.level))
 
     def full_in(self) -> float:
-        return max(0.0, (self.limit - self.level) * 60.0 / self.limit)
+        return max(0.0, (self.capacity - self.level) * 60.0 / self.limit)
 
 
 @dataclass
 class _CacheEntry:
     ready_at: float
     expires_at: float
+
+
+@dataclass
+class _Batch:
+    id: str
+    requests: list[tuple[str, dict[str, Any]]]
+    created_at: datetime
+    due: float
+    """``time.monotonic()`` when processing ends (sooner when canceled)."""
+    cancel_initiated_at: datetime | None = None
+    ended_at: datetime | None = None
+    results: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -363,6 +413,8 @@ class MessagesServer:
             Knobs.model_validate({**base.model_dump(), **overrides}) if overrides else base
         )
         self._lock = threading.Lock()
+        # Held while a batch is processed (which takes _lock): never taken under _lock.
+        self._batch_lock = threading.Lock()
         self._closing = threading.Event()
         self._closed = False
         self._script: deque[str] = deque()
@@ -452,6 +504,7 @@ class MessagesServer:
                 cache_creation_input_tokens=self._tokens["cache_creation"],
                 cache_read_input_tokens=self._tokens["cache_read"],
                 internal_errors=len(self._errors),
+                batches=len(self._batches),
             )
 
     def reset(self) -> None:
@@ -509,6 +562,7 @@ class MessagesServer:
         self._cache: dict[tuple[str, str], _CacheEntry] = {}
         self._alternatives: dict[str, list[str]] = {}
         self._buckets: dict[str, _Bucket] = {}
+        self._batches: dict[str, _Batch] = {}
 
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
@@ -590,6 +644,9 @@ class MessagesServer:
             ex.outcome = outcome
 
     def _dispatch(self, h: _Handler, ex: Exchange, raw: bytes, k: Knobs) -> None:
+        if ex.path == _BATCHES or ex.path.startswith(_BATCHES + "/"):
+            self._batch_route(h, ex, raw, k)
+            return
         if ex.method != "POST" or ex.path not in (_MESSAGES, _COUNT):
             self._error(h, ex, k, 404, "not_found_error", "Not Found", "not_found")
             return
@@ -645,6 +702,144 @@ class MessagesServer:
         if ex.fault == "slow" and ex.outcome == "ok":
             self._recount(ex, "slow")
 
+    # ------------------------------------------------------------------ message batches
+
+    def _batch_route(self, h: _Handler, ex: Exchange, raw: bytes, k: Knobs) -> None:
+        """``POST /v1/messages/batches``, ``GET .../{id}``, ``GET .../{id}/results`` and
+        ``POST .../{id}/cancel``. Faults and rate limits do not apply."""
+        if k.api_key is not None and not _authorized(ex.headers, k.api_key):
+            self._error(h, ex, k, 401, "authentication_error", "invalid x-api-key", "auth")
+            return
+        parts = ex.path[len(_BATCHES) :].strip("/").split("/")
+        if ex.method == "POST" and parts == [""]:
+            self._batch_create(h, ex, raw, k)
+            return
+        with self._lock:
+            batch = self._batches.get(parts[0])
+        if batch is None or len(parts) > 2:
+            msg = f"message batch {parts[0]!r} not found" if batch is None else "Not Found"
+            self._error(h, ex, k, 404, "not_found_error", msg, "not_found")
+            return
+        if ex.method == "GET" and len(parts) == 1:
+            self._json(h, ex, 200, self._batch_object(h, batch, k), [], "ok")
+        elif ex.method == "GET" and parts[1] == "results":
+            self._batch_object(h, batch, k)  # processes it when due
+            if batch.results is None:
+                msg = f"message batch {batch.id} is still processing"
+                self._error(h, ex, k, 400, "invalid_request_error", msg, "invalid_request")
+                return
+            lines = b"".join(json.dumps(r).encode() + b"\n" for r in batch.results)
+            self._send(h, ex, 200, lines, [("request-id", _request_id())], "ok", _JSONL)
+        elif ex.method == "POST" and parts[1] == "cancel":
+            with self._batch_lock:
+                if batch.results is None and batch.cancel_initiated_at is None:
+                    batch.cancel_initiated_at = datetime.now(UTC)
+                    batch.due = time.monotonic()
+                data = self._batch_fields(h, batch)
+            self._json(h, ex, 200, data, [], "ok")
+        else:
+            self._error(h, ex, k, 404, "not_found_error", "Not Found", "not_found")
+
+    def _batch_create(self, h: _Handler, ex: Exchange, raw: bytes, k: Knobs) -> None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        ex.body = body
+        try:
+            requests = _batch_requests(body)
+        except _Invalid as exc:
+            self._error(h, ex, k, 400, "invalid_request_error", str(exc), "invalid_request")
+            return
+        now = datetime.now(UTC)
+        batch = _Batch(
+            id=f"msgbatch_{uuid.uuid4().hex[:24]}",
+            requests=requests,
+            created_at=now,
+            due=time.monotonic() + k.batch_latency_s,
+        )
+        with self._lock:
+            self._batches[batch.id] = batch
+        with self._batch_lock:
+            data = self._batch_fields(h, batch)
+        self._json(h, ex, 200, data, [], "ok")
+
+    def _batch_object(self, h: _Handler, batch: _Batch, k: Knobs) -> dict[str, Any]:
+        """The batch as the API shows it, processing it first when it is due."""
+        with self._batch_lock:
+            if batch.results is None and time.monotonic() >= batch.due:
+                canceled = batch.cancel_initiated_at is not None
+                results = [
+                    self._batch_result(k, cid, params, canceled) for cid, params in batch.requests
+                ]
+                if k.batch_shuffle:
+                    results.sort(key=lambda r: _draws(k.seed, "order", r["custom_id"].encode(), 0))
+                batch.results = results
+                batch.ended_at = datetime.now(UTC)
+            return self._batch_fields(h, batch)
+
+    def _batch_fields(self, h: _Handler, batch: _Batch) -> dict[str, Any]:
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if batch.results is None:
+            counts["processing"] = len(batch.requests)
+            status = "in_progress" if batch.cancel_initiated_at is None else "canceling"
+        else:
+            for result in batch.results:
+                counts[result["result"]["type"]] += 1
+            status = "ended"
+        host = h.headers.get("host") or f"{self.host}:{self.port}"
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": counts,
+            "created_at": _rfc3339(batch.created_at),
+            "expires_at": _rfc3339(batch.created_at + timedelta(hours=24)),
+            "ended_at": _rfc3339(batch.ended_at) if batch.ended_at else None,
+            "cancel_initiated_at": (
+                _rfc3339(batch.cancel_initiated_at) if batch.cancel_initiated_at else None
+            ),
+            "archived_at": None,
+            "results_url": (
+                f"http://{host}{_BATCHES}/{batch.id}/results" if batch.results is not None else None
+            ),
+        }
+
+    def _batch_result(
+        self, k: Knobs, custom_id: str, params: dict[str, Any], canceled: bool
+    ) -> dict[str, Any]:
+        """One line of the results: an answer as ``/v1/messages`` would give (same seeded
+        flips, same prompt cache), or an injected errored / expired result."""
+
+        def errored(etype: str, message: str) -> dict[str, Any]:
+            error = {"type": etype, "message": message}
+            return {"type": "errored", "error": {"type": "error", "error": error}}
+
+        if canceled:
+            result: dict[str, Any] = {"type": "canceled"}
+        elif custom_id in k.batch_expired_ids:
+            result = {"type": "expired"}
+        elif custom_id in k.batch_errored_ids:
+            result = errored("invalid_request_error", "messages: injected invalid_request_error")
+        else:
+            parsed = _parse(params)  # validated when the batch was created
+            req = parsed.request
+            if req.model in k.unknown_models:
+                result = errored("not_found_error", f"model: {req.model}")
+            else:
+                total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+                digest = _digest(params)
+                now = time.monotonic()
+                with self._lock:
+                    written, read, key = self._cache_peek(k, parsed, total, now)
+                    self._cache_commit(k, parsed, key, read, now, 0.0)
+                    occurrence = self._answers.get(digest, 0)
+                    self._answers[digest] = occurrence + 1
+                tokens = (total - written - read, written, read)
+                message, _ = self._compose(k, parsed, tokens, digest, occurrence)
+                result = {"type": "succeeded", "message": message}
+        return {"custom_id": custom_id, "result": result}
+
     def _fault(self, h: _Handler, ex: Exchange, k: Knobs, fault: str) -> None:
         if fault == "drop":
             ex.outcome = "drop"
@@ -694,24 +889,11 @@ class MessagesServer:
     def _answer(
         self, h: _Handler, ex: Exchange, k: Knobs, parsed: _Parsed, total: int, digest: bytes
     ) -> None:
-        req = parsed.request
-        text = fake_answer(req, self.rules)
         delay = k.latency_s
         now = time.monotonic()
         with self._lock:
             # prompt cache: look up without committing
-            written = read = 0
-            cache_key: tuple[str, str] | None = None
-            ttl = 3600.0 if parsed.ttl_1h else k.cache_ttl_s
-            if parsed.cache_prefix:
-                cached = min(rough_tokens(parsed.cache_prefix), total)
-                if cached >= k.cache_min_tokens:
-                    cache_key = (req.model, parsed.cache_prefix)
-                    entry = self._cache.get(cache_key)
-                    if entry is not None and entry.ready_at <= now < entry.expires_at:
-                        read = cached
-                    else:
-                        written = cached
+            written, read, cache_key = self._cache_peek(k, parsed, total, now)
             uncached = total - written - read
             # rate limits
             self._sync_buckets(k, now)
@@ -731,16 +913,7 @@ class MessagesServer:
                     self._buckets["requests"].level -= 1
                 if "input-tokens" in self._buckets:
                     self._buckets["input-tokens"].level -= uncached + written
-                if cache_key is not None:
-                    entry = self._cache.get(cache_key)
-                    if read:
-                        assert entry is not None
-                        entry.expires_at = now + ttl
-                        self._cache_reads += 1
-                    else:
-                        if entry is None or entry.expires_at <= now:
-                            self._cache[cache_key] = _CacheEntry(now + delay, now + delay + ttl)
-                        self._cache_writes += 1
+                self._cache_commit(k, parsed, cache_key, read, now, delay)
                 occurrence = self._answers.get(digest, 0)
                 self._answers[digest] = occurrence + 1
             rate_headers = self._ratelimit_headers(now)
@@ -759,39 +932,102 @@ class MessagesServer:
             self._error(h, ex, k, 429, "rate_limit_error", msg, "bucket", extra + rate_headers)
             return
 
-        u, v, w = _draws(k.seed, "flip", digest, occurrence)
-        delay += k.latency_jitter_s * w
+        delay += k.latency_jitter_s * _draws(k.seed, "flip", digest, occurrence)[2]
+        message, flipped = self._compose(k, parsed, (uncached, written, read), digest, occurrence)
+        usage = message["usage"]
+        ex.flipped = flipped
+        ex.text = message["content"][0]["text"]
+        ex.usage = {key: usage[key] for key in _USAGE_KEYS}
+        with self._lock:
+            if out_bucket is not None and "output-tokens" in self._buckets:
+                bucket = self._buckets["output-tokens"]
+                bucket.level = max(0.0, bucket.level - usage["output_tokens"])
+        if ex.stream:
+            self._stream(h, ex, k, message, delay, rate_headers)
+            return
+        if delay > 0 and self._closing.wait(delay):
+            ex.outcome = "shutdown"
+            h.close_connection = True
+            return
+        self._json(h, ex, 200, message, rate_headers, "ok")
+
+    def _cache_peek(
+        self, k: Knobs, parsed: _Parsed, total: int, now: float
+    ) -> tuple[int, int, tuple[str, str] | None]:
+        """(written, read, key) of the prompt cache for this request, without committing.
+        Call with the lock held."""
+        if not parsed.cache_prefix:
+            return 0, 0, None
+        cached = min(rough_tokens(parsed.cache_prefix), total)
+        if cached < k.cache_min_tokens:
+            return 0, 0, None
+        key = (parsed.request.model, parsed.cache_prefix)
+        entry = self._cache.get(key)
+        if entry is not None and entry.ready_at <= now < entry.expires_at:
+            return 0, cached, key
+        return cached, 0, key
+
+    def _cache_commit(
+        self,
+        k: Knobs,
+        parsed: _Parsed,
+        key: tuple[str, str] | None,
+        read: int,
+        now: float,
+        delay: float,
+    ) -> None:
+        """Record a read (extending the TTL) or a write, readable after ``delay``. Lock held."""
+        if key is None:
+            return
+        ttl = 3600.0 if parsed.ttl_1h else k.cache_ttl_s
+        entry = self._cache.get(key)
+        if read:
+            assert entry is not None
+            entry.expires_at = now + ttl
+            self._cache_reads += 1
+        else:
+            if entry is None or entry.expires_at <= now:
+                self._cache[key] = _CacheEntry(now + delay, now + delay + ttl)
+            self._cache_writes += 1
+
+    def _compose(
+        self,
+        k: Knobs,
+        parsed: _Parsed,
+        tokens: tuple[int, int, int],
+        digest: bytes,
+        occurrence: int,
+    ) -> tuple[dict[str, Any], bool]:
+        """The message answering ``parsed`` (the fake's answer, maybe flipped, cut at
+        max_tokens) and whether it was flipped; counts its tokens. ``tokens`` is (uncached
+        input, cache write, cache read)."""
+        req = parsed.request
+        uncached, written, read = tokens
+        text = fake_answer(req, self.rules)
+        flipped = False
+        u, v, _ = _draws(k.seed, "flip", digest, occurrence)
         if k.flip_rate > 0 and u < k.flip_rate:
             alternatives = self._alternatives_for(req, text)
             if alternatives:
                 text = alternatives[int(v * len(alternatives))]
-                ex.flipped = True
+                flipped = True
         output = rough_tokens(text)
         stop_reason = "end_turn"
         if output > req.max_tokens:
             text = text[: req.max_tokens * 4]
             output = req.max_tokens
             stop_reason = "max_tokens"
-        usage = {
-            "input_tokens": uncached,
-            "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": read,
-            "output_tokens": output,
-        }
-        ex.text = text
-        ex.usage = usage
         with self._lock:
-            if out_bucket is not None and "output-tokens" in self._buckets:
-                bucket = self._buckets["output-tokens"]
-                bucket.level = max(0.0, bucket.level - output)
-            self._flips += ex.flipped
+            self._flips += flipped
             self._tokens["input"] += uncached
             self._tokens["output"] += output
             self._tokens["cache_creation"] += written
             self._tokens["cache_read"] += read
-
-        full_usage: dict[str, Any] = {
-            **usage,
+        usage: dict[str, Any] = {
+            "input_tokens": uncached,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "output_tokens": output,
             "cache_creation": {
                 "ephemeral_5m_input_tokens": 0 if parsed.ttl_1h else written,
                 "ephemeral_1h_input_tokens": written if parsed.ttl_1h else 0,
@@ -806,16 +1042,9 @@ class MessagesServer:
             "content": [{"type": "text", "text": text}],
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": full_usage,
+            "usage": usage,
         }
-        if ex.stream:
-            self._stream(h, ex, k, message, delay, rate_headers)
-            return
-        if delay > 0 and self._closing.wait(delay):
-            ex.outcome = "shutdown"
-            h.close_connection = True
-            return
-        self._json(h, ex, 200, message, rate_headers, "ok")
+        return message, flipped
 
     def _stream(
         self,
@@ -939,10 +1168,11 @@ class MessagesServer:
             ("output-tokens", k.output_tokens_per_minute),
         ):
             bucket = self._buckets.get(name)
-            if limit is None:
+            capacity = None if limit is None else limit * k.rate_limit_window_s / 60.0
+            if limit is None or capacity is None:
                 self._buckets.pop(name, None)
-            elif bucket is None or bucket.limit != limit:
-                self._buckets[name] = _Bucket(limit, limit, now)
+            elif bucket is None or (bucket.limit, bucket.capacity) != (limit, capacity):
+                self._buckets[name] = _Bucket(limit, capacity, capacity, now)
             else:
                 bucket.refill(now)
 
@@ -1122,6 +1352,44 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         loc = ".".join(str(p) for p in err["loc"])
         raise _Invalid(f"{loc}: {err['msg']}") from None
     return _Parsed(request, cache_prefix, ttl_1h)
+
+
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _batch_requests(body: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The (custom_id, params) of a batch-creation body, validated as the API does at once."""
+    if not isinstance(body, dict):
+        raise _Invalid("There was an issue with the format of your request: invalid JSON body")
+    items = body.get("requests")
+    if not isinstance(items, list) or not items:
+        raise _Invalid("requests: at least one request is required")
+    seen: set[str] = set()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _Invalid(f"requests.{i}: Input should be an object")
+        custom_id = item.get("custom_id")
+        if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
+            raise _Invalid(f"requests.{i}.custom_id: String should match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if custom_id in seen:
+            raise _Invalid(f"requests.{i}.custom_id: duplicate custom_id {custom_id!r}")
+        seen.add(custom_id)
+        params = item.get("params")
+        if not isinstance(params, dict):
+            raise _Invalid(f"requests.{i}.params: Field required")
+        if params.get("stream") is True:
+            raise _Invalid(f"requests.{i}.params.stream: streaming is not supported in batches")
+        try:
+            _parse(params)
+        except _Invalid as exc:
+            raise _Invalid(f"requests.{i}.params.{exc}") from None
+        out.append((custom_id, params))
+    return out
+
+
+def _rfc3339(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _digest(body: dict[str, Any]) -> bytes:

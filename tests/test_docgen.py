@@ -1,0 +1,24 @@
+"""docs/configuration.md is generated from the pydantic models and must stay current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalgate.config import Config, Suite
+from evalgate.docgen import reference
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def test_the_committed_reference_matches_the_models() -> None:
+    assert DOC.read_text(encoding="utf-8") == reference(), (
+        "docs/configuration.md is stale: run `python -m evalgate.docgen > docs/configuration.md`"
+    )
+
+
+def test_every_key_is_documented_with_a_meaning() -> None:
+    text = reference()
+    for model in (Config, Suite):
+        for name, field in model.model_fields.items():
+            assert f"| `{field.alias or name}` |" in text
+    assert "|  |\n" not in text, "a key has no meaning: add a comment above it in config.py"
