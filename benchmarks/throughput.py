@@ -136,7 +136,7 @@ class ThreadProfiles:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         self.profiles[0].disable()
 
     def stats(self) -> pstats.Stats:

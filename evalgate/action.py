@@ -62,7 +62,7 @@ from evalgate.report.render import render, render_model
 from evalgate.runs import Run, read_run, save_run
 from evalgate.summary import summarise
 
-Mode = Literal["pr", "baseline", "release", "audit"]
+Mode = Literal["pr", "baseline", "release", "audit", "skip"]
 VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]
 SEVERITY = {"skipped": 0, "pass": 1, "inconclusive": 2, "fail": 3}
 DATA_BRANCH = "evalgate-data"
@@ -232,11 +232,8 @@ def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], t
         branch = ref.removeprefix("refs/heads/")
         default = str((event.get("repository") or {}).get("default_branch") or "main")
         if branch != default:
-            raise UserError(
-                f"a push to {branch!r}, not the default branch {default!r}: baselines are made "
-                "only from the default branch",
-                fix="limit the workflow's push trigger to the default branch, or set mode:",
-            )
+            # Not an error: a workflow may run on every push; there is just nothing to do.
+            return "skip"
         return "baseline"
     if name == "schedule":
         return "baseline"
@@ -665,6 +662,15 @@ def action(
         loaded = load_config(runner.folder / inputs.config)
         mode = detect_mode(inputs, env, runner.event, loaded.config.release_tags)
         runner.log(f"evalgate {__version__}: {mode} mode, config {loaded.path}")
+        if mode == "skip":
+            ref = env.get("GITHUB_REF", "")
+            runner.log(
+                f"nothing to do for a push to {ref}: baselines are made only from the default "
+                f"branch ({runner.default_branch}); limit the workflow's push trigger to it"
+            )
+            runner.outputs.set("verdict", "skipped")
+            runner.flush()
+            return 0
         if mode != "baseline":
             runner.repo = connect(env, inputs)
         files = []
@@ -697,8 +703,8 @@ def _report_failure(
     runner: Runner | None, env: Mapping[str, str], out: TextIO, err: TextIO, line: str
 ) -> None:
     """The one-line cause, in the log, as an annotation and in the job summary."""
+    # What was already reported (a verdict before a failed comment) stays in the summary.
     runner = runner or Runner(env=env, inputs=Inputs(), out=out, err=err, event={})
-    runner.summary.clear()
     runner.annotate("error", line)
     runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {line}\n")
     runner.flush()

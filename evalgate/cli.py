@@ -40,6 +40,7 @@ from evalgate.holdout import (
     seal,
     sealed_lines,
 )
+from evalgate.importers import FORMATS
 from evalgate.merge import merge_runs
 from evalgate.noise import measure_noise
 from evalgate.pipeline import (
@@ -59,6 +60,7 @@ from evalgate.summary import summarise
 from evalgate.terminal import colourise, wants_colour
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+IMPORT_SCORERS = ("exact", "contains", "regex", "json_schema", "judge", "label", "python")
 
 
 class Context:
@@ -123,7 +125,7 @@ def execute_version(
     name, suite = loaded.suite(suite_name)
     prompt = prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(ctx, suite) if "holdout" in splits else None
-    cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret)
+    cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret, on_note=ctx.warn)
     commit, ref = git_info(loaded.root)
     backend = build_backend(ctx, loaded, suite.model)
     spec = RunSpec(
@@ -382,7 +384,7 @@ def cmd_split(ctx: Context) -> int:
                 f"the sealed holdout is left out: set {HOLDOUT_KEY_VARIABLE} to count it and "
                 "check it for leaks"
             )
-    cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    cases = load_suite_cases(loaded, suite, holdout_secret=secret, on_note=ctx.warn)
     report = check_split(cases.cases, suite.split, suite.fields)
     if ctx.args.format == "json":
         ctx.print(report.model_dump_json(indent=2))
@@ -399,6 +401,11 @@ def apply_splits(loaded: LoadedConfig, suite: Suite, cases: CaseSet) -> int:
     field = suite.fields.split
     if field is None:
         raise UserError("fields.split is null, so there is no field to write the split into")
+    if suite.cases_format != "evalgate":
+        raise UserError(
+            f"--apply writes evalgate case files; these are read as {suite.cases_format}",
+            fix=f"convert them with `evalgate import {suite.cases_format} FILE` first",
+        )
     by_source = {c.source: c.split for c in cases.cases}
     written = 0
     for path in loaded.expand(suite.cases, "case file"):
@@ -512,6 +519,62 @@ def _raw_record(path: Path, source: str) -> Any:
     if path.suffix.lower() in (".yml", ".yaml"):
         raise UserError("holdout add takes JSONL", where=str(path))
     return json.loads(path.read_text(encoding="utf-8").split("\n")[number - 1])
+
+
+def cmd_import(ctx: Context) -> int:
+    """Convert another tool's case file to evalgate JSONL, with a summary of what mapped."""
+    from pydantic import TypeAdapter
+
+    from evalgate.config import Fields, ScorerConfig
+    from evalgate.importers import convert, validate
+    from evalgate.importers.output import (
+        config_snippet,
+        jsonl,
+        render_text,
+        report_of,
+        unscored_path,
+    )
+    from evalgate.scorers.base import needs_expected
+
+    args = ctx.args
+    to_stdout = args.out == "-"
+    if args.config_snippet and to_stdout:
+        raise UserError(
+            "--config-snippet names the case file in the snippet, so it needs --out FILE",
+            fix="pass --out cases.jsonl",
+        )
+    source = Path(args.file)
+    conversion = convert(args.source_format, source, scorer_kind=args.scorer)
+    scorer = TypeAdapter(ScorerConfig).validate_python(conversion.plan.config)
+    validate(conversion, Fields(input=conversion.inputs), need_expected=needs_expected(scorer))
+    out = None if to_stdout else Path(args.out)
+    side = unscored_path(out) if out is not None else None
+    written = [p for p in (out, side if conversion.unscored else None) if p is not None]
+    for path in written:
+        if path.exists() and not args.force:
+            raise UserError(f"{path} exists", fix="pass --force to replace it, or choose --out")
+    snippet = None
+    if args.config_snippet:
+        snippet = config_snippet(conversion, args.out, args.suite or "main", args.file)
+    report = report_of(
+        conversion, None if to_stdout else args.out, str(side) if side else None, snippet
+    )
+    text = report.model_dump_json(indent=2) + "\n" if args.format == "json" else render_text(report)
+    if out is None:
+        ctx.out.write(jsonl(conversion.records))
+        ctx.err.write(text)
+        return EXIT_OK
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(jsonl(conversion.records), encoding="utf-8")
+    if side is not None and conversion.unscored:
+        side.write_text(jsonl(conversion.unscored), encoding="utf-8")
+    if snippet is not None and args.format != "json":
+        # The snippet is what stdout is for (`> evalgate.yml`); the summary goes to stderr.
+        ctx.out.write(snippet)
+        ctx.err.write(text)
+    else:
+        ctx.out.write(text)
+    return EXIT_OK
 
 
 def cmd_release(ctx: Context) -> int:
@@ -909,6 +972,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     completion = sub.add_parser("completion", help="print a bash completion script")
     completion.set_defaults(func=cmd_completion)
+
+    import_ = sub.add_parser(
+        "import",
+        parents=[common],
+        help="convert promptfoo, OpenAI evals, Inspect or Langfuse cases to evalgate JSONL",
+        description="Convert another tool's case file to evalgate JSONL and say what mapped, "
+        "what did not, and what to do about it (docs/importers.md). The summary goes to "
+        "stdout, or to stderr when stdout carries the cases (--out -) or the snippet.",
+    )
+    import_.add_argument(
+        "source_format", metavar="FORMAT", choices=FORMATS, help="one of: " + ", ".join(FORMATS)
+    )
+    import_.add_argument(
+        "file", help="the file to convert (promptfooconfig.yaml, samples.jsonl, ...)"
+    )
+    import_.add_argument(
+        "--out",
+        default="cases.jsonl",
+        metavar="FILE",
+        help="evalgate JSONL to write, '-' for stdout (default: %(default)s); cases the scorer "
+        "cannot check go beside it in FILE.unscored.jsonl",
+    )
+    import_.add_argument("--force", action="store_true", help="replace files that exist")
+    import_.add_argument(
+        "--config-snippet",
+        action="store_true",
+        help="print an evalgate.yml for the cases (fields, template, model, scorer) to stdout",
+    )
+    import_.add_argument(
+        "--scorer",
+        choices=IMPORT_SCORERS,
+        help="the suite's scorer kind (default: the kind most cases can be scored by)",
+    )
+    import_.set_defaults(func=cmd_import)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
     lst.set_defaults(func=cmd_list)

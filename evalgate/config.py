@@ -217,6 +217,11 @@ class Suite(Strict):
     # Default: the only version, or the last by name.
     ship: str | None = None
     cases: list[str] = Field(min_length=1, description="case files or globs")
+    # The case files' format: evalgate's own JSONL / YAML, or another tool's, read directly
+    # (promptfoo, openai-evals, inspect, langfuse; see docs/importers.md).
+    cases_format: Literal["evalgate", "promptfoo", "openai-evals", "inspect", "langfuse"] = (
+        "evalgate"
+    )
     # How the case files' fields map onto evalgate's.
     fields: Fields = Fields()
     # The user turn (jinja2, StrictUndefined), the same for every prompt version.
@@ -331,6 +336,11 @@ class LoadedConfig(BaseModel):
         """Every file a suite's result depends on: a PR touching none of them cannot change it."""
         paths = [self.path, *self.prompt_files(suite).values()]
         paths += self.expand(suite.cases, "case file")
+        if suite.cases_format != "evalgate":
+            from evalgate.importers import referenced_files
+
+            for case_file in self.expand(suite.cases, "case file"):
+                paths += referenced_files(suite.cases_format, case_file)
         for options in (suite.model.options, getattr(suite.scorer, "__dict__", {})):
             for key in ("rules_file", "schema_file", "rubric_file"):
                 value = options.get(key)
@@ -343,6 +353,31 @@ class LoadedConfig(BaseModel):
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")
             )
         return [p.resolve() for p in paths]
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys, which YAML would let the last one win."""
+
+
+def _no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {seen[key]})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _no_duplicates,  # type: ignore[arg-type]
+)
 
 
 SCORER_KINDS = ("label", "exact", "contains", "regex", "json_schema", "python", "judge")
@@ -396,7 +431,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
 
 def parse_config(text: str, path: Path) -> Config:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -71,8 +71,12 @@ def load_suite_cases(
     case_files: Sequence[Path] | None = None,
     *,
     holdout_secret: SecretKey | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> CaseSet:
-    """The suite's cases with their splits assigned; sealed holdout cases when the key is given."""
+    """The suite's cases with their splits assigned; sealed holdout cases when the key is given.
+
+    ``on_note`` hears what reading another tool's case files left out (``cases_format``).
+    """
     paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
     by = suite.split.group_field
     visible = [*(suite.fields.input or []), suite.fields.group]
@@ -84,7 +88,20 @@ def load_suite_cases(
             fix=f"map it as fields.group: {by} (and drop split.group_field)",
         )
     need = needs_expected(suite.scorer)
-    plain = load_cases(paths, suite.fields, root=loaded.root, need_expected=need)
+    if suite.cases_format == "evalgate":
+        plain = load_cases(paths, suite.fields, root=loaded.root, need_expected=need)
+    else:
+        from evalgate.importers import load_foreign
+
+        plain = load_foreign(
+            suite.cases_format,
+            paths,
+            suite.fields,
+            suite.scorer,
+            root=loaded.root,
+            need_expected=need,
+            on_note=on_note,
+        )
     cases = list(plain.cases)
     hashes = dict(plain.file_hashes)
     if suite.sealed_holdout is not None and holdout_secret is not None:

@@ -53,8 +53,12 @@ REQUIRED = os.environ.get("EVALGATE_CONTAINER", "").strip().lower() == "required
 BASE_IMAGE = "python:3.11-slim"  # the Dockerfile's default base; a local image (container-setup)
 JOB_IMAGE = os.environ.get("EVALGATE_JOB_IMAGE", "evalgate-runner:bookworm")
 ACTION_IMAGE = "evalgate-action:e2e"
-# act names the image of a `uses: ./` action act-dockeraction:latest, so two act runs at once
-# would race on that tag: every act run of this test (and scripts/smoke-act) holds this lock.
+# act's name for the image of a `uses: ./` action. The test builds the image itself with
+# `docker build` (as GitHub's runner does), tags it with this name and runs act with
+# --rebuild=false, so act runs exactly that image: act's own build would not share the CLI's
+# layer cache and would install every dependency again. Two act runs at once would race on
+# this tag: every act run of this test (and of scripts/smoke-act) holds ACT_LOCK.
+ACT_IMAGE = "act-dockeraction:latest"
 ACT_LOCK = Path(os.environ.get("EVALGATE_ACT_LOCK", "/tmp/evalgate-act.lock"))
 
 REPO = "acme/widgets"
@@ -69,6 +73,8 @@ ARTIFACT = "evalgate-baseline"
 GITHUB_TOKEN = "ghs_EvalgateContainerE2eFakeGithubToken7Qx2Lm9Rt4Vw"
 ANTHROPIC_KEY = "sk-ant-api03-EvalgateContainerE2eFakeAnthropicKey-5Jk8Pz3Hn6"
 OUT_PREFIX = "E2E-OUT"
+# When set, act's logs are also copied to this folder (pytest keeps only its last 3 temp dirs).
+LOG_DIR = os.environ.get("EVALGATE_E2E_LOGS")
 
 T = TypeVar("T")
 
@@ -94,9 +100,12 @@ def _unavailable() -> str | None:
         said = (info.stderr.strip().splitlines() or ["no output"])[-1]
         return f"the Docker daemon does not answer: {said}"
     for image in (BASE_IMAGE, JOB_IMAGE):
-        found = subprocess.run(
-            ["docker", "image", "inspect", image], capture_output=True, timeout=30
-        )
+        try:
+            found = subprocess.run(
+                ["docker", "image", "inspect", image], capture_output=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the Docker daemon does not answer ({exc})"
         if found.returncode != 0:
             return f"the local image {image} is missing (run scripts/container-setup)"
     return None
@@ -133,6 +142,12 @@ def _run(
 
 def _tail(text: str, lines: int = 80) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _image_id(image: str) -> str:
+    return _run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", image], timeout=60
+    ).stdout.strip()
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -247,7 +262,9 @@ def write_stubs(folder: Path, uses: set[str]) -> list[str]:
 
 
 def _echo_step(step_id: str, outputs: list[str]) -> dict[str, Any]:
-    lines = [f'echo "{OUT_PREFIX} {name}=${{{{ steps.{step_id}.outputs.{name} }}}}"' for name in outputs]
+    lines = [
+        f'echo "{OUT_PREFIX} {name}=${{{{ steps.{step_id}.outputs.{name} }}}}"' for name in outputs
+    ]
     lines.append(f'echo "{OUT_PREFIX} workspace=${{{{ github.workspace }}}}"')
     lines.append(f'echo "{OUT_PREFIX} outcome=${{{{ steps.{step_id}.outcome }}}}"')
     return {"name": "e2e outputs", "if": "${{ always() }}", "run": "\n".join(lines) + "\n"}
@@ -265,9 +282,9 @@ def suite_config() -> dict[str, Any]:
 def copy_build_context(dest: Path) -> None:
     """What the action's Dockerfile needs from this tree, without caches or local state."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".evalgate")
-    for name in ("Dockerfile", ".dockerignore", "action.yml", "constraints.txt", "pyproject.toml"):
+    files = ("Dockerfile", ".dockerignore", "action.yml", "constraints.txt", "pyproject.toml")
+    for name in (*files, "README.md"):
         shutil.copy2(ROOT / name, dest / name)
-    shutil.copy2(ROOT / "README.md", dest / "README.md")
     shutil.copytree(ROOT / "evalgate", dest / "evalgate", ignore=ignore)
     shutil.copytree(EXAMPLE, dest / "examples" / "bike-shop", ignore=ignore)
 
@@ -291,7 +308,10 @@ class ActRun:
         return dict(found)
 
     def why(self) -> str:
-        return f"act {self.name} exited {self.returncode}; last lines of its log:\n{_tail(self.output)}"
+        return (
+            f"act {self.name} exited {self.returncode} after {self.seconds:.0f} s; "
+            f"the end of its log:\n{_tail(self.output)}"
+        )
 
 
 class Scenario:
@@ -304,7 +324,6 @@ class Scenario:
         self.messages = messages
         self.run_ids = iter(range(9_100_000_001, 9_100_001_000))
         self._done: dict[str, Any] = {}
-        self.build_seconds = 0.0
         self.push_workflow_run: WorkflowRun | None = None
         self.baseline_file: Path | None = None
         self._make_repo()
@@ -376,11 +395,12 @@ class Scenario:
             pytest.fail(f"an earlier step failed: {name}: {value!s:.2000}")
         return value  # type: ignore[no-any-return]
 
-    def build(self) -> float:
-        def make() -> float:
-            t0 = time.monotonic()
+    def build(self) -> str:
+        """``docker build`` of the repository's Dockerfile; returns the image id."""
+
+        def make() -> str:
             _run(["docker", "build", "--tag", ACTION_IMAGE, "."], cwd=self.repo, timeout=900)
-            return time.monotonic() - t0
+            return _image_id(ACTION_IMAGE)
 
         return self.step("build", make)
 
@@ -409,6 +429,7 @@ class Scenario:
             f"ANTHROPIC_BASE_URL={self.messages.url}",
             "--env",
             f"GITHUB_RUN_ID={run_id}",
+            "--rebuild=false",
             "--no-cache-server",
             "--rm",
         ]
@@ -418,7 +439,9 @@ class Scenario:
         before = len(self.messages.requests)
         t0 = time.monotonic()
         env = {**os.environ, "ACT_DISABLE_VERSION_CHECK": "1"}
+        image = self.build()
         with _act_lock():
+            _run(["docker", "tag", image, ACT_IMAGE], timeout=60)
             done = subprocess.run(
                 args,
                 cwd=self.repo,
@@ -429,8 +452,16 @@ class Scenario:
                 text=True,
                 timeout=600,
             )
+            used = _image_id(ACT_IMAGE)
+        assert used == image, (
+            f"{ACT_IMAGE} changed during the act run: another act run replaced it (run act "
+            f"while holding {ACT_LOCK})"
+        )
         seconds = time.monotonic() - t0
         (self.root / f"act-{label}.log").write_text(done.stdout, encoding="utf-8")
+        if LOG_DIR:
+            Path(LOG_DIR).mkdir(parents=True, exist_ok=True)
+            (Path(LOG_DIR) / f"act-{label}.log").write_text(done.stdout, encoding="utf-8")
         return ActRun(
             name=label,
             returncode=done.returncode,
@@ -451,7 +482,6 @@ class Scenario:
 
     def push_run(self) -> ActRun:
         def make() -> ActRun:
-            self.build()
             sha = self.gh.branch_sha(REPO, "main")
             assert sha is not None
             event = {
@@ -473,7 +503,9 @@ class Scenario:
             # GitHub stand-in as the artefact of a push run on main.
             uploaded = sorted((self.repo / ".e2e-artifacts" / ARTIFACT).glob("*"))
             assert [p.name for p in uploaded] == [self.baseline_file.name], run.why()
-            self.push_workflow_run = self.gh.add_workflow_run(REPO, event="push", head_branch="main")
+            self.push_workflow_run = self.gh.add_workflow_run(
+                REPO, event="push", head_branch="main"
+            )
             self.gh.add_artifact(
                 REPO,
                 ARTIFACT,
@@ -578,6 +610,10 @@ def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
     run = e2e.push_run()
     _no_secrets(run)
     assert "Success - Main actions/checkout" in run.output
+    assert "docker build" not in run.output  # act ran the image the test built
+    # The job container uses the host's network and the action's container shares it: that is
+    # how the action reaches the stand-ins on 127.0.0.1 (checked below by what they received).
+    assert 'network="host"' in run.output
     out = run.outputs
     assert out["verdict"] == "pass", run.why()
     assert out["outcome"] == "success"
@@ -657,7 +693,8 @@ def test_a_planted_regression_fails_the_job(e2e: Scenario) -> None:
     assert out["outcome"] == "failure"
     assert int(out["broken"]) > 0
     assert float(out["accuracy"]) < float(out["baseline_accuracy"])
-    assert "::error" in run.output or "FAIL" in run.output
+    assert "::error title=evalgate::bike-shop: FAIL" in run.output
+    assert re.search(r"FAILURE`?:?\s*1\b", run.output), "the action exits 1 on a failed gate"
     comments = _comments(e2e)
     assert len(comments) == 1, "still one comment: the failing run edits it too"
     assert "failed the gate" in comments[0].body

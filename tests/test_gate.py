@@ -11,6 +11,7 @@ function under test.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from conftest import copy_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalgate.cli import main
 from evalgate.config import GatePolicy
 from evalgate.gate import Verdict, decide
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
@@ -807,7 +809,11 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "inconclusive": evalgate(renamed, *gate, "--candidate", "v3", "--format", "json"),
         "strict": evalgate(strict, *gate, "--candidate", "v3"),
     }
-    done: dict[str, Any] = {"noise": (noise.returncode, out, err)}
+    done: dict[str, Any] = {
+        "noise": (noise.returncode, out, err),
+        "home": home,
+        "baseline": baseline,
+    }
     for name, proc in started.items():
         o, e = proc.communicate(timeout=300)
         done[name] = (proc.returncode, o, e)
@@ -859,3 +865,17 @@ def test_cli_inconclusive_exit_is_configurable(cli: dict[str, Any]) -> None:
     assert code == 1
     assert out.startswith("Verdict: INCONCLUSIVE\n")
     assert "(exit 1; set gate.inconclusive_exit to change it)" in err
+
+
+@pytest.mark.slow
+def test_cli_gate_markdown_is_the_job_summary(
+    cli: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # There is no gate.md.j2: `--format markdown` used to end in a jinja2 traceback.
+    monkeypatch.delenv("CI", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    config = str(cli["home"] / "evalgate.yml")
+    argv = ["gate", "--baseline", cli["baseline"], "--candidate", "v3", "--no-save"]
+    code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")

@@ -112,7 +112,7 @@ def server() -> Iterator[MessagesServer]:
 
 @pytest.fixture
 def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = Knobs(retry_after_s=0.01, slow_s=2.0)
+    server.knobs = Knobs(retry_after_s=0.01, slow_s=3.0)
     server.reset()
     yield server
     assert server.errors == []
@@ -123,7 +123,8 @@ def make_backend(srv: MessagesServer) -> Iterator[Callable[..., AnthropicBackend
     made: list[AnthropicBackend] = []
 
     def make(retry: dict[str, Any] | None = None, **options: Any) -> AnthropicBackend:
-        options = {"timeout_s": 0.3, "retry": {**FAST, **(retry or {})}, **options}
+        # a generous timeout, so a loaded machine does not add timeouts of its own
+        options = {"timeout_s": 5.0, "retry": {**FAST, **(retry or {})}, **options}
         settings = ModelSettings(backend="anthropic", name=MODEL, options=options)
         env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.url}
         backend = AnthropicBackend(settings, BackendContext(base_dir=Path("."), env=env))
@@ -154,6 +155,13 @@ FAULTS: list[tuple[str, dict[str, Any], str]] = [
     ("malformed", {"malformed_kind": "html"}, "malformed"),
     ("stream_error", {}, "overloaded"),
 ]
+
+
+def timeout_for(fault: str) -> dict[str, float]:
+    """A client timeout well below the stand-in's slow answer (3 s) for the slow fault."""
+    return {"timeout_s": 0.3} if fault == "slow" else {}
+
+
 IDS = [f"{fault}-{knobs.get('malformed_kind', '')}".strip("-") for fault, knobs, _ in FAULTS]
 
 
@@ -170,7 +178,7 @@ def test_a_fault_then_an_answer_recovers(
     for name, value in knobs.items():
         setattr(srv.knobs, name, value)
     srv.script([fault, "ok"])
-    reply = make_backend(stream=stream).complete(REQUEST)
+    reply = make_backend(stream=stream, **timeout_for(fault)).complete(REQUEST)
     assert reply.error is None, reply.error
     assert json.loads(reply.text) == RIGHT
     assert reply.attempts == 2
@@ -190,7 +198,8 @@ def test_a_fault_that_persists_is_an_error_with_its_kind(
     for name, value in knobs.items():
         setattr(srv.knobs, name, value)
     srv.script([fault] * 3)
-    reply = make_backend(stream=stream, retry={"max_attempts": 3}).complete(REQUEST)
+    backend = make_backend(stream=stream, retry={"max_attempts": 3}, **timeout_for(fault))
+    reply = backend.complete(REQUEST)
     assert reply.error_kind == kind
     assert reply.error  # a message for the report
     assert reply.text == ""  # never an answer, so never scored as wrong
@@ -245,7 +254,7 @@ def test_a_slow_answer_times_out_at_the_clients_timeout(
     reply = make_backend(timeout_s=0.2, retry={"max_attempts": 1}).complete(REQUEST)
     elapsed = time.monotonic() - started
     assert reply.error_kind == "timeout" and "Timeout" in (reply.error or "")
-    assert 0.2 <= elapsed < 1.5  # the stand-in would have answered after 2 s
+    assert 0.2 <= elapsed < 2.5  # the stand-in would have answered after 3 s
 
 
 @pytest.mark.parametrize(

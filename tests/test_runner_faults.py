@@ -179,10 +179,10 @@ def test_a_fault_storm_loses_no_case_and_scores_no_fault_as_wrong(
 ) -> None:
     rates = STREAM_STORM if stream else STORM
     assert sum(rates.values()) == pytest.approx(0.2)
-    srv.knobs = Knobs(seed=5, retry_after_s=0.01, slow_s=1.0, **rates)
+    srv.knobs = Knobs(seed=5, retry_after_s=0.01, slow_s=2.0, **rates)
     n = 200
     loaded, backend = standin_suite(
-        n, stream=stream, timeout_s=0.4, retry={**FAST, "max_attempts": 2}
+        n, stream=stream, timeout_s=0.5, retry={**FAST, "max_attempts": 2}
     )
     run = run_suite(spec_of(loaded), backend, loaded.root)
 

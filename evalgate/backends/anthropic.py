@@ -2,19 +2,26 @@
 
 The system prompt is marked for prompt caching, so a run over N cases pays for it about once.
 evalgate owns retries (the SDK's are off, see retry.py) so that every attempt is counted.
+Calls are paced by the API's rate-limit headers (ratelimit.py), so a run slows down before
+429s arrive instead of after; and a run can go through the Message Batches API at half the
+price (backends/batch.py orchestrates; the calls are here).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request
+from evalgate.backends.batch import BatchGone, BatchStatus
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
+from evalgate.ratelimit import Pacer, Ticket
 from evalgate.retry import Attempt, Retrier, RetryPolicy
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -35,11 +42,30 @@ class AnthropicOptions(BaseModel):
     # A JSON schema for the reply (structured output), where the model supports it.
     response_schema: dict[str, Any] | None = None
     retry: RetryPolicy = RetryPolicy()
+    # Pace calls by the anthropic-ratelimit-* headers, and pause every worker on a 429.
+    adaptive_rate_limit: bool = True
+    # Send whole runs through the Message Batches API (half price, answers within 24 hours).
+    batch: bool = False
+    batch_poll_s: float = Field(default=30.0, gt=0)
 
 
 _STREAM_ERRORS: dict[str, ErrorKind] = {
     "overloaded_error": "overloaded",
     "rate_limit_error": "rate_limit",
+    "api_error": "server",
+    "timeout_error": "timeout",
+}
+
+
+# A batch result's error type -> the kind of error it is.
+_BATCH_ERRORS: dict[str, ErrorKind] = {
+    "invalid_request_error": "bad_request",
+    "request_too_large": "bad_request",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "not_found_error": "not_found",
+    "rate_limit_error": "rate_limit",
+    "overloaded_error": "overloaded",
     "api_error": "server",
     "timeout_error": "timeout",
 }
@@ -105,6 +131,7 @@ def _message(exc: Exception) -> str:
 class AnthropicBackend:
     name: ClassVar[str] = "anthropic"
     offline: ClassVar[bool] = False
+    supports_batch: ClassVar[bool] = True
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
         try:
@@ -130,6 +157,19 @@ class AnthropicBackend:
             timeout=self.options.timeout_s,
         )
         self.retrier = Retrier(self.options.retry)
+        self.pacer = Pacer() if self.options.adaptive_rate_limit else None
+        self._lock = threading.Lock()
+        self._rate_limited = 0
+
+    @property
+    def rate_limited(self) -> int:
+        """429s seen (every attempt's, paced or not)."""
+        with self._lock:
+            return self._rate_limited
+
+    @property
+    def batch_by_default(self) -> bool:
+        return self.options.batch
 
     def close(self) -> None:
         self.client.close()
@@ -165,28 +205,53 @@ class AnthropicBackend:
         return params
 
     def _once(self, params: dict[str, Any]) -> Attempt:
+        ticket = self.pacer.acquire() if self.pacer is not None else None
         started = time.perf_counter()
+        message: Any
         try:
             if self.options.stream:
                 with self.client.messages.stream(**params) as stream:
+                    self._observe(ticket, stream.response.headers)
                     # A body that is not an event stream yields no events; the SDK would then
                     # fail an assert in get_final_message.
                     if not any(event.type == "message_start" for event in stream):
                         raise MalformedReply("the stream had no message_start event")
                     message = stream.get_final_message()
             else:
-                message = self.client.messages.create(**params)
+                raw = self.client.messages.with_raw_response.create(**params)
+                self._observe(ticket, raw.headers)
+                message = raw.parse()
             if not isinstance(message, anthropic.types.Message):
                 # The SDK returns a non-JSON 200 body (an HTML error page) as a bare str.
                 raise MalformedReply(f"the reply is not a message: {str(message)[:100]!r}")
         except (anthropic.APIError, ValueError) as exc:
+            kind = _kind(exc)
+            retry_after = _retry_after(exc)
+            if kind == "rate_limit":
+                with self._lock:
+                    self._rate_limited += 1
+                response = getattr(exc, "response", None)
+                if ticket is not None and self.pacer is not None and response is not None:
+                    self.pacer.rate_limited(ticket, response.headers, retry_after)
             return Attempt(
-                kind=_kind(exc),
+                kind=kind,
                 message=_message(exc),
-                retry_after_s=_retry_after(exc),
+                retry_after_s=retry_after,
                 elapsed_s=time.perf_counter() - started,
             )
+        if ticket is not None and self.pacer is not None:
+            usage = message.usage
+            self.pacer.observe(
+                ticket,
+                {},
+                input_tokens=usage.input_tokens + (usage.cache_creation_input_tokens or 0),
+                output_tokens=usage.output_tokens,
+            )
         return Attempt(value=message, elapsed_s=time.perf_counter() - started)
+
+    def _observe(self, ticket: Ticket | None, headers: Any) -> None:
+        if ticket is not None and self.pacer is not None:
+            self.pacer.observe(ticket, headers)
 
     def complete(self, request: Request) -> Reply:
         params = self.params(request)
@@ -200,18 +265,110 @@ class AnthropicBackend:
                 latency_s=latency,
                 attempts=attempts,
             )
-        message: Any = result.value
-        text = "".join(
-            block.text for block in message.content if getattr(block, "type", "") == "text"
+        return _reply(result.value, latency, attempts)
+
+    # ------------------------------------------------------------ message batches
+
+    def batch_params(self, request: Request) -> dict[str, Any]:
+        """``params`` as one request of a batch: the SDK's ``extra_body`` goes in the body."""
+        params = self.params(request)
+        params.update(params.pop("extra_body", {}))
+        return params
+
+    def submit_batch(self, items: Sequence[tuple[str, Request]]) -> BatchStatus:
+        requests: list[Any] = [
+            {"custom_id": cid, "params": self.batch_params(request)} for cid, request in items
+        ]
+        batch = self._api(
+            "submitting the batch", lambda: self.client.messages.batches.create(requests=requests)
         )
-        usage = message.usage
+        return _status(batch)
+
+    def batch_status(self, batch_id: str) -> BatchStatus:
+        batch = self._api(
+            f"polling batch {batch_id}",
+            lambda: self.client.messages.batches.retrieve(batch_id),
+        )
+        return _status(batch)
+
+    def batch_results(self, batch_id: str) -> list[tuple[str, Reply]]:
+        lines = self._api(
+            f"fetching the results of batch {batch_id}",
+            # Read whole inside the attempt, so a connection lost halfway is retried.
+            lambda: list(self.client.messages.batches.results(batch_id)),
+        )
+        return [(line.custom_id, _batch_reply(line.result)) for line in lines]
+
+    def _api(self, what: str, call: Any) -> Any:
+        """One batch API call with evalgate's retries; failures stop the run."""
+
+        def once() -> Attempt:
+            try:
+                return Attempt(value=call())
+            except (anthropic.APIError, ValueError) as exc:
+                return Attempt(
+                    kind=_kind(exc), message=_message(exc), retry_after_s=_retry_after(exc)
+                )
+
+        result, _ = self.retrier.run(once)
+        if result.kind == "not_found":
+            raise BatchGone(f"{what}: {result.message}", fix="submit the batch again")
+        if result.kind is not None:
+            raise BackendError(
+                f"{what} failed: {result.message}",
+                fix="check the key and the network; run the command again to resume",
+            )
+        return result.value
+
+
+def _reply(message: Any, latency: float, attempts: int) -> Reply:
+    text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+    usage = message.usage
+    return Reply(
+        text=text,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+        latency_s=latency,
+        stop_reason=message.stop_reason,
+        attempts=attempts,
+    )
+
+
+def _status(batch: Any) -> BatchStatus:
+    counts = batch.request_counts
+    return BatchStatus(
+        id=batch.id,
+        phase=batch.processing_status,
+        processing=counts.processing,
+        succeeded=counts.succeeded,
+        errored=counts.errored,
+        canceled=counts.canceled,
+        expired=counts.expired,
+    )
+
+
+def _batch_reply(result: Any) -> Reply:
+    """A batch result as a reply: a message has no latency of its own in a batch."""
+    kind = getattr(result, "type", None)
+    if kind == "succeeded":
+        return _reply(result.message, 0.0, 1)
+    if kind == "errored":
+        error = getattr(getattr(result, "error", None), "error", None)
+        etype = str(getattr(error, "type", "api_error"))
         return Reply(
-            text=text,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_write_tokens=usage.cache_creation_input_tokens or 0,
-            cache_read_tokens=usage.cache_read_input_tokens or 0,
-            latency_s=latency,
-            stop_reason=message.stop_reason,
-            attempts=attempts,
+            error=f"batch request errored: {etype}: {getattr(error, 'message', '')}",
+            error_kind=_BATCH_ERRORS.get(etype, "other"),
         )
+    if kind == "expired":
+        return Reply(
+            error="batch request expired: the batch ended (24 hours) before it was processed",
+            error_kind="timeout",
+        )
+    if kind == "canceled":
+        return Reply(
+            error="batch request canceled: the batch was canceled before it was processed",
+            error_kind="interrupted",
+        )
+    return Reply(error=f"batch result of unknown type {kind!r}", error_kind="malformed")

@@ -291,8 +291,11 @@ class _Bucket:
     t: float
 
     def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.t) * self.limit / 60.0)
-        self.t = now
+        # A thread that read the clock before waiting for the lock may come late: time never
+        # runs backwards for the bucket (that would take tokens away).
+        if now > self.t:
+            self.level = min(self.capacity, self.level + (now - self.t) * self.limit / 60.0)
+            self.t = now
 
     def wait(self, need: float) -> float:
         """Seconds until ``need`` units are available (0: now). Call ``refill`` first."""

@@ -1,0 +1,474 @@
+"""How often the gate fails an unchanged prompt, and how often it catches a real drop.
+
+    python -m benchmarks.gate_simulation                  # a few minutes on 2 cores
+    python -m benchmarks.gate_simulation --stand-in 200   # every comparison end to end (slow)
+
+The setting the issue asks about: n = 300 cases, a flip rate f = 0.10 between two runs of the
+same prompt, a baseline made with 2 repeats, a candidate run once, alpha = 0.05.
+
+A synthetic classifier suite is answered by the Messages API stand-in
+(evalgate/testing/messages_server.py) with seeded flip noise: every call's answer is replaced,
+with probability phi, by the fake model's answer for another label. phi is set so that the
+expected pairwise flip rate over the suite is 0.10. The suite's 300 cases: 245 the fake answers
+right, 30 hard ones it answers wrong (a flip can still land on the right label), and 25 about a
+warranty. The baseline prompt names every label; the candidate prompt of a simulated PR leaves
+out "warranty", so the fake answers those 25 cases in its own words ("guarantee claim") and
+they are always wrong: a true drop of 25 * (1 - phi) / 300 = 7.9 points in expected accuracy.
+
+Two sources of simulated comparisons, in separate rows of the table:
+
+* "stand-in": end to end. Each comparison makes three fresh runs through the real
+  AnthropicBackend (the anthropic SDK over HTTP) and pipeline.run_suite: the baseline prompt
+  with 2 repeats, the same prompt once (the A/A candidate) and the PR prompt once; then
+  gate.decide. The A/A and PR comparison of one iteration share that iteration's baseline.
+  Nothing is reused across iterations, so the comparisons are independent. About 1,200 calls
+  an iteration, so this row is kept short by default (--stand-in N).
+* "per-call model": the stand-in's own noise model, drawn with numpy: each call independently
+  right with the case's probability (1 - phi for the cases the fake answers right, phi/5 for
+  the hard ones, 0 for the warranty cases under the PR prompt). Runs built from the draws go
+  through the same gate.decide. This is what the >= 200-comparison requirements are checked on;
+  the stand-in rows check that the real pipeline behaves like the model.
+
+Beside the gate, the same comparisons are judged by:
+
+* an absolute threshold rule: fail when the candidate's accuracy < the baseline's - 2 points
+  (the baseline's accuracy averaged over its repeats);
+* the gate as first written, before the fix in gate.py: cases that flipped between the
+  baseline's two repeats left out of a sign test against those same repeats;
+* the broke-more-than-noise check (spec: p = P(Bin(b + F, 1/(1 + 2R)) >= b)), counted when
+  its p < alpha (a warning under the default policy, a fail under noise_check: fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from evalgate.backends.base import BackendContext
+from evalgate.config import GatePolicy, LoadedConfig, load_config
+from evalgate.gate import Verdict, decide
+from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+from evalgate.stats import sign_test_worse, wilson_interval
+
+N_CASES = 300
+FLIP_RATE = 0.10
+DROP_CASES = 25
+HARD_CASES = 30
+THRESHOLD = 0.02
+MODEL = "claude-stand-in"
+
+# The fake model's rules: the first rule whose phrase is in the message gives the label. Only
+# "warranty" has an alias, so a prompt that does not name it changes those answers only.
+PHRASES = {
+    "booking": "please book",
+    "quote": "how much",
+    "status": "is it ready",
+    "parts": "in stock",
+    "warranty": "warranty claim",
+}
+DEFAULT = "other"
+LABELS = [*PHRASES, DEFAULT]
+RULES = {
+    "rules": [
+        {"label": label, "phrases": [phrase]}
+        | ({"alias": "guarantee claim"} if label == "warranty" else {})
+        for label, phrase in PHRASES.items()
+    ],
+    "default": DEFAULT,
+}
+BASE_PROMPT = (
+    "Sort each customer message into one of: booking, quote, status, parts, warranty, other.\n"
+    'Reply with only a JSON object: {"category": "<label>"}.\n'
+)
+PR_PROMPT = (
+    "Sort each customer message into one of: booking, quote, status, parts, other.\n"
+    'Reply with only a JSON object: {"category": "<label>"}.\n'
+)
+MESSAGES = {
+    "booking": "Could you please book my bike in for a service?",
+    "quote": "How much would a new chain cost?",
+    "status": "I left my bike on Monday, is it ready?",
+    "parts": "Is the red saddle in stock?",
+    "warranty": "The frame cracked after a month, this is a warranty claim.",
+    "other": "Thanks for the help last week!",
+    "hard": "What would you charge to true a buckled wheel?",  # a quote no phrase catches
+}
+
+
+@dataclass(frozen=True)
+class SimCase:
+    id: str
+    kind: str  # a label, or "hard" (expected quote, answered other)
+
+    @property
+    def expected(self) -> str:
+        return "quote" if self.kind == "hard" else self.kind
+
+
+def suite_cases() -> list[SimCase]:
+    cases = [SimCase(f"w{i:03d}", "warranty") for i in range(DROP_CASES)]
+    cases += [SimCase(f"h{i:03d}", "hard") for i in range(HARD_CASES)]
+    plain = [label for label in LABELS if label != "warranty"]
+    cases += [
+        SimCase(f"n{i:03d}", plain[i % len(plain)])
+        for i in range(N_CASES - DROP_CASES - HARD_CASES)
+    ]
+    return cases
+
+
+def pass_probabilities(cases: Sequence[SimCase], phi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per case, the chance one call is scored right: under the baseline and the PR prompt.
+
+    A flip replaces the answer by one of the other 5 labels' answers, uniformly: a right answer
+    becomes wrong; a wrong one becomes right only if it lands on the expected label (1 in 5).
+    Under the PR prompt the warranty cases' answers ("guarantee claim", or a flip to one of the
+    other labels) are never "warranty".
+    """
+    base = np.array([phi / 5 if c.kind == "hard" else 1 - phi for c in cases])
+    pr = np.where([c.kind == "warranty" for c in cases], 0.0, base)
+    return base, pr
+
+
+def calibrate_phi(cases: Sequence[SimCase], flip_rate: float) -> float:
+    """The per-call flip probability whose expected pairwise flip rate is ``flip_rate``."""
+    lo, hi = 0.0, 0.5
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        p, _ = pass_probabilities(cases, mid)
+        if float(np.mean(2 * p * (1 - p))) < flip_rate:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+# ---------------------------------------------------------------- what each comparison records
+
+
+@dataclass
+class Tally:
+    n: int = 0
+    gate: int = 0
+    threshold: int = 0
+    leave_out: int = 0
+    noise_check: int = 0
+    flip_rates: list[float] = field(default_factory=list)
+    drops: list[float] = field(default_factory=list)
+
+    def add(self, baseline: Run, candidate: Run, verdict: Verdict, alpha: float) -> None:
+        base_acc = accuracy(baseline)
+        cand_acc = accuracy(candidate)
+        self.n += 1
+        self.gate += verdict.kind == "fail"
+        self.threshold += cand_acc < base_acc - THRESHOLD
+        self.leave_out += leave_out_rule(baseline, candidate, alpha)
+        self.noise_check += verdict.noise_p is not None and verdict.noise_p < alpha
+        if verdict.noise is not None:
+            self.flip_rates.append(verdict.noise.flip_rate)
+        self.drops.append(base_acc - cand_acc)
+
+
+def accuracy(run: Run) -> float:
+    scores = [c.score for c in run.cases if c.score is not None]
+    return sum(scores) / len(scores)
+
+
+def leave_out_rule(baseline: Run, candidate: Run, alpha: float) -> bool:
+    """The gate before the fix: leave out cases that flipped between the baseline's repeats,
+    sign-test the rest against the baseline (whose repeats then agree)."""
+    cand = candidate.by_id()
+    broken = fixed = 0
+    for case in baseline.cases:
+        if case.flipped or case.score is None or cand[case.id].score is None:
+            continue
+        before, after = case.score, cand[case.id].score or 0.0
+        broken += after < before
+        fixed += after > before
+    return sign_test_worse(broken, fixed) < alpha
+
+
+# ---------------------------------------------------------------- the stand-in, end to end
+
+
+def serve(conn: Connection, phi: float, seed: int) -> None:
+    """The stand-in with flip noise, in its own process, until told to stop."""
+    from evalgate.backends.fake import FakeRules
+    from evalgate.testing.messages_server import Knobs, MessagesServer
+
+    rules = FakeRules.model_validate(RULES)
+    with MessagesServer(rules, Knobs(flip_rate=phi, seed=seed), log_limit=0) as server:
+        conn.send(server.url)
+        conn.recv()  # "stop"
+        conn.send({"requests": server.stats().requests, "errors": len(server.errors)})
+
+
+def write_suite(root: Path, cases: Sequence[SimCase]) -> LoadedConfig:
+    (root / "prompts").mkdir()
+    (root / "prompts" / "base.txt").write_text(BASE_PROMPT, encoding="utf-8")
+    (root / "prompts" / "pr.txt").write_text(PR_PROMPT, encoding="utf-8")
+    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
+        for i, c in enumerate(cases):
+            record = {
+                "id": c.id,
+                "category": c.expected,
+                # The number makes every request distinct, as real messages are.
+                "message": f"#{i}: {MESSAGES[c.kind]}",
+                "split": "dev",
+            }
+            out.write(json.dumps(record) + "\n")
+    suite = {
+        "prompts": "prompts/*.txt",
+        "cases": "cases.jsonl",
+        "fields": {"input": ["message"], "expected": "category", "category": "category"},
+        "template": "<message>\n{{ message }}\n</message>",
+        "model": {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "temperature": 0},
+        "scorer": {"kind": "label", "field": "category"},
+        "concurrency": 16,
+        "split": {"holdout_fraction": 0.0, "min_holdout": 0},
+    }
+    config = root / "evalgate.yml"
+    config.write_text(yaml.safe_dump({"version": 1, "suites": {"sim": suite}}), encoding="utf-8")
+    return load_config(config)
+
+
+def stand_in(
+    iterations: int, cases: Sequence[SimCase], phi: float, seed: int, policy: GatePolicy
+) -> tuple[Tally, Tally, dict[str, Any]]:
+    from evalgate.backends.anthropic import AnthropicBackend
+    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+
+    aa, pr = Tally(), Tally()
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    server = context.Process(target=serve, args=(child, phi, seed), daemon=True)
+    server.start()
+    try:
+        url = parent.recv()
+        with tempfile.TemporaryDirectory(prefix="gate-sim-") as tmp:
+            root = Path(tmp)
+            loaded = write_suite(root, cases)
+            name, suite = loaded.suite(None)
+            suite_cases_ = load_suite_cases(loaded, suite)
+            env = {"ANTHROPIC_API_KEY": "sk-stand-in", "ANTHROPIC_BASE_URL": url}
+            backend = AnthropicBackend(suite.model, BackendContext(base_dir=root, env=env))
+
+            def one(version: str, repeats: int) -> Run:
+                spec = RunSpec(
+                    suite_name=name,
+                    suite=suite,
+                    prompt=load_prompt(loaded, suite, version),
+                    cases=suite_cases_,
+                    repeats=repeats,
+                )
+                run = run_suite(spec, backend, root)
+                if run.errors or len(run.cases) != len(cases):
+                    raise RuntimeError(f"a stand-in run went wrong: {run.errors} errors")
+                return run
+
+            try:
+                for i in range(iterations):
+                    baseline = one("base", 2)
+                    for tally, version in ((aa, "base"), (pr, "pr")):
+                        candidate = one(version, 1)
+                        verdict = decide(baseline, candidate, policy)
+                        tally.add(baseline, candidate, verdict, policy.alpha)
+                    progress(f"stand-in {i + 1}/{iterations}")
+            finally:
+                backend.close()
+        parent.send("stop")
+        stats: dict[str, Any] = parent.recv()
+    finally:
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+    return aa, pr, stats
+
+
+# ---------------------------------------------------------------- the per-call model, with numpy
+
+
+_CREATED = datetime(2025, 1, 1, tzinfo=UTC)
+_RIGHT = Outcome(answer="right", score=1.0, format_ok=True, stop_reason="end_turn")
+_WRONG = Outcome(answer="wrong", score=0.0, format_ok=True, stop_reason="end_turn")
+
+
+def model_run(cases: Sequence[SimCase], passed: np.ndarray, name: str) -> Run:
+    """A run whose case i, repeat r passed when ``passed[i, r]`` (shared Outcome objects:
+    pydantic keeps model instances as they are, which keeps 300-case runs cheap to build)."""
+    results = [
+        CaseResult(
+            id=c.id,
+            category=c.expected,
+            expected=c.expected,
+            hash=c.id,
+            outcomes=[_RIGHT if x else _WRONG for x in row],
+        )
+        for c, row in zip(cases, passed, strict=True)
+    ]
+    return Run(
+        name=name,
+        created_at=_CREATED,
+        suite="sim",
+        prompt=PromptInfo(name=name, sha256=name),
+        cases_sha256="cases",
+        case_files={},
+        model=ModelInfo(
+            backend="anthropic", name=MODEL, max_tokens=64, temperature=0.0, options_sha256="-"
+        ),
+        scorer={"kind": "label"},
+        scorer_sha256="label",
+        evalgate_version="sim",
+        repeats=passed.shape[1],
+        cases=results,
+    )
+
+
+def per_call_model(
+    comparisons: int, cases: Sequence[SimCase], phi: float, seed: int, policy: GatePolicy
+) -> tuple[Tally, Tally]:
+    rng = np.random.default_rng(seed)
+    p_base, p_pr = pass_probabilities(cases, phi)
+    aa, pr = Tally(), Tally()
+    for i in range(comparisons):
+        baseline = model_run(cases, rng.random((len(cases), 2)) < p_base[:, None], "baseline")
+        same = model_run(cases, rng.random((len(cases), 1)) < p_base[:, None], "same")
+        worse = model_run(cases, rng.random((len(cases), 1)) < p_pr[:, None], "worse")
+        aa.add(baseline, same, decide(baseline, same, policy), policy.alpha)
+        pr.add(baseline, worse, decide(baseline, worse, policy), policy.alpha)
+        if (i + 1) % 50 == 0:
+            progress(f"per-call model {i + 1}/{comparisons}")
+    return aa, pr
+
+
+# ---------------------------------------------------------------- the table
+
+
+def progress(text: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{text:<40}")
+        sys.stderr.flush()
+
+
+def rate(hits: int, n: int) -> str:
+    low, high = wilson_interval(hits, n)
+    return f"{hits:>4}/{n:<4} {100 * hits / n:5.1f}% ({100 * low:4.1f}-{100 * high:5.1f})"
+
+
+def table(rows: list[tuple[str, str, Tally]]) -> str:
+    head = (
+        f"{'source':<15} {'comparison':<13} {'gate fails (95% CI)':<28} "
+        f"{'threshold -2 pts (95% CI)':<28} {'leave-out rule*':<28} {'noise check**':<28}"
+    )
+    lines = [head, "-" * len(head)]
+    for source, scenario, t in rows:
+        lines.append(
+            f"{source:<15} {scenario:<13} {rate(t.gate, t.n):<28} {rate(t.threshold, t.n):<28} "
+            f"{rate(t.leave_out, t.n):<28} {rate(t.noise_check, t.n):<28}"
+        )
+    return "\n".join(lines)
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gate_simulation",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--stand-in", type=int, default=20, metavar="N", help="end-to-end iterations (0: none)"
+    )
+    parser.add_argument(
+        "--model", type=positive, default=400, metavar="N", help="per-call model comparisons"
+    )
+    parser.add_argument("--seed", type=int, default=20250601)
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    cases = suite_cases()
+    phi = calibrate_phi(cases, FLIP_RATE)
+    p_base, p_pr = pass_probabilities(cases, phi)
+    true_drop = float(np.mean(p_base) - np.mean(p_pr))
+    policy = GatePolicy()
+
+    rows: list[tuple[str, str, Tally]] = []
+    stats: dict[str, Any] = {}
+    if args.stand_in > 0:
+        aa, pr, stats = stand_in(args.stand_in, cases, phi, args.seed, policy)
+        rows += [("stand-in", "A/A", aa), ("stand-in", "8-point drop", pr)]
+    model_aa, model_pr = per_call_model(args.model, cases, phi, args.seed, policy)
+    rows += [("per-call model", "A/A", model_aa), ("per-call model", "8-point drop", model_pr)]
+    progress("")
+
+    flips = [f for _, _, t in rows for f in t.flip_rates]
+    print(
+        f"Gate simulation: n = {N_CASES} cases, flip rate f = {FLIP_RATE:.2f} "
+        f"(per-call flip phi = {phi:.4f}; measured on the baselines: mean f = "
+        f"{np.mean(flips):.3f}), baseline 2 repeats, candidate 1 run, alpha = {policy.alpha}, "
+        "default gate policy."
+    )
+    print(
+        f"A/A: the candidate is the baseline's prompt with fresh noise. 8-point drop: the PR "
+        f"prompt answers {DROP_CASES} of {N_CASES} cases wrong every time, a true drop of "
+        f"{100 * true_drop:.1f} points in expected accuracy (mean measured drop "
+        f"{100 * np.mean(model_pr.drops):.1f})."
+    )
+    print()
+    print(table(rows))
+    print()
+    print(
+        "stand-in: every run through the real AnthropicBackend (anthropic SDK over HTTP) and "
+        "pipeline.run_suite against\n  the Messages stand-in with seeded flip noise "
+        f"({stats.get('requests', 0):,} calls); A/A and drop of one iteration share its "
+        "baseline.\nper-call model: the stand-in's noise model drawn with numpy (each call "
+        "right with its case's probability),\n  runs built from the draws, same gate.decide. "
+        "The requirements below are checked on these rows.\n"
+        "threshold -2 pts: fail when candidate accuracy < baseline accuracy (mean of its "
+        "repeats) - 2 points.\n"
+        "* leave-out rule: the gate before the fix in gate.py (cases that flipped between the "
+        "baseline's 2 repeats left out\n  of a sign test against those same repeats).\n"
+        "** noise check: broke-more-than-noise p = P(Bin(b + F, 1/(1 + 2R)) >= b) below alpha "
+        "(a warning by default; a fail\n  under noise_check: fail)."
+    )
+    print()
+    false_fail = model_aa.gate / model_aa.n
+    detection = model_pr.gate / model_pr.n
+    ok_ff = false_fail <= 0.05
+    ok_det = detection >= 0.80
+    ff_low, ff_high = wilson_interval(model_aa.gate, model_aa.n)
+    det_low, det_high = wilson_interval(model_pr.gate, model_pr.n)
+    print(
+        f"false-fail rate (A/A) <= 0.05:       {'PASS' if ok_ff else 'FAIL'}  "
+        f"{false_fail:.3f} (95% CI {ff_low:.3f}-{ff_high:.3f}, {model_aa.n} comparisons)"
+    )
+    print(
+        f"detection at an 8-point drop >= 0.80: {'PASS' if ok_det else 'FAIL'}  "
+        f"{detection:.3f} (95% CI {det_low:.3f}-{det_high:.3f}, {model_pr.n} comparisons)"
+    )
+    if stats.get("errors"):
+        print(f"the stand-in reported {stats['errors']} internal errors")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0 if ok_ff and ok_det and not stats.get("errors") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Langfuse dataset items, exported as a JSON array (or the API's ``{"data": [...]}``) or JSONL.
+
+An item has ``id``, ``input`` (a string or an object), ``expectedOutput``, ``metadata`` (whose
+``split`` says where the item is kept) and ``status``; archived items are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import CaseFileError
+from evalgate.importers import read
+from evalgate.importers.core import ANSWER, RESERVED, Check, Draft, Notes, Source, from_metadata
+
+# Bookkeeping of the Langfuse project: nothing a case needs.
+_BOOKKEEPING = {
+    "status",
+    "datasetId",
+    "datasetName",
+    "createdAt",
+    "updatedAt",
+    "sourceTraceId",
+    "sourceObservationId",
+}
+
+
+def _inputs(value: Any, where: str, notes: Notes) -> dict[str, Any]:
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(k, str) and k.isidentifier() and k not in RESERVED for k in value)
+    ):
+        for key in value:
+            notes.map(f"input.{key}", f"input field {key}")
+        return dict(value)
+    if value is None:
+        notes.add("item without input", "add an input in Langfuse and export again", where)
+        return {"input": ""}
+    if isinstance(value, dict):
+        notes.add(
+            "input object kept whole",
+            "its keys are not all plain names, so the template sees it as {{ input }}",
+            where,
+        )
+    notes.map("input", "input field input")
+    return {"input": value}
+
+
+def read_langfuse(path: Path) -> Source:
+    notes = Notes()
+    drafts: list[Draft] = []
+    suffix = path.suffix.lower()
+    records = read.jsonl_records(path) if suffix in (".jsonl", ".ndjson") else read.json_items(path)
+    for line, item in records:
+        where = f"{path}:{line}"
+        if not isinstance(item, dict) or "input" not in item:
+            raise CaseFileError(
+                "a dataset item must be an object with 'input'",
+                where=where,
+                fix="export the dataset items from Langfuse as JSON",
+            )
+        status = str(item.get("status", "ACTIVE")).upper()
+        if status == "ARCHIVED":
+            notes.add("archived item", "skipped, as Langfuse skips it in experiments", where)
+            continue
+        raw_id = item.get("id")
+        draft = Draft(
+            where=where,
+            source_id=None if raw_id in (None, "") else str(raw_id),
+            inputs=_inputs(item["input"], where, notes),
+        )
+        if draft.source_id is not None:
+            notes.map("id", "id")
+        expected = item.get("expectedOutput")
+        if expected is None:
+            notes.add("item without expectedOutput", "add one in Langfuse, or use a judge", where)
+        else:
+            draft.checks.append(Check("expectedOutput", ANSWER, [expected], case_sensitive=False))
+        from_metadata(draft, item.get("metadata"), notes)
+        for key in item:
+            if key not in _BOOKKEEPING and key not in ("id", "input", "expectedOutput", "metadata"):
+                notes.add(f"field {key!r}", "not used by evalgate", where)
+        drafts.append(draft)
+    return Source(
+        format="langfuse",
+        path=path,
+        noun="items",
+        drafts=drafts,
+        notes=notes,
+        files=[path],
+        read=len(records),
+        id_prefix="lf",
+    )

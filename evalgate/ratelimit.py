@@ -1,0 +1,288 @@
+"""Adaptive rate limiting: pace calls from the API's rate-limit headers, before 429s arrive.
+
+Every answer of the Messages API (429s included) reports, for each of its limits, the limit per
+minute, what remains and when the bucket is full again::
+
+    anthropic-ratelimit-requests-limit: 1200
+    anthropic-ratelimit-requests-remaining: 37
+    anthropic-ratelimit-requests-reset: 2025-06-01T12:00:03Z
+
+(and the same for ``input-tokens`` and ``output-tokens``). The limits are token buckets refilled
+continuously at limit/60 a second, and ``reset`` is when the bucket would be full, not when a
+window restarts. Spreading what remains evenly until the reset would keep half of each bucket
+unused; so each bucket is mirrored instead, and the pace is its refill rate:
+
+* ``reserve`` takes one call's cost from every mirror (1 request; the input and output tokens a
+  call has been using) and says when there is enough, keeping a small margin: the pace is
+  ``(1 + margin) / rate`` per unit once the bucket is down to ``margin * capacity``. Charged
+  when reserved (before the server charges it) and refilled a little slower than the server,
+  the mirror never holds more than the server's bucket;
+* an answer says what remained when the server received its request; plus the refill since,
+  minus what was reserved after that request, that is the server's level now. It may only
+  lower the mirror (another job on the same key, tokens above the estimate), never raise it:
+  answers overtake each other, so one may not yet count a request reserved before its own;
+* a 429's retry-after pauses every worker, not just the one that got it;
+* an answer without a ``-limit`` header (a proxy that strips it) falls back to spreading what
+  remains until the reset: a pace of time-to-reset / remaining.
+
+``PaceState`` is the maths: it takes the time as an argument and never sleeps, so tests drive it
+with a fake clock. ``Pacer`` is what a backend's workers share: the state behind a lock, a clock,
+and sleep.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+RESOURCES = ("requests", "input-tokens", "output-tokens")
+# How fast a call's token costs follow the latest calls (exponential moving average).
+_COST_WEIGHT = 0.3
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One limit, as one answer reported it."""
+
+    limit: float | None
+    """Per minute (None: not reported)."""
+    remaining: float
+    reset_in_s: float | None
+    """Seconds until the bucket is full (None: not reported)."""
+
+
+def parse_headers(headers: Mapping[str, str], wall_now: float) -> dict[str, Reading]:
+    """The readings in ``anthropic-ratelimit-*`` headers; limits not reported are left out."""
+    readings: dict[str, Reading] = {}
+    for name in RESOURCES:
+        prefix = f"anthropic-ratelimit-{name}-"
+        remaining = _number(headers.get(prefix + "remaining"))
+        if remaining is None:
+            continue
+        reset_in: float | None = None
+        reset = headers.get(prefix + "reset")
+        if reset:
+            try:
+                reset_in = max(0.0, datetime.fromisoformat(reset).timestamp() - wall_now)
+            except ValueError:
+                reset_in = None
+        limit = _number(headers.get(prefix + "limit"))
+        readings[name] = Reading(
+            limit=limit if limit else None, remaining=max(0.0, remaining), reset_in_s=reset_in
+        )
+    return readings
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class Bucket:
+    """The mirror of one server-side bucket."""
+
+    rate: float
+    """Units a second (already slowed by the margin)."""
+    capacity: float
+    level: float
+    """Units at time ``t``; negative when calls are reserved ahead of the refill."""
+    t: float
+    seen: int
+    """The ticket of the answer it was last set from (older answers are stale)."""
+
+    def level_at(self, when: float) -> float:
+        return min(self.capacity, self.level + self.rate * max(0.0, when - self.t))
+
+
+@dataclass
+class PaceState:
+    """The pacing maths. Times are seconds on one monotonic clock, passed in by the caller."""
+
+    margin: float = 0.02
+    buckets: dict[str, Bucket] = field(default_factory=dict)
+    pause_until: float = -math.inf
+    # What one call costs in each bucket: 1 request; tokens learned from usage.
+    costs: dict[str, float] = field(default_factory=lambda: {"requests": 1.0})
+    # (ticket, time, costs) of reservations an answer may not have counted yet (bounded: one
+    # sent thousands of calls ago has been counted by now).
+    reserved: deque[tuple[int, float, dict[str, float]]] = field(
+        default_factory=lambda: deque(maxlen=4096)
+    )
+    tickets: int = 0
+    rate_limited: int = 0
+
+    def reserve(self, now: float) -> tuple[int, float]:
+        """Take one call's cost from every bucket: (its ticket, when it may be sent)."""
+        start = max([now, self.pause_until, *(b.t for b in self.buckets.values())])
+        at = start
+        costs = {name: self.costs.get(name, 0.0) for name in self.buckets}
+        for name, bucket in self.buckets.items():
+            # A call larger than the bucket waits for a full bucket, then goes.
+            need = min(costs[name] + self.margin * bucket.capacity, bucket.capacity)
+            level = bucket.level_at(start)
+            if costs[name] > 0 and level < need:
+                at = max(at, start + (need - level) / bucket.rate)
+        for name, bucket in self.buckets.items():
+            bucket.level = bucket.level_at(at) - costs[name]
+            bucket.t = at
+        self.tickets += 1
+        self.reserved.append((self.tickets, at, costs))
+        return self.tickets, at
+
+    def observe(
+        self,
+        now: float,
+        ticket: int,
+        sent_at: float,
+        readings: Mapping[str, Reading],
+        *,
+        charged: bool = True,
+    ) -> None:
+        """Correct the mirrors by an answer to the call with ``ticket``, sent at ``sent_at``
+        (``charged``: the server took the call's cost, as it does unless it answered 429)."""
+        own = next((c for n, _, c in self.reserved if n == ticket), {}) if charged else {}
+        for name, reading in readings.items():
+            old = self.buckets.get(name)
+            if old is not None and ticket < old.seen:
+                continue  # a later call's answer already said more
+            if reading.limit is not None:
+                rate = reading.limit / 60.0
+                base = reading.remaining
+                # A full bucket answers its size less this call's cost.
+                full = reading.remaining + own.get(name, 0.0)
+                capacity = max(full, old.capacity if old else 0.0)
+            elif reading.reset_in_s:
+                # No limit reported: the budget left must last until the reset.
+                rate = reading.remaining / reading.reset_in_s
+                base, capacity = 0.0, 1.0
+            else:
+                continue
+            if rate <= 0:
+                continue
+            # The server's level: what remained, then the calls reserved after this one, in
+            # order, with the refill between them.
+            level, t = base, sent_at
+            for n, when, costs in self.reserved:
+                if n > ticket:
+                    level = min(capacity, level + rate * max(0.0, when - t)) - costs.get(name, 0.0)
+                    t = max(t, when)
+            at = max(now, old.t if old else now)
+            level = min(capacity, level + rate * max(0.0, at - t))
+            if old is not None:
+                level = min(level, old.level_at(at))
+            slowed = rate / (1.0 + self.margin)
+            self.buckets[name] = Bucket(slowed, capacity, level, at, ticket)
+        if self.buckets:
+            oldest = min(b.seen for b in self.buckets.values())
+            while self.reserved and self.reserved[0][0] < oldest:
+                self.reserved.popleft()
+
+    def learn(self, input_tokens: float, output_tokens: float) -> None:
+        """A call's token use (input counts what the limit counts: uncached input and cache
+        writes), so that later calls reserve about as much."""
+        for name, used in (("input-tokens", input_tokens), ("output-tokens", output_tokens)):
+            old = self.costs.get(name)
+            self.costs[name] = used if old is None else old + _COST_WEIGHT * (used - old)
+
+    def pause(self, now: float, seconds: float | None) -> None:
+        """A 429: count it, and hold every call until its retry-after has passed."""
+        self.rate_limited += 1
+        if seconds is not None and seconds > 0:
+            self.pause_until = max(self.pause_until, now + seconds)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A reserved call: what its answer must be observed with."""
+
+    number: int
+    sent_at: float
+
+
+@dataclass(frozen=True)
+class PacerStats:
+    calls: int
+    rate_limited: int
+    """429s seen."""
+    waited_s: float
+    """Total time workers waited for the pace or a pause."""
+
+
+class Pacer:
+    """The pace shared by every worker thread of one backend."""
+
+    def __init__(
+        self,
+        *,
+        margin: float = 0.02,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._state = PaceState(margin=margin)
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep
+        self._waited = 0.0
+
+    def acquire(self) -> Ticket:
+        """Wait until a call may be sent without running the limits dry; then send it."""
+        with self._lock:
+            number, at = self._state.reserve(self._clock())
+        while True:
+            now = self._clock()
+            with self._lock:
+                # A 429 may have paused everyone while this worker slept.
+                at = max(at, self._state.pause_until)
+            if at <= now:
+                return Ticket(number, now)
+            self._sleep(at - now)
+            with self._lock:
+                self._waited += at - now
+
+    def observe(
+        self,
+        ticket: Ticket,
+        headers: Mapping[str, str],
+        *,
+        input_tokens: float | None = None,
+        output_tokens: float | None = None,
+        charged: bool = True,
+    ) -> None:
+        """An answer (or an error response) to the call with ``ticket``."""
+        readings = parse_headers(headers, self._wall())
+        with self._lock:
+            if readings:
+                self._state.observe(
+                    self._clock(), ticket.number, ticket.sent_at, readings, charged=charged
+                )
+            if input_tokens is not None and output_tokens is not None:
+                self._state.learn(input_tokens, output_tokens)
+
+    def rate_limited(
+        self, ticket: Ticket, headers: Mapping[str, str], retry_after_s: float | None
+    ) -> None:
+        """A 429: pause every worker for its retry-after."""
+        self.observe(ticket, headers, charged=False)
+        with self._lock:
+            self._state.pause(self._clock(), retry_after_s)
+
+    def stats(self) -> PacerStats:
+        with self._lock:
+            return PacerStats(
+                calls=self._state.tickets,
+                rate_limited=self._state.rate_limited,
+                waited_s=self._waited,
+            )
