@@ -218,7 +218,10 @@ def test_openai_evals_user_turn_ideal_and_system_message() -> None:
     }
     assert got[5]["history"] == "user: Where do I park?\nassistant: other"
     assert got[6]["input"] == "Classify: I want a refund, the service was rushed."
-    assert unmapped(conversion) == {"earlier turns (few-shot or multi-turn)": 1, "system message": 7}
+    assert unmapped(conversion) == {
+        "earlier turns (few-shot or multi-turn)": 1,
+        "system message": 7,
+    }
     assert conversion.source.hints[0].endswith("complaint or other.")
     assert all(i.startswith("oe-") for i in records(conversion))
 
@@ -326,9 +329,7 @@ def _prepend(path: Path, dest: Path, fmt: str) -> Path:
 @pytest.mark.parametrize(
     ("fmt", "path"), [("promptfoo", PROMPTFOO), ("openai-evals", OPENAI), ("inspect", INSPECT)]
 )
-def test_ids_stay_put_when_a_case_is_added_at_the_top(
-    fmt: str, path: Path, tmp_path: Path
-) -> None:
+def test_ids_stay_put_when_a_case_is_added_at_the_top(fmt: str, path: Path, tmp_path: Path) -> None:
     before = convert(fmt, path, scorer_kind="python")
     after = convert(fmt, _prepend(path, tmp_path / "copy", fmt), scorer_kind="python")
     ids_before = [r["id"] for _, r in before.records]
