@@ -8,7 +8,8 @@ size, then runs it directly (``docker run --network host``, baseline mode, the b
 on the anthropic backend) against the Messages stand-in in this process. The start-up time is
 measured from just before ``docker run`` to the first request the stand-in receives (its
 ``requests[0].t``, on the same monotonic clock); the same action run as a plain process on
-the host (no container) shows what the container adds. Best of ``--runs``.
+the host (no container) shows what the container adds. Best of ``--runs``. Times are wall
+clock: on a busy machine (see the load row) they measure the machine as much as evalgate.
 
 Needs a Docker engine and the local base image (scripts/container-setup).
 """
@@ -172,7 +173,9 @@ def main() -> int:
     def each(values: list[float]) -> str:
         return ", ".join(f"{v:.2f}" for v in values)
 
+    load = os.getloadavg()[0]
     rows = [
+        ("machine load", f"{load:.1f}", f"1-minute load average on {os.cpu_count()} CPUs"),
         ("image size", f"{size / MB:.0f} MB", f"{IMAGE}"),
         ("  base image", f"{base / MB:.0f} MB", BASE_IMAGE),
         ("  dependencies layer", f"{deps / MB:.0f} MB", "constraints.txt, byte-compiled"),

@@ -167,7 +167,9 @@ def audit(
     if baseline_fitted_score is not None and base_scores:
         baseline_gap = baseline_fitted_score - fmean(base_scores)
     cand_cost, base_cost = _per_call(candidate), _per_call(baseline)
-    recommendation = _recommend(significant, gain, cand_cost, base_cost, candidate, baseline)
+    recommendation = _recommend(
+        significant, p < alpha and gain.mean < 0, gain, cand_cost, base_cost, candidate, baseline
+    )
     return AuditReport(
         candidate=candidate.prompt.name,
         baseline=baseline.prompt.name,
@@ -192,6 +194,7 @@ def audit(
 
 def _recommend(
     significant: bool,
+    worse: bool,
     gain: PairedDifference,
     cand: CallCost,
     base: CallCost,
@@ -208,6 +211,12 @@ def _recommend(
         return (
             f"Adopt {candidate.prompt.name}: it is better on the holdout by "
             f"{100 * gain.mean:.1f} points (95% CI {100 * gain.low:.1f} to "
+            f"{100 * gain.high:.1f}). {cost_note}"
+        )
+    if worse:
+        return (
+            f"Keep {baseline.prompt.name}: {candidate.prompt.name} is worse on the holdout by "
+            f"{-100 * gain.mean:.1f} points (95% CI {100 * gain.low:.1f} to "
             f"{100 * gain.high:.1f}). {cost_note}"
         )
     if math.isnan(gain.se):

@@ -16,6 +16,11 @@ from pydantic import ValidationError
 
 from evalgate.backends.base import Reply, Request
 
+# Options that change how a reply is fetched, never what it says.
+TRANSPORT_OPTIONS = frozenset(
+    {"stream", "timeout_s", "retry", "adaptive_rate_limit", "batch", "poll_s"}
+)
+
 
 class ResponseCache:
     def __init__(self, folder: Path) -> None:
@@ -26,8 +31,10 @@ class ResponseCache:
 
     @staticmethod
     def key(request: Request, backend: str) -> str:
-        # Every field of the request (model, settings, system, messages, options) is in the key.
-        payload = backend + "\0" + request.model_dump_json()
+        # Every field of the request that can change the reply (model, settings, system,
+        # messages, options) is in the key; how the reply is fetched is not.
+        options = {k: v for k, v in request.options.items() if k not in TRANSPORT_OPTIONS}
+        payload = backend + "\0" + request.model_copy(update={"options": options}).model_dump_json()
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def _path(self, key: str) -> Path:

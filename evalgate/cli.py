@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalgate import __version__
+from evalgate import __version__, onboard
 from evalgate.audit import audit
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.cache import ResponseCache
@@ -53,6 +53,7 @@ from evalgate.pipeline import (
 )
 from evalgate.progress import ProgressPrinter
 from evalgate.release import make_record, read_releases, release_report, write_release
+from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import render, render_model
 from evalgate.runs import Run, find_run, iter_runs, save_run
 from evalgate.split import check_split
@@ -60,6 +61,10 @@ from evalgate.summary import summarise
 from evalgate.terminal import colourise, wants_colour
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+HTML_HELP = (
+    "write the report as one self-contained HTML page (searchable, no network) to PATH and "
+    "print only its path"
+)
 IMPORT_SCORERS = ("exact", "contains", "regex", "json_schema", "judge", "label", "python")
 
 
@@ -255,10 +260,28 @@ def cmd_run(ctx: Context) -> int:
     return EXIT_OK
 
 
+def write_html(ctx: Context, page: str) -> int:
+    """Write an HTML report to --html PATH and print only its (absolute) path."""
+    path = Path(ctx.args.html)
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(
+            f"cannot write the HTML report: {exc.strerror or exc}",
+            where=str(path),
+            fix="pass --html a path in a folder that exists and that you can write to",
+        ) from None
+    ctx.out.write(f"{path.resolve()}\n")
+    return EXIT_OK
+
+
 def cmd_report(ctx: Context) -> int:
     loaded = ctx.config()
     run = find_run(ctx.args.run, loaded.state_dir)
-    ctx.print(render_model("run", summarise(run, price_as=_price_as(loaded, run)), ctx.args.format))
+    summary = summarise(run, price_as=_price_as(loaded, run))
+    if getattr(ctx.args, "html", None):
+        return write_html(ctx, render_run_html(run, summary))
+    ctx.print(render_model("run", summary, ctx.args.format))
     return EXIT_OK
 
 
@@ -307,7 +330,11 @@ def cmd_compare(ctx: Context) -> int:
     loaded = ctx.config()
     a = find_run(ctx.args.a, loaded.state_dir)
     b = find_run(ctx.args.b, loaded.state_dir)
-    ctx.print(render_model("compare", compare_runs(a, b), ctx.args.format, limit=ctx.args.show))
+    comparison = compare_runs(a, b)
+    if getattr(ctx.args, "html", None):
+        page = render_compare_html(a, b, comparison, price_as=_price_as(loaded, b))
+        return write_html(ctx, page)
+    ctx.print(render_model("compare", comparison, ctx.args.format, limit=ctx.args.show))
     return EXIT_OK
 
 
@@ -745,6 +772,46 @@ def cmd_completion(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_init(ctx: Context) -> int:
+    """Write evalgate.yml, the workflow and starter files; ask on a terminal unless --yes."""
+    args = ctx.args
+    repo = Path(args.dir)
+    if not repo.is_dir():
+        raise UserError(f"{repo} is not a folder", fix="pass --dir with the repository's root")
+
+    def ask(question: str) -> str:
+        ctx.err.write(question)
+        ctx.err.flush()
+        try:
+            return input()
+        except EOFError:
+            raise UserError("no answer (end of input)", fix="pass --yes for the defaults") from None
+
+    interactive = not args.yes and sys.stdin.isatty()
+    given = onboard.InitOptions(
+        prompts=args.prompts,
+        cases=args.cases,
+        backend=args.backend,
+        model=args.model,
+        scorer=args.scorer,
+        field=args.field,
+        command=args.command,
+        suite=args.suite,
+        branch=args.branch,
+    )
+    plan = onboard.plan_init(repo, repo / args.config, given, ask if interactive else None)
+    result = onboard.write_init(plan, force=args.force, cwd=Path.cwd())
+    ctx.print(onboard.render_init(result, args.format))
+    return EXIT_OK
+
+
+def cmd_doctor(ctx: Context) -> int:
+    repo = Path(ctx.args.dir)
+    report = onboard.doctor(repo, repo / ctx.args.config, ctx.args.suite)
+    ctx.print(onboard.render_doctor(report, ctx.args.format))
+    return EXIT_GATE_FAILED if report.failed else EXIT_OK
+
+
 def bundled_example() -> Path:
     """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
     packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
@@ -970,6 +1037,46 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--output", help="write the merged run here instead of the runs folder")
     merge.set_defaults(func=cmd_merge)
 
+    init = sub.add_parser(
+        "init",
+        parents=[common],
+        help="set a repository up: evalgate.yml, the workflow, starter prompt and cases",
+        description="Write evalgate.yml, .github/workflows/evalgate.yml and, where none exist, "
+        "a starter prompt and case file; add .evalgate/ to .gitignore. On a terminal it asks "
+        "for what the flags leave open, with defaults found in the repository. --config is "
+        "relative to --dir.",
+    )
+    init.add_argument("--dir", default=".", help="the repository's root (default: .)")
+    init.add_argument(
+        "--prompts", metavar="GLOB", help="prompt files (default: found, or prompts/*.txt)"
+    )
+    init.add_argument("--cases", metavar="GLOB", help="case files (default: found, or cases.jsonl)")
+    init.add_argument(
+        "--backend", choices=onboard.BACKENDS, help="the model backend (default: fake)"
+    )
+    init.add_argument("--model", metavar="NAME", help="the model name (default: per backend)")
+    init.add_argument(
+        "--scorer", choices=onboard.SCORERS, help="how replies are scored (default: label)"
+    )
+    init.add_argument("--field", metavar="NAME", help="the case field holding the expected answer")
+    init.add_argument(
+        "--command", metavar="CMD", help="the command backend's program (default: python app.py)"
+    )
+    init.add_argument("--branch", help="the default branch (default: found in .git, or main)")
+    init.add_argument("--yes", action="store_true", help="ask nothing: take the defaults")
+    init.add_argument("--force", action="store_true", help="replace evalgate.yml and the workflow")
+    init.set_defaults(func=cmd_init)
+
+    doctor_ = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the setup: config, cases, split, workflow permissions and secrets",
+        description="Check a repository's evalgate setup and say what to fix, one line per "
+        "finding (ok, warn, FAIL). Exit 1 when anything FAILs. --config is relative to --dir.",
+    )
+    doctor_.add_argument("--dir", default=".", help="the repository's root (default: .)")
+    doctor_.set_defaults(func=cmd_doctor)
+
     completion = sub.add_parser("completion", help="print a bash completion script")
     completion.set_defaults(func=cmd_completion)
 
@@ -1012,6 +1119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
     report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")
+    report.add_argument("--html", metavar="PATH", help=HTML_HELP)
     report.set_defaults(func=cmd_report)
 
     cmp_ = sub.add_parser("compare", parents=[common], help="pair two runs case by case")
@@ -1020,6 +1128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--show", type=int, default=20, help="cases listed per section (default: %(default)s)"
     )
+    cmp_.add_argument("--html", metavar="PATH", help=HTML_HELP)
     cmp_.set_defaults(func=cmd_compare)
     return parser
 

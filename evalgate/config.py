@@ -124,8 +124,6 @@ class JudgeScorer(Strict):
     # The rubric, from a file beside evalgate.yml.
     rubric_file: str | None = None
     model: ModelSettings = Field(description="the judge's backend, model and settings")
-    # Judge calls in flight, on top of the suite's own concurrency.
-    concurrency: int = Field(default=8, ge=1, le=256)
 
     @model_validator(mode="after")
     def _one_rubric(self) -> JudgeScorer:
@@ -376,7 +374,7 @@ def _no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool =
 
 UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _no_duplicates,  # type: ignore[arg-type]
+    _no_duplicates,
 )
 
 

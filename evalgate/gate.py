@@ -400,11 +400,13 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             (reasons if policy.noise_check == "fail" else warnings).append(message)
 
     if candidate.calls_saved:
+        # Calls already in flight when the test decided finish and are scored, so the e-value
+        # over every paired case is not the one that stopped the run (it may even be lower).
         e_value = sequential_e_value(len(broken), len(fixed))
         reasons.append(
-            f"the sequential test reached e = {e_value:.3g} >= 1/alpha = {1 / policy.alpha:g} "
-            f"after {len(pairs)} paired cases, so the run stopped early and saved "
-            f"{candidate.calls_saved} calls"
+            f"the sequential test's e-value reached 1/alpha = {1 / policy.alpha:g}, so the run "
+            f"stopped early and saved {candidate.calls_saved} calls (e = {e_value:.3g} over "
+            f"the {len(pairs)} paired cases scored)"
         )
     if p_value < policy.alpha:
         reasons.insert(
@@ -480,23 +482,24 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
 class SequentialMonitor:
     """Watches candidate scores arrive and says when a fail verdict is already certain.
 
-    It pairs each scored case with the baseline (same id and content, dev split, stable) and
-    keeps the broken / fixed counts; the run may stop once the mixture e-value reaches
-    1/alpha, which is anytime-valid (see stats.sequential_e_value).
+    It pairs each scored case with the baseline (same id and content, dev split) and keeps the
+    broken / fixed counts; the run may stop once the mixture e-value reaches 1/alpha, which is
+    anytime-valid (see stats.sequential_e_value). The candidate is run once, so, as in
+    ``decide`` (see the module docstring), it is compared with the baseline's first repeat,
+    and a case is left out as unstable only when it flipped between the other repeats: leaving
+    out every case that flipped would keep the settled passes, which noise can only break.
     """
 
     def __init__(self, baseline: Run, case_hashes: dict[str, str], policy: GatePolicy) -> None:
-        noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
-        unstable = {u.id for u in noise.unstable} if noise and policy.exclude_unstable else set()
         self.threshold = 1.0 / policy.alpha
-        self.baseline = {
-            c.id: c.score
-            for c in baseline.cases
-            if c.split == "dev"
-            and c.error is None
-            and c.id not in unstable
-            and case_hashes.get(c.id) == c.hash
-        }
+        self.baseline: dict[str, float] = {}
+        for c in baseline.cases:
+            if c.split != "dev" or c.error is not None or case_hashes.get(c.id) != c.hash:
+                continue
+            held = {(o.score or 0.0) >= 0.5 for o in c.outcomes[1:]}
+            if policy.exclude_unstable and len(held) > 1:
+                continue
+            self.baseline[c.id] = c.outcomes[0].score or 0.0
         self.broken = 0
         self.fixed = 0
 

@@ -19,9 +19,14 @@ def _key(run: Run) -> tuple[object, ...]:
         run.model.options_sha256,
         run.scorer_sha256,
         run.repeats,
+        run.limited_to,
         run.shard_of_sha256,
         (run.shard or "").partition("/")[2],
     )
+
+
+def _index(run: Run) -> int:
+    return int((run.shard or "0/0").partition("/")[0])
 
 
 FIELDS = (
@@ -34,6 +39,7 @@ FIELDS = (
     "model options",
     "scorer",
     "repeats",
+    "limit",
     "case set",
     "shard count",
 )
@@ -57,13 +63,14 @@ def merge_runs(shards: Sequence[Run]) -> Run:
                     fix="merge only the shards of one run: same prompt, cases, model and settings",
                 )
     total = int((first.shard or "0/0").partition("/")[2])
-    seen = sorted(int((r.shard or "0/0").partition("/")[0]) for r in shards)
+    seen = sorted(_index(r) for r in shards)
     if seen != list(range(1, total + 1)):
         missing = sorted(set(range(1, total + 1)) - set(seen))
         duplicated = sorted({i for i in seen if seen.count(i) > 1})
         problem = f"missing {missing}" if missing else f"duplicated {duplicated}"
         raise UserError(f"shards of {total}: {problem}", fix="pass each shard exactly once")
-    cases = [c for r in sorted(shards, key=lambda r: r.shard or "") for c in r.cases]
+    # By shard number (as text, "10/12" would sort before "2/12").
+    cases = [c for r in sorted(shards, key=_index) for c in r.cases]
     ids = [c.id for c in cases]
     if len(set(ids)) != len(ids):
         raise UserError("a case appears in two shards", fix="re-run the shards from one case set")

@@ -9,25 +9,24 @@ minute, what remains and when the bucket is full again::
 
 (and the same for ``input-tokens`` and ``output-tokens``). The limits are token buckets refilled
 continuously at limit/60 a second, and ``reset`` is when the bucket would be full, not when a
-window restarts. Spreading what remains evenly until the reset would keep half of each bucket
+window restarts. Spreading what remains evenly until the reset would leave half of each bucket
 unused; so each bucket is mirrored instead, and the pace is its refill rate:
 
-* ``reserve`` takes one call's cost from every mirror (1 request; the input and output tokens a
-  call has been using) and says when there is enough, keeping a small margin: the pace is
-  ``(1 + margin) / rate`` per unit once the bucket is down to ``margin * capacity``. Charged
-  when reserved (before the server charges it) and refilled a little slower than the server,
-  the mirror never holds more than the server's bucket;
-* an answer says what remained when the server received its request; plus the refill since,
-  minus what was reserved after that request, that is the server's level now. It may only
-  lower the mirror (another job on the same key, tokens above the estimate), never raise it:
-  answers overtake each other, so one may not yet count a request reserved before its own;
+* a call is sent once every mirror holds its cost (1 request; the input and output tokens calls
+  have been using) plus what is kept in hand (``margin`` of the bucket, at least one call), and
+  is charged to the mirrors as it leaves. Mirrors refill ``margin`` slower than the server, so
+  they never hold more than the server's buckets: calls go no faster than the limit allows;
+* an answer says what remained when the server received its call; plus the refill since, minus
+  the calls sent after it (in order, with the refill between them), that is the server's level
+  now. It may only lower a mirror (another job on the same key, tokens above the estimate),
+  never raise it: answers overtake each other, and one may not count a call sent before its own;
 * a 429's retry-after pauses every worker, not just the one that got it;
 * an answer without a ``-limit`` header (a proxy that strips it) falls back to spreading what
-  remains until the reset: a pace of time-to-reset / remaining.
+  remains evenly until the reset: a pace of time-to-reset / remaining.
 
 ``PaceState`` is the maths: it takes the time as an argument and never sleeps, so tests drive it
-with a fake clock. ``Pacer`` is what a backend's workers share: the state behind a lock, a clock,
-and sleep.
+with a fake clock. ``Pacer`` is what a backend's worker threads share: the state behind a lock,
+a first-come-first-served queue of waiting workers, a clock and sleep.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 RESOURCES = ("requests", "input-tokens", "output-tokens")
-# How fast a call's token costs follow the latest calls (exponential moving average).
+# How fast a call's estimated token cost follows the latest calls (exponential moving average).
 _COST_WEIGHT = 0.3
 
 
@@ -73,7 +72,9 @@ def parse_headers(headers: Mapping[str, str], wall_now: float) -> dict[str, Read
                 reset_in = None
         limit = _number(headers.get(prefix + "limit"))
         readings[name] = Reading(
-            limit=limit if limit else None, remaining=max(0.0, remaining), reset_in_s=reset_in
+            limit=limit if limit and limit > 0 else None,
+            remaining=max(0.0, remaining),
+            reset_in_s=reset_in,
         )
     return readings
 
@@ -96,10 +97,10 @@ class Bucket:
     """Units a second (already slowed by the margin)."""
     capacity: float
     level: float
-    """Units at time ``t``; negative when calls are reserved ahead of the refill."""
+    """Units at time ``t`` (negative after a call larger than what was left)."""
     t: float
     seen: int
-    """The ticket of the answer it was last set from (older answers are stale)."""
+    """The ticket of the answer it was last corrected by (older answers are stale)."""
 
     def level_at(self, when: float) -> float:
         return min(self.capacity, self.level + self.rate * max(0.0, when - self.t))
@@ -114,31 +115,43 @@ class PaceState:
     pause_until: float = -math.inf
     # What one call costs in each bucket: 1 request; tokens learned from usage.
     costs: dict[str, float] = field(default_factory=lambda: {"requests": 1.0})
-    # (ticket, time, costs) of reservations an answer may not have counted yet (bounded: one
-    # sent thousands of calls ago has been counted by now).
-    reserved: deque[tuple[int, float, dict[str, float]]] = field(
+    # (ticket, time, costs) of calls sent, which answers may not have counted yet (bounded: a
+    # call sent thousands of calls ago has been counted by now).
+    sent: deque[tuple[int, float, dict[str, float]]] = field(
         default_factory=lambda: deque(maxlen=4096)
     )
     tickets: int = 0
     rate_limited: int = 0
 
-    def reserve(self, now: float) -> tuple[int, float]:
-        """Take one call's cost from every bucket: (its ticket, when it may be sent)."""
-        start = max([now, self.pause_until, *(b.t for b in self.buckets.values())])
-        at = start
+    def kept(self, name: str, bucket: Bucket) -> float:
+        """Units kept in hand: ``margin`` of the bucket, and at least one call's cost (the
+        server charges a call when it arrives, a moment after the mirror did; while its bucket
+        is full, it loses that moment's refill)."""
+        return max(self.margin * bucket.capacity, self.costs.get(name, 0.0))
+
+    def wait(self, now: float) -> float:
+        """Seconds until the next call may be sent (0: now)."""
+        wait = max(0.0, self.pause_until - now)
+        for name, bucket in self.buckets.items():
+            cost = self.costs.get(name, 0.0)
+            if cost <= 0:
+                continue
+            # A call larger than the bucket waits for a full bucket, then goes.
+            need = min(cost + self.kept(name, bucket), bucket.capacity)
+            level = bucket.level_at(now)
+            if level < need:
+                wait = max(wait, (need - level) / bucket.rate)
+        return wait
+
+    def take(self, now: float) -> int:
+        """A call leaves now: charge it to every mirror. Its ticket."""
         costs = {name: self.costs.get(name, 0.0) for name in self.buckets}
         for name, bucket in self.buckets.items():
-            # A call larger than the bucket waits for a full bucket, then goes.
-            need = min(costs[name] + self.margin * bucket.capacity, bucket.capacity)
-            level = bucket.level_at(start)
-            if costs[name] > 0 and level < need:
-                at = max(at, start + (need - level) / bucket.rate)
-        for name, bucket in self.buckets.items():
-            bucket.level = bucket.level_at(at) - costs[name]
-            bucket.t = at
+            bucket.level = bucket.level_at(now) - costs[name]
+            bucket.t = max(bucket.t, now)
         self.tickets += 1
-        self.reserved.append((self.tickets, at, costs))
-        return self.tickets, at
+        self.sent.append((self.tickets, now, costs))
+        return self.tickets
 
     def observe(
         self,
@@ -151,17 +164,16 @@ class PaceState:
     ) -> None:
         """Correct the mirrors by an answer to the call with ``ticket``, sent at ``sent_at``
         (``charged``: the server took the call's cost, as it does unless it answered 429)."""
-        own = next((c for n, _, c in self.reserved if n == ticket), {}) if charged else {}
+        own = next((c for n, _, c in self.sent if n == ticket), {}) if charged else {}
         for name, reading in readings.items():
             old = self.buckets.get(name)
             if old is not None and ticket < old.seen:
-                continue  # a later call's answer already said more
+                continue  # a later call's answer has already corrected it
             if reading.limit is not None:
                 rate = reading.limit / 60.0
                 base = reading.remaining
                 # A full bucket answers its size less this call's cost.
-                full = reading.remaining + own.get(name, 0.0)
-                capacity = max(full, old.capacity if old else 0.0)
+                capacity = max(reading.remaining + own.get(name, 0.0), old.capacity if old else 0)
             elif reading.reset_in_s:
                 # No limit reported: the budget left must last until the reset.
                 rate = reading.remaining / reading.reset_in_s
@@ -170,27 +182,23 @@ class PaceState:
                 continue
             if rate <= 0:
                 continue
-            # The server's level: what remained, then the calls reserved after this one, in
-            # order, with the refill between them.
-            level, t = base, sent_at
-            for n, when, costs in self.reserved:
+            # The server's level: what remained, then the calls sent after this one, in order,
+            # with the refill between them. A new mirror gets no refill before the answer came:
+            # the bucket may have been full (refilling nothing) until the server got the call.
+            level, t = base, sent_at if old is not None else now
+            for n, when, costs in self.sent:
                 if n > ticket:
                     level = min(capacity, level + rate * max(0.0, when - t)) - costs.get(name, 0.0)
                     t = max(t, when)
-            at = max(now, old.t if old else now)
-            level = min(capacity, level + rate * max(0.0, at - t))
+            level = min(capacity, level + rate * max(0.0, now - t))
             if old is not None:
-                level = min(level, old.level_at(at))
+                level = min(level, old.level_at(now))
             slowed = rate / (1.0 + self.margin)
-            self.buckets[name] = Bucket(slowed, capacity, level, at, ticket)
-        if self.buckets:
-            oldest = min(b.seen for b in self.buckets.values())
-            while self.reserved and self.reserved[0][0] < oldest:
-                self.reserved.popleft()
+            self.buckets[name] = Bucket(slowed, capacity, level, now, ticket)
 
     def learn(self, input_tokens: float, output_tokens: float) -> None:
-        """A call's token use (input counts what the limit counts: uncached input and cache
-        writes), so that later calls reserve about as much."""
+        """A call's token use (input as the limit counts it: uncached input and cache writes),
+        so that later calls wait for about as much."""
         for name, used in (("input-tokens", input_tokens), ("output-tokens", output_tokens)):
             old = self.costs.get(name)
             self.costs[name] = used if old is None else old + _COST_WEIGHT * (used - old)
@@ -204,7 +212,7 @@ class PaceState:
 
 @dataclass(frozen=True)
 class Ticket:
-    """A reserved call: what its answer must be observed with."""
+    """A call sent: what its answer is observed with."""
 
     number: int
     sent_at: float
@@ -216,11 +224,15 @@ class PacerStats:
     rate_limited: int
     """429s seen."""
     waited_s: float
-    """Total time workers waited for the pace or a pause."""
+    """Total time calls waited for the pace or a pause (summed over workers)."""
 
 
 class Pacer:
-    """The pace shared by every worker thread of one backend."""
+    """The pace shared by every worker thread of one backend.
+
+    Waiting workers queue first come, first served; only the head of the queue watches the
+    clock, so a call that may go wakes one worker, not all of them.
+    """
 
     def __init__(
         self,
@@ -231,26 +243,38 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._state = PaceState(margin=margin)
-        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
         self._clock = clock
         self._wall = wall
         self._sleep = sleep
+        self._queued = 0
+        self._serving = 0
         self._waited = 0.0
 
     def acquire(self) -> Ticket:
-        """Wait until a call may be sent without running the limits dry; then send it."""
-        with self._lock:
-            number, at = self._state.reserve(self._clock())
-        while True:
-            now = self._clock()
-            with self._lock:
-                # A 429 may have paused everyone while this worker slept.
-                at = max(at, self._state.pause_until)
-            if at <= now:
-                return Ticket(number, now)
-            self._sleep(at - now)
-            with self._lock:
-                self._waited += at - now
+        """Wait until a call may be sent without running a limit dry; its ticket."""
+        with self._cond:
+            place = self._queued
+            self._queued += 1
+            entered = self._clock()
+            while self._serving != place:
+                self._cond.wait()
+            try:
+                now = self._clock()
+                while (wait := self._state.wait(now)) > 0:
+                    # Sleep without the lock: answers (and 429s) update the state meanwhile.
+                    self._cond.release()
+                    try:
+                        self._sleep(wait)
+                    finally:
+                        self._cond.acquire()
+                    now = self._clock()
+                number = self._state.take(now)
+                self._waited += now - entered
+            finally:
+                self._serving += 1
+                self._cond.notify_all()
+        return Ticket(number, now)
 
     def observe(
         self,
@@ -263,7 +287,7 @@ class Pacer:
     ) -> None:
         """An answer (or an error response) to the call with ``ticket``."""
         readings = parse_headers(headers, self._wall())
-        with self._lock:
+        with self._cond:
             if readings:
                 self._state.observe(
                     self._clock(), ticket.number, ticket.sent_at, readings, charged=charged
@@ -276,11 +300,11 @@ class Pacer:
     ) -> None:
         """A 429: pause every worker for its retry-after."""
         self.observe(ticket, headers, charged=False)
-        with self._lock:
+        with self._cond:
             self._state.pause(self._clock(), retry_after_s)
 
     def stats(self) -> PacerStats:
-        with self._lock:
+        with self._cond:
             return PacerStats(
                 calls=self._state.tickets,
                 rate_limited=self._state.rate_limited,

@@ -170,8 +170,13 @@ def execute(
                     pending_index += 1
                 if not running:
                     break
-                if decided.is_set() and pending_index < len(jobs):
+                if decided.is_set():
                     pending_index = len(jobs)  # send nothing more; let in-flight calls finish
+                    # Jobs queued in the pool but not started are not in flight: unsend them.
+                    for future in [f for f in running if f.cancel()]:
+                        del running[future]
+                    if not running:
+                        break
                 done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = running.pop(future)

@@ -712,13 +712,18 @@ def sequential_e_value(broken: int, fixed: int) -> float:
     by Ville's inequality P(E ever reaches 1/alpha) <= alpha, however often it is looked at
     (Ramdas et al. 2023, "Game-theoretic statistics and safe anytime-valid inference", sec. 3).
     A run may therefore stop as soon as E >= 1/alpha and still fail at level alpha.
+
+    The Beta tail is ``P(Bin(b + c + 1, 1/2) <= b) = sum_{j<=b} C(b + c + 1, j) / 2^(b + c + 1)``,
+    so ``E = B(b + 1, c + 1) * sum_{j<=b} C(b + c + 1, j)``, summed in logs: the tail itself
+    underflows past about a thousand changed cases (and a floor on it would turn many fixed
+    cases into a huge e-value). Values beyond e^700 are capped there.
     """
     _check_count("broken", broken)
     _check_count("fixed", fixed)
-    m = broken + fixed
-    log_e = (
-        (m + 1) * math.log(2.0)
-        + float(special.betaln(broken + 1, fixed + 1))
-        + math.log(max(float(stats.beta.sf(0.5, broken + 1, fixed + 1)), 1e-300))
-    )
+    n = broken + fixed + 1
+    j = np.arange(broken + 1, dtype=np.float64)
+    log_binomials = special.gammaln(n + 1) - special.gammaln(j + 1) - special.gammaln(n + 1 - j)
+    top = float(np.max(log_binomials))
+    log_sum = top + math.log(float(np.sum(np.exp(log_binomials - top))))
+    log_e = float(special.betaln(broken + 1, fixed + 1)) + log_sum
     return math.exp(min(log_e, 700.0))

@@ -73,6 +73,20 @@ def test_any_setting_changes_the_key(tmp_path: Path, change: dict[str, Any]) -> 
     assert cache.get(changed, "anthropic") is None
 
 
+@pytest.mark.parametrize(
+    "transport",
+    [{"stream": True}, {"timeout_s": 5}, {"retry": {"max_attempts": 2}}, {"batch": True}],
+    ids=lambda option: next(iter(option)),
+)
+def test_how_a_reply_is_fetched_is_not_part_of_the_key(
+    tmp_path: Path, transport: dict[str, Any]
+) -> None:
+    fetched_otherwise = BASE.model_copy(update={"options": {**BASE.options, **transport}})
+    cache = ResponseCache(tmp_path)
+    cache.put(BASE, "anthropic", ANSWER)
+    assert cache.get(fetched_otherwise, "anthropic") == ANSWER
+
+
 def test_the_backend_is_part_of_the_key(tmp_path: Path) -> None:
     assert ResponseCache.key(BASE, "fake") != ResponseCache.key(BASE, "anthropic")
     cache = ResponseCache(tmp_path)

@@ -32,7 +32,15 @@ _READERS: dict[str, Callable[[Path], Source]] = {
     "langfuse": read_langfuse,
 }
 
-__all__ = ["FORMATS", "Conversion", "Format", "convert", "load_foreign", "referenced_files"]
+__all__ = [
+    "FORMATS",
+    "Conversion",
+    "Format",
+    "convert",
+    "load_foreign",
+    "referenced_files",
+    "validate",
+]
 
 
 def convert(

@@ -132,6 +132,12 @@ def template_for(inputs: list[str]) -> str:
     return "".join(f"<{name}>\n{{{{ {name} }}}}\n</{name}>\n" for name in inputs)
 
 
+def _flow(value: Any) -> str:
+    """A value as one line of YAML (plain when that is safe, quoted when not)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000)
+    return text.removesuffix("\n...\n").strip()
+
+
 def _block(key: str, value: Any, indent: int) -> str:
     text = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False, width=100)
     return textwrap.indent(text, " " * indent)
@@ -152,12 +158,12 @@ def config_snippet(
         "suites:",
         f"  {suite}:",
         "    prompts: prompts/*.txt",
-        f"    cases: {json.dumps(cases)}",
+        f"    cases: {_flow(cases)}",
         f"    # Or read {source_arg} itself, without converting (the same cases and ids):",
-        f"    # cases: {json.dumps(source_arg)}",
+        f"    # cases: {_flow(source_arg)}",
         f"    # cases_format: {source.format}",
         "    fields:",
-        f"      input: {json.dumps(conversion.inputs)}",
+        f"      input: {_flow(conversion.inputs)}",
         "    template: |",
         *("      " + line for line in template.splitlines()),
         _block("model", chosen, 4).rstrip("\n"),

@@ -350,11 +350,18 @@ class _Reader:
                 raise CaseFileError("'vars' must be a mapping of names to values", where=where)
             values.update(given)
         inputs = {str(k): self.var(v, base, where) for k, v in values.items()}
-        asserts = [*(default.get("assert") or []), *(test.get("assert") or [])]
+        asserts: list[Any] = []
+        metadata: dict[str, Any] = {}
+        for scope in (default, test):
+            given_asserts = scope.get("assert") or []
+            given_metadata = scope.get("metadata") or {}
+            if not isinstance(given_asserts, list):
+                raise CaseFileError("'assert' must be a list of assertions", where=where)
+            if not isinstance(given_metadata, dict):
+                raise CaseFileError("'metadata' must be a mapping", where=where)
+            asserts += given_asserts
+            metadata.update(given_metadata)
         checks = [self.check(a, where, base) for a in asserts]
-        metadata = {**(default.get("metadata") or {}), **(test.get("metadata") or {})}
-        if not isinstance(metadata, dict):
-            raise CaseFileError("'metadata' must be a mapping", where=where)
         extra: dict[str, Any] = {}
         if test.get("description") is not None:
             extra["description"] = str(test["description"])

@@ -1,0 +1,507 @@
+"""`evalgate init` and `evalgate doctor`: init in fresh and existing repositories, what it
+refuses, and every doctor finding triggered by breaking an init'd repository one way at a time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from evalgate import onboard
+from evalgate.cli import main
+from evalgate.config import load_config
+from evalgate.errors import UserError
+
+WORKFLOW = Path(".github/workflows/evalgate.yml")
+EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
+
+
+@pytest.fixture(autouse=True)
+def not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def init(repo: Path, *flags: str) -> tuple[int, str, str]:
+    return cli("init", "--dir", str(repo), "--yes", *flags)
+
+
+def findings(repo: Path) -> list[onboard.Finding]:
+    return onboard.doctor(repo, repo / "evalgate.yml").findings
+
+
+def not_ok(repo: Path) -> list[tuple[str, str, str]]:
+    return [(f.status, f.check, f.message) for f in findings(repo) if f.status != "ok"]
+
+
+@pytest.fixture(scope="module")
+def initialised(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A fresh copy of a repository init'd with the given backend (made once per backend)."""
+    made: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("init")
+    counter = iter(range(10_000))
+
+    def get(backend: str = "fake") -> Path:
+        if backend not in made:
+            repo = base / f"made-{backend}"
+            repo.mkdir()
+            code, _, err = init(repo, "--backend", backend)
+            assert code == 0, err
+            made[backend] = repo
+        copy = base / f"copy-{next(counter)}"
+        shutil.copytree(made[backend], copy)
+        return copy
+
+    return get
+
+
+# --------------------------------------------------------------------------- init
+
+
+def test_init_in_a_fresh_repository_writes_every_file(tmp_path: Path) -> None:
+    code, out, err = init(tmp_path, "--suite", "support")
+    assert code == 0, err
+    for name in ("evalgate.yml", WORKFLOW, "cases.jsonl", "prompts/v1.txt", ".gitignore"):
+        assert (tmp_path / name).is_file(), name
+    loaded = load_config(tmp_path / "evalgate.yml")
+    name, suite = loaded.suite(None)
+    assert name == "support"
+    assert suite.model.backend == "fake" and suite.scorer.kind == "label"
+    assert suite.template == "<message>\n{{ message }}\n</message>\n"
+    assert suite.split.holdout_fraction == 0.0  # three cases: no holdout yet
+    assert len((tmp_path / "cases.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+    assert ".evalgate/" in (tmp_path / ".gitignore").read_text(encoding="utf-8").splitlines()
+    steps = re.findall(r"^  \d\. (.*)$", out, re.MULTILINE)
+    assert len(steps) == 3, out
+    assert "evalgate run v1" in steps[0]
+    assert "No secret to add" in steps[1]
+    assert "push to main" in steps[2] and "pull request" in steps[2]
+
+
+def test_the_fresh_result_runs_on_the_fake_backend(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    code, out, err = cli("run", "v1", "--config", str(repo / "evalgate.yml"), "--no-save")
+    assert code == 0, err
+    assert "3 cases" in out
+    assert re.search(r"Accuracy\s+100\.0%", out), out
+
+
+@pytest.mark.parametrize("backend", ["fake", "anthropic", "openai"])
+def test_doctor_on_the_init_result_is_all_ok(
+    backend: str, initialised: Callable[[str], Path]
+) -> None:
+    repo = initialised(backend)
+    code, out, err = cli("doctor", "--dir", str(repo), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["counts"]["warn"] == report["counts"]["FAIL"] == 0, report["findings"]
+    checks = " ".join(f["check"] for f in report["findings"])
+    for aspect in ("config", "prompts", "ship", "cases", "split", "permissions", "pinning"):
+        assert aspect in checks
+    for aspect in ("secrets", "baseline", "gitignore"):
+        assert aspect in checks
+
+
+def test_the_workflow_names_the_secret_of_its_backend(initialised: Callable[[str], Path]) -> None:
+    anthropic = (initialised("anthropic") / WORKFLOW).read_text(encoding="utf-8")
+    assert anthropic.count("anthropic_api_key: ${{ secrets.ANTHROPIC_API_KEY }}") == 3
+    openai = yaml.safe_load((initialised("openai") / WORKFLOW).read_text(encoding="utf-8"))
+    for job in openai["jobs"].values():
+        [step] = [s for s in job["steps"] if s.get("id") == "evalgate"]
+        assert step["env"] == {"OPENAI_API_KEY": "${{ secrets.OPENAI_API_KEY }}"}
+    fake = (initialised("fake") / WORKFLOW).read_text(encoding="utf-8")
+    assert "ANTHROPIC" not in fake and "OPENAI" not in fake
+
+
+def test_the_workflow_pins_the_actions_the_example_pins(
+    initialised: Callable[[str], Path],
+) -> None:
+    """init's workflow is the copy-paste example with secrets filled in: bump both together."""
+
+    def pinned(path: Path) -> set[str]:
+        refs = re.findall(r"uses: (\S+)", path.read_text(encoding="utf-8"))
+        return {r for r in refs if "evalgate" not in r}
+
+    assert pinned(initialised("fake") / WORKFLOW) == pinned(EXAMPLE_WORKFLOW)
+
+
+def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path) -> None:
+    (tmp_path / "llm" / "prompts").mkdir(parents=True)
+    for version in ("2024-01", "2024-06"):
+        (tmp_path / "llm" / "prompts" / f"{version}.md").write_text("Route it.\n")
+    (tmp_path / "data").mkdir()
+    tickets = [
+        {"id": f"t{i}", "question": q, "intent": intent}
+        for i, (q, intent) in enumerate(
+            [
+                ("Where is my parcel tracking number", "tracking"),
+                ("I want my money back for the broken kettle", "refund"),
+                ("Parcel tracking says delivered but nothing came", "tracking"),
+            ]
+        )
+    ]
+    text = "".join(json.dumps(t) + "\n" for t in tickets)
+    (tmp_path / "data" / "tickets.jsonl").write_text(text)
+    (tmp_path / "data" / "notes.txt").write_text("not cases\n")
+    asked: list[str] = []
+    answers = iter(["", "", "gpt", "anthropic", "", "", ""])
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        return next(answers)
+
+    config = tmp_path / "evalgate.yml"
+    plan = onboard.plan_init(tmp_path, config, onboard.InitOptions(suite="tickets"), ask)
+    result = onboard.write_init(plan, cwd=tmp_path)
+
+    assert asked[0].endswith("[llm/prompts/*.md]: ")
+    assert asked[1].endswith("[data/tickets.jsonl]: ")
+    assert asked[3].startswith("'gpt' is not one of them.")
+    assert asked[4].endswith("[claude-haiku-4-5]: ")
+    assert asked[6].endswith("[intent]: ")
+    suite = load_config(config).config.suites["tickets"]
+    assert suite.prompts == ["llm/prompts/*.md"] and suite.cases == ["data/tickets.jsonl"]
+    assert suite.fields.expected == "intent" and suite.fields.input == ["question"]
+    assert suite.fields.category == "intent"  # the label doubles as the category
+    assert suite.model.backend == "anthropic"
+    assert [w.split(" ")[0] for w in result.written] == ["evalgate.yml", str(WORKFLOW)]
+    assert not (tmp_path / "cases.jsonl").exists() and not (tmp_path / "prompts").exists()
+    assert result.version == "2024-06"
+    assert result.secrets == ["ANTHROPIC_API_KEY"]
+    assert "ANTHROPIC_API_KEY" in result.next_steps[1] and "Settings" in result.next_steps[1]
+    assert [f.status for f in findings(tmp_path)].count("FAIL") == 0
+
+
+def test_init_with_fake_derives_rules_from_existing_cases(tmp_path: Path) -> None:
+    cases = [
+        {"id": "a", "message": "my invoice is wrong", "category": "billing"},
+        {"id": "b", "message": "the app crashed on login", "category": "bug"},
+        {"id": "c", "message": "invoice total doubled", "category": "billing"},
+    ]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    code, _, err = init(tmp_path)
+    assert code == 0, err
+    options = load_config(tmp_path / "evalgate.yml").config.suites[tmp_path.name].model.options
+    rules = {r["label"]: r["phrases"] for r in options["rules"]["rules"]}
+    assert rules == {
+        "billing": ["invoice", "doubled", "total", "wrong"],
+        "bug": ["crashed", "login"],
+    }
+    assert (tmp_path / "prompts" / "v1.txt").is_file()  # no prompt yet: the starter
+    assert "billing, bug" in (tmp_path / "prompts" / "v1.txt").read_text()
+
+
+def test_init_refuses_to_overwrite_without_force(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    (repo / "evalgate.yml").write_text("# mine\n")
+    (repo / "cases.jsonl").write_text('{"id": "x", "message": "m", "category": "bug"}\n')
+    code, _, err = init(repo)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "evalgate.yml and .github/workflows/evalgate.yml already exist" in err
+    assert "--force" in err
+    assert (repo / "evalgate.yml").read_text() == "# mine\n"
+
+    code, _, err = init(repo, "--force")
+    assert code == 0, err
+    assert load_config(repo / "evalgate.yml")
+    # Cases are never replaced: they exist, so there is no starter to write.
+    assert (repo / "cases.jsonl").read_text().startswith('{"id": "x"')
+    assert (repo / ".gitignore").read_text().count(".evalgate/") == 1
+
+
+def test_init_appends_to_gitignore_without_clobbering_it(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("node_modules/")  # no final newline
+    code, _, err = init(tmp_path)
+    assert code == 0, err
+    lines = (tmp_path / ".gitignore").read_text().splitlines()
+    assert lines[0] == "node_modules/" and lines[-1] == ".evalgate/"
+
+
+@pytest.mark.parametrize("backend", onboard.BACKENDS)
+@pytest.mark.parametrize("scorer", onboard.SCORERS)
+def test_every_config_init_writes_validates(tmp_path: Path, backend: str, scorer: str) -> None:
+    given = onboard.InitOptions(backend=backend, scorer=scorer, field="intent", model="m-1")
+    plan = onboard.plan_init(tmp_path, tmp_path / "evalgate.yml", given)
+    onboard.write_init(plan)
+    suite = load_config(tmp_path / "evalgate.yml").config.suites[tmp_path.name]
+    assert (suite.model.backend, suite.model.name, suite.scorer.kind) == (backend, "m-1", scorer)
+    assert suite.fields.expected == "intent"
+    assert '"intent": "billing"' in (tmp_path / "cases.jsonl").read_text()
+
+
+def test_init_puts_the_config_in_a_subfolder(tmp_path: Path) -> None:
+    code, out, err = init(tmp_path, "--config", "llm/evalgate.yml")
+    assert "evalgate run v1 --config llm/evalgate.yml" in out
+    assert code == 0, err
+    assert (tmp_path / "llm" / "cases.jsonl").is_file()
+    workflow = (tmp_path / WORKFLOW).read_text()
+    assert workflow.count('config: "llm/evalgate.yml"') == 3
+    assert 'path: "llm/.evalgate/cache"' in workflow
+    report = onboard.doctor(tmp_path, tmp_path / "llm" / "evalgate.yml")
+    assert report.counts == {"ok": 12, "warn": 0, "FAIL": 0}, report.findings
+
+
+def test_init_refuses_a_starter_field_it_cannot_use(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="starter cases already use the field 'message'"):
+        onboard.plan_init(tmp_path, tmp_path / "evalgate.yml", onboard.InitOptions(field="message"))
+
+
+def test_default_branch_comes_from_origin_head_or_local_branches(tmp_path: Path) -> None:
+    assert onboard.default_branch(tmp_path) == "main"
+    (tmp_path / ".git" / "refs" / "heads").mkdir(parents=True)
+    (tmp_path / ".git" / "packed-refs").write_text("abc refs/heads/master\n")
+    assert onboard.default_branch(tmp_path) == "master"
+    origin = tmp_path / ".git" / "refs" / "remotes" / "origin"
+    origin.mkdir(parents=True)
+    (origin / "HEAD").write_text("ref: refs/remotes/origin/trunk\n")
+    assert onboard.default_branch(tmp_path) == "trunk"
+
+
+@pytest.mark.parametrize(
+    ("lines", "rel", "covered"),
+    [
+        ([".evalgate/"], ".evalgate", True),
+        (["/.evalgate"], ".evalgate", True),
+        ([".evalgate/*"], "sub/.evalgate", True),
+        (["**/.evalgate/"], "sub/.evalgate", True),
+        (["/.evalgate/"], "sub/.evalgate", False),
+        ([".evalgate/", "!.evalgate/"], ".evalgate", False),
+        (["# .evalgate/", "build/"], ".evalgate", False),
+    ],
+)
+def test_gitignore_covers(lines: list[str], rel: str, covered: bool) -> None:
+    assert onboard.gitignore_covers(lines, rel) is covered
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) >= count, (old, path)
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_doctor_fails_a_bad_config_and_exits_1(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    edit(repo / "evalgate.yml", "    scorer:", "    scorr:")
+    code, out, err = cli("doctor", "--dir", str(repo))
+    assert code == 1, err
+    [line] = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+    assert line.startswith("FAIL  config: ") and "scorr: unknown key" in line
+    assert "(fix: allowed here: prompts, ship, cases" in line
+    assert out.splitlines()[-1].endswith("1 FAIL; fix the FAIL lines and run it again")
+    # The workflow and the ignores are still checked without a config.
+    assert any("gitignore" in ln for ln in out.splitlines())
+
+
+def test_doctor_fails_a_missing_case_file(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    (repo / "cases.jsonl").unlink()
+    [(status, check, message)] = not_ok(repo)
+    assert (status, check) == ("FAIL", f"suite {repo.name}: cases")
+    assert "'cases.jsonl' matches no file" in message
+
+
+def test_doctor_fails_a_planted_leak(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    first = json.loads((repo / "cases.jsonl").read_text().splitlines()[0])
+    leak = {**first, "id": "leak-1", "group": "g900", "split": "holdout"}
+    with (repo / "cases.jsonl").open("a") as handle:
+        handle.write(json.dumps(leak) + "\n")
+    leaks = [(s, m) for s, c, m in not_ok(repo) if c.endswith("split")]
+    assert (
+        "FAIL",
+        "leak: 1 holdout cases have the same input as a dev case: delete or "
+        "retire the holdout copy (ids: starter-001=leak-1)",
+    ) in leaks
+
+
+def test_doctor_fails_a_broken_fake_rules_file(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    text = (repo / "evalgate.yml").read_text()
+    start, end = text.index("      options:"), text.index("    scorer:")
+    (repo / "evalgate.yml").write_text(
+        text[:start] + "      options: {rules_file: rules.yml}\n" + text[end:]
+    )
+    statuses = {(s, c) for s, c, _ in not_ok(repo)}
+    assert ("FAIL", f"suite {repo.name}: model") in statuses
+    assert ("FAIL", f"suite {repo.name}: files") in statuses
+
+
+Breakage = Callable[[Path], None]
+
+
+def drop_pr_write(repo: Path) -> None:
+    edit(repo / WORKFLOW, "      pull-requests: write # the comment\n", "")
+
+
+def unpin_checkout(repo: Path) -> None:
+    edit(
+        repo / WORKFLOW,
+        "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683",
+        "actions/checkout@v4",
+        count=3,
+    )
+
+
+def add_pull_request_target(repo: Path) -> None:
+    (repo / ".github/workflows/labelled.yml").write_text(
+        """on: pull_request_target
+permissions: {contents: read, pull-requests: write, actions: read}
+jobs:
+  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - uses: evalgate/evalgate@v0
+"""
+    )
+
+
+def drop_anthropic_key(repo: Path) -> None:
+    edit(repo / WORKFLOW, "          anthropic_api_key: ${{ secrets.ANTHROPIC_API_KEY }}\n", "")
+
+
+def literal_anthropic_key(repo: Path) -> None:
+    edit(repo / WORKFLOW, "${{ secrets.ANTHROPIC_API_KEY }}", "sk-ant-123", count=3)
+
+
+def unignore_state(repo: Path) -> None:
+    (repo / ".gitignore").unlink()
+
+
+def write_all(repo: Path) -> None:
+    edit(
+        repo / WORKFLOW,
+        "    permissions:\n      contents: read\n      pull-requests: write "
+        "# the comment\n      actions: read # the baseline artefact\n",
+        "    permissions: write-all\n",
+    )
+
+
+def no_permissions(repo: Path) -> None:
+    text = (repo / WORKFLOW).read_text()
+    text = re.sub(r"\n *permissions:\n( +[a-z-]+: \w+.*\n)+", "\n", text)
+    (repo / WORKFLOW).write_text(text)
+
+
+def release_without_contents_write(repo: Path) -> None:
+    edit(repo / WORKFLOW, "      contents: write #", "      contents: read #")
+
+
+def drop_upload(repo: Path) -> None:
+    text = (repo / WORKFLOW).read_text()
+    start = text.index("      - uses: actions/upload-artifact")
+    end = text.index("  release:")
+    (repo / WORKFLOW).write_text(text[:start] + text[end:])
+
+
+def rename_artifact(repo: Path) -> None:
+    edit(repo / WORKFLOW, "name: evalgate-baseline", "name: baseline")
+
+
+def seal_holdout(repo: Path) -> None:
+    edit(
+        repo / "evalgate.yml",
+        "    split:",
+        "    sealed_holdout: {file: cases.jsonl, public_key: cases.jsonl}\n    split:",
+    )
+
+
+def seal_holdout_outside_environment(repo: Path) -> None:
+    seal_holdout(repo)
+    edit(repo / WORKFLOW, "          # holdout_key:", "          holdout_key:")
+    edit(repo / WORKFLOW, "    environment: release", "    # environment: release")
+
+
+def mismatched_tags(repo: Path) -> None:
+    edit(repo / WORKFLOW, 'tags: ["v*"]', 'tags: ["release-*"]')
+
+
+def remove_workflow(repo: Path) -> None:
+    (repo / WORKFLOW).unlink()
+
+
+def pr_only_workflow(repo: Path) -> None:
+    text = (repo / WORKFLOW).read_text()
+    (repo / WORKFLOW).write_text(text[: text.index("  baseline:")])
+
+
+def missing_config_input(repo: Path) -> None:
+    edit(
+        repo / WORKFLOW,
+        "github_token: ${{ secrets.GITHUB_TOKEN }}\n",
+        "github_token: ${{ secrets.GITHUB_TOKEN }}\n          config: nope.yml\n",
+    )
+
+
+# (how to break it, backend, status, check suffix, words of the message)
+BREAKAGES: list[tuple[Breakage, str, str, str, str]] = [
+    (drop_pr_write, "fake", "FAIL", "permissions", "lacks `pull-requests: write`"),
+    (unpin_checkout, "fake", "warn", "pinning", "actions/checkout@v4"),
+    (add_pull_request_target, "fake", "FAIL", "pull_request_target", "anyone who opens"),
+    (drop_anthropic_key, "anthropic", "FAIL", "secrets", "no input anthropic_api_key"),
+    (literal_anthropic_key, "anthropic", "FAIL", "secrets", "written into the workflow"),
+    (unignore_state, "fake", "warn", "gitignore", ".evalgate/ is not in .gitignore"),
+    (write_all, "fake", "warn", "permissions", "`permissions: write-all`"),
+    (no_permissions, "fake", "warn", "permissions", "no permissions block"),
+    (release_without_contents_write, "fake", "FAIL", "permissions", "`contents: write`"),
+    (drop_upload, "fake", "FAIL", "baseline", "does not upload the run file"),
+    (rename_artifact, "fake", "FAIL", "baseline artefact", "looks for the artefact"),
+    (seal_holdout, "fake", "FAIL", "secrets", "passes no holdout_key"),
+    (seal_holdout_outside_environment, "fake", "FAIL", "secrets", "outside an environment"),
+    (mismatched_tags, "fake", "warn", "tags", "differ from release_tags"),
+    (remove_workflow, "fake", "warn", "workflows", "no workflow under .github/workflows"),
+    (pr_only_workflow, "fake", "warn", "workflows", "no evalgate job runs on pushes"),
+    (missing_config_input, "fake", "FAIL", "config", "reads nope.yml, which does not exist"),
+]
+
+
+@pytest.mark.parametrize(
+    ("breakage", "backend", "status", "check", "words"),
+    BREAKAGES,
+    ids=[b[0].__name__ for b in BREAKAGES],
+)
+def test_doctor_finds_each_breakage(
+    breakage: Breakage,
+    backend: str,
+    status: str,
+    check: str,
+    words: str,
+    initialised: Callable[[str], Path],
+) -> None:
+    repo = initialised(backend)
+    breakage(repo)
+    found = [(s, c, m) for s, c, m in not_ok(repo) if c.endswith(check) and words in m]
+    assert found, not_ok(repo)
+    assert found[0][0] == status, found
+    code, out, _ = cli("doctor", "--dir", str(repo), "--json")
+    assert code == (1 if status == "FAIL" else 0)
+    fixes = [f["fix"] for f in json.loads(out)["findings"] if f["status"] != "ok"]
+    assert all(fixes), "every finding says what to fix"
+
+
+def test_doctor_markdown_is_a_table(initialised: Callable[[str], Path]) -> None:
+    repo = initialised("fake")
+    unignore_state(repo)
+    code, out, _ = cli("doctor", "--dir", str(repo), "--format", "markdown")
+    assert code == 0
+    assert out.startswith("### evalgate doctor: 11 ok, 1 warn, 0 FAIL\n")
+    assert "| warn | gitignore |" in out
