@@ -7,10 +7,11 @@ kept and the rest is recorded as interrupted.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -160,12 +161,15 @@ def execute(
     pending_index = 1
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalgate") as pool:
         running: dict[Future[Outcome], int] = {}
+        # Finished futures announce themselves here: cheaper than polling them all with wait().
+        completed: queue.SimpleQueue[Future[Outcome]] = queue.SimpleQueue()
         try:
             while pending_index < len(jobs) or running:
                 while pending_index < len(jobs) and len(running) < concurrency * 2:
                     if stop.is_set() or decided.is_set():
                         break
                     future = pool.submit(work, pending_index)
+                    future.add_done_callback(completed.put)
                     running[future] = pending_index
                     pending_index += 1
                 if not running:
@@ -177,17 +181,19 @@ def execute(
                         del running[future]
                     if not running:
                         break
-                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = running.pop(future)
-                    record(index, future.result())
+                try:
+                    finished = completed.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if finished in running:  # a cancelled future announces itself too
+                    record(running.pop(finished), finished.result())
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
             # Calls already in flight are paid for: wait briefly and keep their replies.
             in_flight = [f for f in running if not f.cancel()]
-            finished, _ = wait(in_flight, timeout=30)
-            for future in finished:
+            done, _ = wait(in_flight, timeout=30)
+            for future in done:
                 record(running[future], future.result())
         if stop.is_set():
             interrupted = True

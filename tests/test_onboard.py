@@ -58,7 +58,7 @@ def initialised(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Pat
         if backend not in made:
             repo = base / f"made-{backend}"
             repo.mkdir()
-            code, _, err = init(repo, "--backend", backend)
+            code, _, err = init(repo, "--backend", backend, "--suite", "main")
             assert code == 0, err
             made[backend] = repo
         copy = base / f"copy-{next(counter)}"
@@ -243,7 +243,10 @@ def test_every_config_init_writes_validates(tmp_path: Path, backend: str, scorer
     assert '"intent": "billing"' in (tmp_path / "cases.jsonl").read_text()
 
 
-def test_init_puts_the_config_in_a_subfolder(tmp_path: Path) -> None:
+def test_init_puts_the_config_in_a_subfolder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     code, out, err = init(tmp_path, "--config", "llm/evalgate.yml")
     assert "evalgate run v1 --config llm/evalgate.yml" in out
     assert code == 0, err
@@ -298,11 +301,11 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
 
 def test_doctor_fails_a_bad_config_and_exits_1(initialised: Callable[[str], Path]) -> None:
     repo = initialised("fake")
-    edit(repo / "evalgate.yml", "    scorer:", "    scorr:")
+    edit(repo / "evalgate.yml", "    model:\n", "    modle:\n")
     code, out, err = cli("doctor", "--dir", str(repo))
     assert code == 1, err
     [line] = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
-    assert line.startswith("FAIL  config: ") and "scorr: unknown key" in line
+    assert line.startswith("FAIL  config: ") and "suites.main.modle: unknown key" in line
     assert "(fix: allowed here: prompts, ship, cases" in line
     assert out.splitlines()[-1].endswith("1 FAIL; fix the FAIL lines and run it again")
     # The workflow and the ignores are still checked without a config.
@@ -313,7 +316,7 @@ def test_doctor_fails_a_missing_case_file(initialised: Callable[[str], Path]) ->
     repo = initialised("fake")
     (repo / "cases.jsonl").unlink()
     [(status, check, message)] = not_ok(repo)
-    assert (status, check) == ("FAIL", f"suite {repo.name}: cases")
+    assert (status, check) == ("FAIL", "suite main: cases")
     assert "'cases.jsonl' matches no file" in message
 
 
@@ -339,8 +342,8 @@ def test_doctor_fails_a_broken_fake_rules_file(initialised: Callable[[str], Path
         text[:start] + "      options: {rules_file: rules.yml}\n" + text[end:]
     )
     statuses = {(s, c) for s, c, _ in not_ok(repo)}
-    assert ("FAIL", f"suite {repo.name}: model") in statuses
-    assert ("FAIL", f"suite {repo.name}: files") in statuses
+    assert ("FAIL", "suite main: model") in statuses
+    assert ("FAIL", "suite main: files") in statuses
 
 
 Breakage = Callable[[Path], None]
@@ -420,8 +423,8 @@ def rename_artifact(repo: Path) -> None:
 def seal_holdout(repo: Path) -> None:
     edit(
         repo / "evalgate.yml",
-        "    split:",
-        "    sealed_holdout: {file: cases.jsonl, public_key: cases.jsonl}\n    split:",
+        "    split: {",
+        "    sealed_holdout: {file: cases.jsonl, public_key: cases.jsonl}\n    split: {",
     )
 
 
