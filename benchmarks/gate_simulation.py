@@ -68,6 +68,7 @@ FLIP_RATE = 0.10
 DROP_CASES = 25
 HARD_CASES = 30
 THRESHOLD = 0.02
+REQUIRED = 200  # comparisons a source needs before its rates are held to the targets
 MODEL = "claude-stand-in"
 
 # The fake model's rules: the first rule whose phrase is in the message gives the label. Only
@@ -398,7 +399,11 @@ def main(argv: list[str] | None = None) -> int:
         "--stand-in", type=int, default=20, metavar="N", help="end-to-end iterations (0: none)"
     )
     parser.add_argument(
-        "--model", type=positive, default=400, metavar="N", help="per-call model comparisons"
+        "--model",
+        type=positive,
+        default=400,
+        metavar="N",
+        help=f"per-call model comparisons (targets are checked from {REQUIRED})",
     )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
@@ -440,8 +445,9 @@ def main(argv: list[str] | None = None) -> int:
         "pipeline.run_suite against\n  the Messages stand-in with seeded flip noise "
         f"({stats.get('requests', 0):,} calls); A/A and drop of one iteration share its "
         "baseline.\nper-call model: the stand-in's noise model drawn with numpy (each call "
-        "right with its case's probability),\n  runs built from the draws, same gate.decide. "
-        "The requirements below are checked on these rows.\n"
+        "right with its case's probability),\n  runs built from the draws, same gate.decide.\n"
+        f"The requirements below are checked on each source with at least {REQUIRED} "
+        "comparisons.\n"
         "threshold -2 pts: fail when candidate accuracy < baseline accuracy (mean of its "
         "repeats) - 2 points.\n"
         "* leave-out rule: the gate before the fix in gate.py (cases that flipped between the "
@@ -450,24 +456,25 @@ def main(argv: list[str] | None = None) -> int:
         "(a warning by default; a fail\n  under noise_check: fail)."
     )
     print()
-    false_fail = model_aa.gate / model_aa.n
-    detection = model_pr.gate / model_pr.n
-    ok_ff = false_fail <= 0.05
-    ok_det = detection >= 0.80
-    ff_low, ff_high = wilson_interval(model_aa.gate, model_aa.n)
-    det_low, det_high = wilson_interval(model_pr.gate, model_pr.n)
-    print(
-        f"false-fail rate (A/A) <= 0.05:       {'PASS' if ok_ff else 'FAIL'}  "
-        f"{false_fail:.3f} (95% CI {ff_low:.3f}-{ff_high:.3f}, {model_aa.n} comparisons)"
-    )
-    print(
-        f"detection at an 8-point drop >= 0.80: {'PASS' if ok_det else 'FAIL'}  "
-        f"{detection:.3f} (95% CI {det_low:.3f}-{det_high:.3f}, {model_pr.n} comparisons)"
-    )
+    ok = True
+    for source in dict.fromkeys(src for src, _, _ in rows):
+        aa_t, pr_t = (t for src, _, t in rows if src == source)
+        if aa_t.n < REQUIRED:
+            continue
+        for label, t, good in (
+            ("false-fail rate (A/A) <= 0.05", aa_t, aa_t.gate / aa_t.n <= 0.05),
+            ("detection at an 8-point drop >= 0.80", pr_t, pr_t.gate / pr_t.n >= 0.80),
+        ):
+            low, high = wilson_interval(t.gate, t.n)
+            print(
+                f"{source + ':':<16} {label + ':':<38} {'PASS' if good else 'FAIL'}  "
+                f"{t.gate / t.n:.3f} (95% CI {low:.3f}-{high:.3f}, {t.n} comparisons)"
+            )
+            ok = ok and good
     if stats.get("errors"):
         print(f"the stand-in reported {stats['errors']} internal errors")
     print(f"\n{time.perf_counter() - started:.0f} s")
-    return 0 if ok_ff and ok_det and not stats.get("errors") else 1
+    return 0 if ok and not stats.get("errors") else 1
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from evalgate import __version__, onboard
 from evalgate.audit import audit
 from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.backends.batch import BatchRunner
 from evalgate.cache import ResponseCache
 from evalgate.cases import SPLITS, CaseSet, hash_cases, load_case_file
 from evalgate.compare import compare_runs
@@ -162,6 +163,15 @@ def execute_version(
         stop_when = lambda job, outcome: monitor.observe(  # noqa: E731
             job.case_id, None if outcome.error else outcome.score
         )
+    batch = None
+    if getattr(ctx.args, "batch", False) or getattr(backend, "batch_by_default", False):
+        batch = BatchRunner.for_backend(
+            backend,
+            loaded.state_dir / "batches",
+            concurrency=spec.concurrency or suite.concurrency,
+            on_status=lambda text: ctx.err.write(text + "\n"),
+        )
+        cache = None  # a batch is sent whole: nothing is looked up
     judge = None
     if suite.scorer.kind == "judge":
         judge = build_backend(ctx, loaded, suite.scorer.model)
@@ -174,6 +184,7 @@ def execute_version(
             on_progress=None if verbose else printer,
             judge=judge,
             stop_when=stop_when,
+            batch=batch,
         )
     finally:
         for used in (backend, judge):
@@ -867,6 +878,12 @@ def _at_least_two(text: str) -> int:
     return value
 
 
+BATCH_HELP = (
+    "send every call through the Message Batches API: half the price, answers within 24 hours; "
+    "a restarted job resumes polling the same batch (also: model.options.batch)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -938,6 +955,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="reuse cached replies (default: on when CI is set; always off with --repeats)",
     )
+    run.add_argument("--batch", action="store_true", help=BATCH_HELP)
     run.set_defaults(func=cmd_run)
 
     noise = sub.add_parser(
@@ -947,6 +965,7 @@ def build_parser() -> argparse.ArgumentParser:
     noise.add_argument("--repeats", type=_at_least_two, default=2, help="R >= 2 (default: 2)")
     noise.add_argument("--no-save", action="store_true", help="do not save the run")
     noise.add_argument("--concurrency", type=_positive, help="calls in flight")
+    noise.add_argument("--batch", action="store_true", help=BATCH_HELP)
     noise.add_argument("--show", type=int, default=20, help="unstable cases listed")
     noise.set_defaults(func=cmd_noise, verbose=False)
 

@@ -10,6 +10,7 @@ questions; the CLI decides the paths and owns stdin.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import glob
 import json
 import os
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -32,7 +33,12 @@ from evalgate.pipeline import load_prompt, load_suite_cases
 from evalgate.split import LEAK_KINDS, check_split
 from evalgate.templating import compile_template, render
 
+if TYPE_CHECKING:
+    from jinja2 import Template
+
 Ask = Callable[[str], str]
+# The C parser when PyYAML has it: doctor reads every workflow file of a repository.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 BACKENDS = ("fake", "anthropic", "openai", "command")
 SCORERS = ("label", "exact", "contains", "regex", "json_schema", "judge")
@@ -92,9 +98,13 @@ def _data(name: str) -> str:
     return resources.files("evalgate").joinpath(f"data/init/{name}").read_text(encoding="utf-8")
 
 
+@functools.cache
+def _compiled(name: str) -> Template:
+    return compile_template(_data(name), f"evalgate/data/init/{name}")
+
+
 def _render(name: str, **context: Any) -> str:
-    where = f"evalgate/data/init/{name}"
-    return render(compile_template(_data(name), where), context, where)
+    return render(_compiled(name), context, f"evalgate/data/init/{name}")
 
 
 def _gh(expression: str) -> str:
@@ -113,7 +123,7 @@ def _show(path: Path, base: Path) -> str:
 
 
 def _walk(root: Path, depth: int = 4) -> Iterator[tuple[Path, list[str]]]:
-    """Folders under ``root`` (hidden, vendored and build folders left out), shallow first."""
+    """Folders under ``root`` and their files, leaving out hidden, vendored and build folders."""
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         level = len(here.relative_to(root).parts)
@@ -124,15 +134,16 @@ def _walk(root: Path, depth: int = 4) -> Iterator[tuple[Path, list[str]]]:
 
 
 def find_prompts(root: Path) -> str | None:
-    """A glob of the prompt files under ``root``: the first prompts/ folder's commonest kind."""
+    """A glob of the prompt files under ``root``: the shallowest prompts/ folder's commonest kind."""
+    found: list[tuple[int, str]] = []
     for folder, files in _walk(root):
         if folder == root or folder.name.lower() not in PROMPT_FOLDERS:
             continue
         kinds = Counter(Path(f).suffix for f in files if Path(f).suffix in PROMPT_SUFFIXES)
         if kinds:
-            suffix = kinds.most_common(1)[0][0]
-            return f"{folder.relative_to(root).as_posix()}/*{suffix}"
-    return None
+            rel = folder.relative_to(root)
+            found.append((len(rel.parts), f"{rel.as_posix()}/*{kinds.most_common(1)[0][0]}"))
+    return min(found)[1] if found else None
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
@@ -182,7 +193,7 @@ def read_sample(paths: list[Path], limit: int = 200) -> tuple[list[dict[str, Any
             continue
         if path.suffix.lower() in (".yml", ".yaml"):
             try:
-                data = yaml.safe_load(text)
+                data = yaml.load(text, Loader=_YAML_LOADER)
             except yaml.YAMLError:
                 continue
             if isinstance(data, dict) and isinstance(data.get("cases"), list):
@@ -333,13 +344,17 @@ def _choose(
     )
 
 
-def _starter_path(pattern: str, stem: str, suffix: str, fallback: str) -> str:
-    """Where a starter file goes so that ``pattern`` finds it; ``fallback`` when no such place."""
+def _starter_path(pattern: str, stem: str, suffixes: tuple[str, ...], fallback: str) -> str:
+    """Where a starter file goes so that ``pattern`` finds it; ``fallback`` when no such place.
+
+    A plain path is used as it is when its suffix is one of ``suffixes`` (the starter cases are
+    JSONL, so cases.yaml cannot be one); a glob gets ``stem`` in its folder.
+    """
     if not _MAGIC.search(pattern):
-        return pattern if pattern.endswith(suffix) or suffix != ".jsonl" else fallback
+        return pattern if posixpath.splitext(pattern)[1] in suffixes else fallback
     parent, name = posixpath.split(pattern)
     own = posixpath.splitext(name)[1]
-    candidate = posixpath.join(parent, stem + (own if own and not _MAGIC.search(own) else suffix))
+    candidate = posixpath.join(parent, stem + (own if own in suffixes else suffixes[0]))
     if not _MAGIC.search(parent) and fnmatch.fnmatchcase(candidate, pattern):
         return candidate
     return fallback
@@ -429,22 +444,20 @@ def _fields(
     }, notes
 
 
-def plan_init(
-    repo: Path, config_path: Path, given: InitOptions, ask: Ask | None = None
-) -> InitPlan:
-    """Decide every file init writes (asking through ``ask`` for what ``given`` leaves open).
+@dataclass(frozen=True)
+class Answers:
+    """What init settled on, from the flags, the questions or the defaults."""
 
-    The config is rendered and validated here, before anything is written.
-    """
-    root = config_path.parent
-    try:
-        config_rel = config_path.resolve().relative_to(repo.resolve()).as_posix()
-    except ValueError:
-        raise UserError(
-            f"{config_path} is outside {repo}", fix="keep evalgate.yml inside the repository"
-        ) from None
-    notes: list[str] = []
+    prompts: str
+    cases: str
+    backend: str
+    model: str
+    command: list[str] | None
+    scorer: str
+    expected: str
 
+
+def _answers(root: Path, given: InitOptions, ask: Ask | None, starter: list[Any]) -> Answers:
     prompts = _choose(
         ask, "Prompt files (a glob)", given.prompts, find_prompts(root) or "prompts/*.txt"
     )
@@ -459,47 +472,96 @@ def plan_init(
                 "the command backend needs a command", fix="pass --command 'python app.py'"
             )
     scorer = _choose(ask, "Scorer", given.scorer, "label", SCORERS)
-
-    case_files = _expand(root, cases)
-    records, total = read_sample(case_files)
-    starter = [json.loads(line) for line in _data("cases.jsonl").splitlines() if line]
+    records, _ = read_sample(_expand(root, cases))
     detected, _ = _fields(records or starter, None, scorer)
     expected = _choose(
         ask, "Case field with the expected answer", given.field, str(detected["expected"])
     )
+    return Answers(prompts, cases, backend, model, command, scorer, expected)
+
+
+def _workflow_text(config_rel: str, used: list[str], branch: str) -> str:
+    """The workflow for the backends ``used`` (the suite's and a judge's)."""
+    inputs: list[tuple[str, str]] = []
+    if config_rel != DEFAULT_CONFIG:
+        inputs.append(("config", json.dumps(config_rel)))
+    backends = list(dict.fromkeys(b for b in used if b in SECRETS))
+    inputs += [
+        (SECRET_INPUTS[b], _gh(f"secrets.{SECRETS[b]}")) for b in backends if b in SECRET_INPUTS
+    ]
+    env = [(SECRETS[b], _gh(f"secrets.{SECRETS[b]}")) for b in backends if b not in SECRET_INPUTS]
+    state_rel = posixpath.join(posixpath.dirname(config_rel), STATE_DIR)
+    return _render(
+        "workflow.yml.j2",
+        gh=_gh,
+        branch=branch,
+        release_tags="v*",
+        checkout=CHECKOUT,
+        cache=CACHE,
+        upload=UPLOAD,
+        action=ACTION,
+        cache_path=f"{state_rel}/cache",
+        inputs=inputs,
+        env=env,
+        holdout_secret=HOLDOUT_SECRET,
+    )
+
+
+def plan_init(
+    repo: Path, config_path: Path, given: InitOptions, ask: Ask | None = None
+) -> InitPlan:
+    """Decide every file init writes (asking through ``ask`` for what ``given`` leaves open).
+
+    The config is rendered and validated here, before anything is written.
+    """
+    root = config_path.parent
+    try:
+        config_rel = config_path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        raise UserError(
+            f"{config_path} is outside {repo}", fix="keep evalgate.yml inside the repository"
+        ) from None
+    starter = [json.loads(line) for line in _data("cases.jsonl").splitlines() if line]
+    a = _answers(root, given, ask, starter)
     files: list[PlannedFile] = []
+
+    cases = a.cases
+    case_files = _expand(root, cases)
+    records, total = read_sample(case_files)
     if not case_files:
-        if expected != STARTER_FIELD and expected in starter[0]:
+        if a.expected != STARTER_FIELD and a.expected in starter[0]:
             raise UserError(
-                f"the starter cases already use the field {expected!r}",
+                f"the starter cases already use the field {a.expected!r}",
                 fix=f"pass another --field, e.g. {STARTER_FIELD}",
             )
         records = [
-            {expected if k == STARTER_FIELD else k: v for k, v in r.items()} for r in starter
+            {a.expected if k == STARTER_FIELD else k: v for k, v in r.items()} for r in starter
         ]
         total = len(records)
-        path = _starter_path(cases, "cases", ".jsonl", "cases.jsonl")
+        path = _starter_path(cases, "cases", (".jsonl",), "cases.jsonl")
         cases = cases if fnmatch.fnmatchcase(path, cases) else path
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         files.append(PlannedFile(root / path, text, f"{total} starter cases", starter=True))
-    fields, field_notes = _fields(records, expected, scorer)
-    notes += field_notes
-    labels = _labels(records, expected) or [r["label"] for r in STARTER_RULES] + [DEFAULT_LABEL]
+    fields, notes = _fields(records, a.expected, a.scorer)
+
+    prompts = a.prompts
     prompt_files = _expand(root, prompts)
     if prompt_files:
         version = sorted(p.stem for p in prompt_files)[-1]
     else:
-        path = _starter_path(prompts, "v1", ".txt", "prompts/v1.txt")
+        path = _starter_path(prompts, "v1", PROMPT_SUFFIXES, "prompts/v1.txt")
         prompts = prompts if fnmatch.fnmatchcase(path, prompts) else "prompts/*.txt"
-        text = _render("prompt.txt.j2", labels=labels, field=expected)
+        labels = _labels(records, a.expected) or [DEFAULT_LABEL]
+        text = _render("prompt.txt.j2", labels=labels, field=a.expected)
         files.append(PlannedFile(root / path, text, "a starter prompt", starter=True))
         version = posixpath.splitext(posixpath.basename(path))[0]
 
     suite = given.suite or _suite_name(root)
-    judge_backend = backend if backend in ("anthropic", "openai") else "anthropic"
-    judge_model = model if backend in ("anthropic", "openai") else DEFAULT_MODELS["anthropic"]
-    used = [backend] + ([judge_backend] if scorer == "judge" else [])
-    secrets = tuple(dict.fromkeys(SECRETS[b] for b in used if b in SECRETS))
+    real = a.backend in ("anthropic", "openai")
+    judge_backend, judge_model = (
+        (a.backend, a.model) if real else ("anthropic", DEFAULT_MODELS["anthropic"])
+    )
+    used = [a.backend] + ([judge_backend] if a.scorer == "judge" else [])
     fraction = HOLDOUT_FRACTION if total >= HOLDOUT_MIN_CASES else 0.0
     holdout_note = (
         "About 30% of groups; `evalgate split` counts them and checks for leaks."
@@ -515,56 +577,37 @@ def plan_init(
         cases=cases,
         fields=fields,
         template=_template(list(fields["input"])),
-        backend=backend,
-        model=model,
-        max_tokens=64 if scorer == "label" else 512,
-        field=expected,
+        backend=a.backend,
+        model=a.model,
+        max_tokens=64 if a.scorer == "label" else 512,
+        field=a.expected,
         default_label=DEFAULT_LABEL,
-        rules=_fake_rules(records, expected, fields["input"]) if case_files else STARTER_RULES,
-        command=command,
-        scorer=scorer,
+        rules=_fake_rules(records, a.expected, fields["input"]) if case_files else STARTER_RULES,
+        command=a.command,
+        scorer=a.scorer,
         judge_backend=judge_backend,
         judge_model=judge_model,
         holdout_note=holdout_note,
         holdout_fraction=fraction,
     )
     parse_config(config_text, config_path)  # every config init writes is valid
-    files.insert(0, PlannedFile(config_path, config_text, f"suite {suite}"))
-
     branch = given.branch or default_branch(repo)
-    inputs: list[tuple[str, str]] = []
-    if config_rel != DEFAULT_CONFIG:
-        inputs.append(("config", json.dumps(config_rel)))
-    inputs += [(SECRET_INPUTS[b], _gh(f"secrets.{SECRETS[b]}")) for b in used if b in SECRET_INPUTS]
-    env = [
-        (SECRETS[b], _gh(f"secrets.{SECRETS[b]}"))
-        for b in dict.fromkeys(used)
-        if b in SECRETS and b not in SECRET_INPUTS
+    files[:0] = [
+        PlannedFile(config_path, config_text, f"suite {suite}"),
+        PlannedFile(
+            repo / WORKFLOW,
+            _workflow_text(config_rel, used, branch),
+            f"pull requests, pushes to {branch}, release tags",
+        ),
     ]
-    state_rel = posixpath.join(posixpath.dirname(config_rel), STATE_DIR)
-    workflow_text = _render(
-        "workflow.yml.j2",
-        gh=_gh,
-        branch=branch,
-        release_tags="v*",
-        checkout=CHECKOUT,
-        cache=CACHE,
-        upload=UPLOAD,
-        action=ACTION,
-        cache_path=f"{state_rel}/cache",
-        inputs=list(dict.fromkeys(inputs)),
-        env=env,
-        holdout_secret=HOLDOUT_SECRET,
-    )
-    files.insert(1, PlannedFile(repo / WORKFLOW, workflow_text, f"pull requests, {branch}, tags"))
     return InitPlan(
         repo=repo,
         config_path=config_path,
         files=tuple(files),
         suite=suite,
         version=version,
-        backend=backend,
-        secrets=secrets,
+        backend=a.backend,
+        secrets=tuple(dict.fromkeys(SECRETS[b] for b in used if b in SECRETS)),
         branch=branch,
         notes=tuple(notes),
     )
@@ -906,7 +949,7 @@ def read_workflows(repo: Path) -> tuple[list[Workflow], list[Finding]]:
         rel = _show(path, repo)
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_YAML_LOADER)
         except yaml.YAMLError as exc:
             if "evalgate" in text:
                 problems.append(_fail(f"workflow {rel}", f"invalid YAML: {exc}"))

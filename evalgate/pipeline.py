@@ -13,6 +13,7 @@ from typing import Any
 
 from evalgate import __version__
 from evalgate.backends.base import Backend, Message, Request
+from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import CaseFileError, ConfigError, UserError
@@ -169,7 +170,9 @@ def run_suite(
     on_progress: ProgressCallback | None = None,
     judge: Backend | None = None,
     stop_when: Callable[[Job, Outcome], bool] | None = None,
+    batch: BatchRunner | None = None,
 ) -> Run:
+    """``batch``: send every call in one message batch (half price, no cache, no early stop)."""
     suite = spec.suite
     cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
     if not cases:
@@ -185,15 +188,20 @@ def run_suite(
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats)
     started = time.perf_counter()
-    outcomes, interrupted = execute(
-        jobs,
-        backend,
-        scorer,
-        concurrency=spec.concurrency or suite.concurrency,
-        cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
-        on_progress=on_progress,
-        stop_when=stop_when,
-    )
+    if batch is not None:
+        outcomes, interrupted = batch.execute(
+            jobs, scorer, label=spec.suite_name, on_progress=on_progress
+        )
+    else:
+        outcomes, interrupted = execute(
+            jobs,
+            backend,
+            scorer,
+            concurrency=spec.concurrency or suite.concurrency,
+            cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
+            on_progress=on_progress,
+            stop_when=stop_when,
+        )
     wall = time.perf_counter() - started
     per_case: list[list[Any]] = [[] for _ in cases]
     for job, outcome in zip(jobs, outcomes, strict=True):
@@ -246,6 +254,7 @@ def run_suite(
         limited_to=spec.limit,
         interrupted=interrupted,
         calls_saved=saved,
+        batch=batch is not None,
         max_error_share=suite.max_error_share,
         cases=results,
     )

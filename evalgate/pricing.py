@@ -59,22 +59,27 @@ def price_for(model: str) -> Price | None:
     return table.get(family) if family != model else None
 
 
-def cost(usage: Usage, model: str) -> float | None:
+# Message Batches API calls cost half the price of the same calls made one by one.
+BATCH_DISCOUNT = 0.5
+
+
+def cost(usage: Usage, model: str, *, batch: bool = False) -> float | None:
     price = price_for(model)
     if price is None:
         return None
-    return (
+    full = (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output
         + usage.cache_write_tokens * price.cache_write
         + usage.cache_read_tokens * price.cache_read
     ) / 1_000_000
+    return full * BATCH_DISCOUNT if batch else full
 
 
-def uncached_cost(usage: Usage, model: str) -> float | None:
+def uncached_cost(usage: Usage, model: str, *, batch: bool = False) -> float | None:
     """What the same calls would have cost with no prompt caching (every token at input price)."""
     whole = Usage(
         input_tokens=usage.input_tokens + usage.cache_write_tokens + usage.cache_read_tokens,
         output_tokens=usage.output_tokens,
     )
-    return cost(whole, model)
+    return cost(whole, model, batch=batch)

@@ -303,6 +303,11 @@ class Pacer:
         with self._cond:
             self._state.pause(self._clock(), retry_after_s)
 
+    def limits(self) -> list[str]:
+        """The limits it paces by (those the answers so far reported)."""
+        with self._cond:
+            return sorted(self._state.buckets)
+
     def stats(self) -> PacerStats:
         with self._cond:
             return PacerStats(

@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from statistics import fmean
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -57,16 +56,24 @@ class CaseResult(BaseModel):
     hash: str
     outcomes: list[Outcome] = Field(min_length=1)
 
+    # Derived, not stored (a copy with other outcomes must not keep stale values); written as
+    # plain loops because reports and the gate read them for every case many times.
     @property
     def error(self) -> str | None:
         """A case is an error when any of its calls failed: its score would mean fewer repeats."""
-        return next((o.error for o in self.outcomes if o.error is not None), None)
+        for outcome in self.outcomes:
+            if outcome.error is not None:
+                return outcome.error
+        return None
 
     @property
     def score(self) -> float | None:
-        if self.error is not None:
-            return None
-        return fmean(o.score or 0.0 for o in self.outcomes)
+        total = 0.0
+        for outcome in self.outcomes:
+            if outcome.error is not None:
+                return None
+            total += outcome.score or 0.0
+        return total / len(self.outcomes)
 
     @property
     def passed(self) -> bool | None:
@@ -141,6 +148,8 @@ class Run(BaseModel):
     interrupted: bool = False
     # Calls a sequential test made unnecessary (the run stopped early, with its verdict known).
     calls_saved: int = 0
+    # Sent through the Message Batches API: every call at half price.
+    batch: bool = False
     max_error_share: float = 0.02
     cases: list[CaseResult]
 

@@ -223,8 +223,9 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
     else:
         costs = Costs(
             usage=usage,
-            cost=cost(usage, run.model.name),
-            uncached_cost=uncached_cost(usage, run.model.name),
+            # A batch run's calls are half price (a judge's own calls are not batched).
+            cost=cost(usage, run.model.name, batch=run.batch),
+            uncached_cost=uncached_cost(usage, run.model.name, batch=run.batch),
             **judge,
         )
     live = [o.latency_s for o in outcomes if o.error is None and not o.cached]

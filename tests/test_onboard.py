@@ -258,6 +258,38 @@ def test_init_puts_the_config_in_a_subfolder(
     assert report.counts == {"ok": 12, "warn": 0, "FAIL": 0}, report.findings
 
 
+def test_starter_files_go_where_the_given_globs_find_them(tmp_path: Path) -> None:
+    code, _, err = init(tmp_path, "--prompts", "llm/*.md", "--cases", "data/*.jsonl")
+    assert code == 0, err
+    assert (tmp_path / "llm" / "v1.md").is_file() and (tmp_path / "data" / "cases.jsonl").is_file()
+    suite = load_config(tmp_path / "evalgate.yml").config.suites[tmp_path.name]
+    assert (suite.prompts, suite.cases) == (["llm/*.md"], ["data/*.jsonl"])
+
+
+def test_init_asks_on_a_terminal_and_not_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI asks through input() only when stdin is a terminal and --yes is not given."""
+    answers = iter(["", "", "anthropic", "claude-sonnet-4-5", "exact", ""])
+    monkeypatch.setattr("builtins.input", lambda: next(answers))
+    monkeypatch.setattr("sys.stdin", type("Tty", (), {"isatty": lambda self: True})())
+    code, _, err = cli("init", "--dir", str(tmp_path))
+    assert code == 0, err
+    assert "Backend (fake, anthropic, openai, command) [fake]: " in err
+    suite = load_config(tmp_path / "evalgate.yml").config.suites[tmp_path.name]
+    assert (suite.model.name, suite.scorer.kind) == ("claude-sonnet-4-5", "exact")
+
+    monkeypatch.setattr("builtins.input", lambda: pytest.fail("asked with --yes"))
+    code, _, err = cli("init", "--dir", str(tmp_path / "again"), "--yes")
+    assert code == 2 and "is not a folder" in err
+    (tmp_path / "again").mkdir()
+    assert cli("init", "--dir", str(tmp_path / "again"), "--yes")[0] == 0
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no questions either
+    (tmp_path / "piped").mkdir()
+    assert cli("init", "--dir", str(tmp_path / "piped"))[0] == 0
+
+
 def test_init_refuses_a_starter_field_it_cannot_use(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="starter cases already use the field 'message'"):
         onboard.plan_init(tmp_path, tmp_path / "evalgate.yml", onboard.InitOptions(field="message"))

@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,23 +159,25 @@ def test_a_clear_regression_stops_most_runs() -> None:
 
 
 class CountingBackend:
-    """Answers "a" to every request, counting the calls made; calls for cases at or after
-    ``block_from`` wait for ``release`` (as a slow model would)."""
+    """Answers "a" to every request, counting the calls made. With ``slow`` set, case
+    ``slow`` takes 0.5 s and the cases after it wait for ``release`` (a slow model's calls)."""
 
     name = "counting"
     offline = True
 
-    def __init__(self, block_from: int | None = None) -> None:
+    def __init__(self, slow: int | None = None) -> None:
         self.calls: list[int] = []
         self.lock = threading.Lock()
-        self.block_from = block_from
+        self.slow = slow
         self.release = threading.Event()
 
     def complete(self, request: Request) -> Reply:
         index = int(request.case["id"])
         with self.lock:
             self.calls.append(index)
-        if self.block_from is not None and index >= self.block_from:
+        if self.slow is not None and index == self.slow:
+            time.sleep(0.5)
+        elif self.slow is not None and index > self.slow:
             assert self.release.wait(10), "never released"
         return Reply(text="a", input_tokens=10, output_tokens=1, latency_s=0.001)
 
@@ -243,21 +246,22 @@ def test_after_the_decision_only_calls_in_flight_finish(concurrency: int) -> Non
 
 
 def test_jobs_queued_but_not_started_at_the_decision_are_not_sent() -> None:
-    # Cases 0-9 answer at once, later ones wait: when the 10th scored job decides, the two
-    # workers are busy with cases 10 and 11 and more jobs wait in the pool's queue. Those were
-    # never sent and must not be, even though the workers free up later.
-    backend = CountingBackend(block_from=10)
+    # Two workers and a window of four: while case 10 takes its time, case 11 holds the other
+    # worker and cases 12 and 13 wait in the pool's queue. Case 10 decides; its worker may
+    # pick up case 12 before the runner reacts, but case 13 was never sent and must not be,
+    # even once the workers free up again.
+    backend = CountingBackend(slow=10)
 
     def stop_when(job: Job, outcome: Outcome) -> bool:
-        if job.case_index == 9:
+        if job.case_index == 10:
             threading.Timer(1.0, backend.release.set).start()
             return True
         return False
 
     outcomes, interrupted = execute(jobs(100), backend, scorer, concurrency=2, stop_when=stop_when)
     assert interrupted is False
-    assert sorted(backend.calls)[:10] == list(range(10))
-    assert len(backend.calls) <= 12  # cases 0-9 and the two that were running
+    assert sorted(backend.calls)[:12] == list(range(12))
+    assert set(backend.calls) <= set(range(13))
     assert sum(o.error_kind == "skipped" for o in outcomes) == 100 - len(backend.calls)
 
 

@@ -171,6 +171,10 @@ class AnthropicBackend:
     def batch_by_default(self) -> bool:
         return self.options.batch
 
+    @property
+    def batch_poll_s(self) -> float:
+        return self.options.batch_poll_s
+
     def close(self) -> None:
         self.client.close()
 

@@ -112,19 +112,34 @@ class BatchRunner:
         poll_s: float = 30.0,
         concurrency: int = 16,
         sleep: Callable[[float], None] = time.sleep,
-        on_status: Callable[[str], None] | None = None,
+        on_status: Callable[[str], object] | None = None,
     ) -> None:
-        if not getattr(backend, "supports_batch", False):
-            raise UserError(
-                f"the {backend.name} backend has no batch API",
-                fix="drop --batch (and model.options.batch), or use backend: anthropic",
-            )
         self.backend = backend
         self.folder = folder
         self.poll_s = poll_s
         self.concurrency = concurrency
         self.sleep = sleep
         self.on_status = on_status or (lambda _: None)
+
+    @classmethod
+    def for_backend(
+        cls,
+        backend: object,
+        folder: Path,
+        *,
+        concurrency: int = 16,
+        on_status: Callable[[str], object] | None = None,
+    ) -> BatchRunner:
+        """A runner for a backend that offers batches (polling at its ``batch_poll_s``), or a
+        one-line error saying it has none."""
+        if not getattr(backend, "supports_batch", False) or not isinstance(backend, BatchBackend):
+            name = getattr(backend, "name", type(backend).__name__)
+            raise UserError(
+                f"the {name} backend has no batch API",
+                fix="drop --batch (and model.options.batch), or use backend: anthropic",
+            )
+        poll_s = float(getattr(backend, "batch_poll_s", 30.0))
+        return cls(backend, folder, poll_s=poll_s, concurrency=concurrency, on_status=on_status)
 
     def state_path(self, key: str) -> Path:
         return self.folder / f"{key}.json"

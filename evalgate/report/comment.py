@@ -244,6 +244,11 @@ class _Part:
         return self.dropped or self.shown < self.rows
 
 
+# No comment can show more rows than this (a row takes well over 40 of 65,536 characters), so
+# a section of 10,000 cases is never drawn whole: the rest is counted, not rendered.
+ROW_CAP = 1_500
+
+
 def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
     """The comment's sections, in order (see comment.md.j2)."""
     v, s = ctx.verdict, ctx.candidate
@@ -273,34 +278,34 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),
-            rows=len(v.regression_failures),
+            rows=min(len(v.regression_failures), ROW_CAP),
         ),
         _Part(
             "Broken cases",
             lambda k: m.broken(v.broken, k, OPEN_ROWS, where),
-            rows=len(v.broken),
+            rows=min(len(v.broken), ROW_CAP),
         ),
         _Part(
             "Fixed cases",
             lambda k: m.collapsed(
                 "Fixed: failed on the baseline, pass on this PR", v.fixed, k, "fixed cases", where
             ),
-            rows=len(v.fixed),
+            rows=min(len(v.fixed), ROW_CAP),
         ),
         _Part(
             "Unstable cases",
             lambda k: m.unstable(v.unstable, k, passes, where),
-            rows=len(v.unstable),
+            rows=min(len(v.unstable), ROW_CAP),
         ),
         _Part(
             "Errored cases",
             lambda k: m.errors(v.errored, s.error_kinds, k, where),
-            rows=len(v.errored),
+            rows=min(len(v.errored), ROW_CAP),
         ),
         _Part(
             "Categories",
             lambda k: m.categories(v.categories, k, CATEGORY_ROWS_OPEN, where),
-            rows=len(v.categories),
+            rows=min(len(v.categories), ROW_CAP),
         ),
         fixed(m.reproduce(reproduce, _fence(reproduce))),
         fixed(m.links(links)),

@@ -20,8 +20,10 @@ from evalgate.report.render import _ENV
 from evalgate.runs import CaseResult, Run
 from evalgate.summary import NO_ANSWER, CategoryRow, Confusion, RunSummary, summarise
 
-# The report environment, with autoescape on: the HTML templates are never rendered without it.
-_HTML_ENV = _ENV.overlay(autoescape=True)
+# render.py's environment (its loader, filters and globals) with autoescape on; the HTML
+# templates are rendered through this one only. A cache of its own: the parent's might hold a
+# template compiled without escaping.
+_HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400)
 
 # Kinds of listed case, in the order the page shows them, with their labels.
 COMPARE_KINDS = {
@@ -247,13 +249,16 @@ def render_compare_html(
         ca, cb = cases_a.get(case_id), cases_b.get(case_id)
         shown = cb or ca
         assert shown is not None, f"{case_id} is in neither run"
+        message = _input_text(shown)
+        if ca and cb and _input_text(ca) != message:  # an edited case: both wordings
+            message = f"A: {_input_text(ca)}\nB: {message}"
         rows.append(
             CaseRow(
                 kind=kind,
                 id=case_id,
                 category=shown.category,
                 expected=_label(shown.expected),
-                message=_input_text(shown) or (_input_text(ca) if ca else ""),
+                message=message,
                 a=_side(ca) if ca else None,
                 b=_side(cb) if cb else None,
             )

@@ -7,6 +7,7 @@ it cannot ping people, open HTML, break tables or forge a marker.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Literal
 
 import jinja2
@@ -50,6 +51,9 @@ def excerpt(text: str, limit: int = 90) -> str:
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_SPACE = re.compile(r"\s+")
+_MENTION = re.compile(r"@(?=\w)")
+_REFERENCE = re.compile(r"#(?=\d)")
 
 
 def md(text: object) -> str:
@@ -58,11 +62,17 @@ def md(text: object) -> str:
     Backslash-escapes Markdown and HTML punctuation (so no tags, links or tables break), breaks
     @mentions and #references with a zero-width joiner, and folds newlines.
     """
-    value = re.sub(r"\s+", " ", str(text)).strip()
+    return _md(str(text))
+
+
+# Reports repeat the same labels, answers and ids thousands of times: escape each once.
+@lru_cache(maxsize=16_384)
+def _md(text: str) -> str:
+    value = _SPACE.sub(" ", text).strip()
     value = _MD_SPECIAL.sub(r"\\\1", value)
-    value = re.sub(r"@(?=\w)", "@\u200d", value)
+    value = _MENTION.sub("@\u200d", value)
     # GitHub links #123 in the rendered text, after Markdown: a backslash does not stop it.
-    value = re.sub(r"#(?=\d)", "#\u200d", value)
+    value = _REFERENCE.sub("#\u200d", value)
     return value.replace("-->", "--\\>")
 
 
