@@ -12,11 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -131,7 +129,7 @@ def main() -> int:
     assert best is not None
     imports, load, gate, render, peak, chars = best
     work = load + gate + render
-    load_avg = open("/proc/loadavg").read().split()[0]
+    load_avg = Path("/proc/loadavg").read_text().split()[0]
     print(
         f"Pure part: {args.cases:,} cases (baseline x2 repeats {sizes[0]:.1f} MB, candidate "
         f"{sizes[1]:.1f} MB on disk), best of 3, load average {load_avg}"

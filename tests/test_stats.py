@@ -163,10 +163,12 @@ def test_sign_test_worse_matches_binomial_sum(broken: int, fixed: int) -> None:
 
 
 def test_broke_more_than_noise_known_answers() -> None:
-    # b = 3, F = 2, R = 1: share 1/3, P(Bin(5, 1/3) >= 3) = (10*4 + 5*2 + 1) / 3**5 = 51/243.
-    assert s.broke_more_than_noise(3, 2, 1) == pytest.approx(51 / 243, rel=1e-12)
-    # b = 4, F = 0, R = 2: share 1/5, P(Bin(4, 1/5) >= 4) = 1/625.
-    assert s.broke_more_than_noise(4, 0, 2) == pytest.approx(1 / 625, rel=1e-12)
+    # b = 3, F = 2, R = 2: share 1/3, P(Bin(5, 1/3) >= 3) = (10*4 + 5*2 + 1) / 3**5 = 51/243.
+    assert s.broke_more_than_noise(3, 2, 2) == pytest.approx(51 / 243, rel=1e-12)
+    # b = 3, F = 2, R = 1: share 1/2, P(Bin(5, 1/2) >= 3) = (10 + 5 + 1) / 32 = 1/2.
+    assert s.broke_more_than_noise(3, 2, 1) == pytest.approx(0.5, rel=1e-12)
+    # b = 4, F = 0, R = 2: share 1/3, P(Bin(4, 1/3) >= 4) = 1/81.
+    assert s.broke_more_than_noise(4, 0, 2) == pytest.approx(1 / 81, rel=1e-12)
     assert s.broke_more_than_noise(0, 10, 3) == 1.0
     with pytest.raises(ValueError):
         s.broke_more_than_noise(1, 1, 0)
