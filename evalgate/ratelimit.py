@@ -42,6 +42,7 @@ from datetime import datetime
 RESOURCES = ("requests", "input-tokens", "output-tokens")
 # How fast a call's estimated token cost follows the latest calls (exponential moving average).
 _COST_WEIGHT = 0.3
+_EPSILON_S = 1e-6
 
 
 @dataclass(frozen=True)
@@ -141,13 +142,15 @@ class PaceState:
             level = bucket.level_at(now)
             if level < need:
                 wait = max(wait, (need - level) / bucket.rate)
-        return wait
+        # Rounding may leave a wait too small to move the clock: that is no wait.
+        return wait if wait > _EPSILON_S else 0.0
 
     def take(self, now: float) -> int:
         """A call leaves now: charge it to every mirror. Its ticket."""
-        costs = {name: self.costs.get(name, 0.0) for name in self.buckets}
+        # Every estimate, limits not known yet included: answers to come are corrected by it.
+        costs = dict(self.costs)
         for name, bucket in self.buckets.items():
-            bucket.level = bucket.level_at(now) - costs[name]
+            bucket.level = bucket.level_at(now) - costs.get(name, 0.0)
             bucket.t = max(bucket.t, now)
         self.tickets += 1
         self.sent.append((self.tickets, now, costs))

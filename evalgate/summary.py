@@ -106,6 +106,8 @@ class RunSummary(BaseModel):
     offline: bool
     repeats: int
     n: int
+    # Holdout cases in the run: counted here, scored only in the release report.
+    holdout_n: int = 0
     scored: int
     errors: int
     error_kinds: list[tuple[str, int]]
@@ -145,8 +147,11 @@ def _rates(cases: list[CaseResult]) -> tuple[Rate, Rate]:
 
 
 def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8) -> RunSummary:
-    cases = run.cases
-    scored = run.scored()
+    # Holdout cases are reported only in aggregate, by `evalgate release`: a run report counts
+    # them and their calls, and shows nothing else of them (they carry no label or answer).
+    cases = [c for c in run.cases if c.split != "holdout"]
+    holdout = [c for c in run.cases if c.split == "holdout"]
+    scored = [c for c in cases if c.error is None]
     accuracy, fmt = _rates(cases)
     by_category: dict[str, list[CaseResult]] = {}
     for case in cases:
@@ -188,7 +193,7 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             counts=[[counter[(e, a)] for a in answers] for e in expected],
         )
 
-    outcomes = [o for c in cases for o in c.outcomes]
+    outcomes = [o for c in run.cases for o in c.outcomes]
     usage = Usage()
     for o in outcomes:
         usage = usage + Usage(
@@ -237,7 +242,7 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
     )
     stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
     cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})
-    kinds = Counter(o.error_kind or "other" for c in cases for o in c.outcomes if o.error)
+    kinds = Counter(o.error_kind or "other" for c in run.cases for o in c.outcomes if o.error)
     return RunSummary(
         run=run.name,
         suite=run.suite,
@@ -248,8 +253,9 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
         offline=run.model.offline,
         repeats=run.repeats,
         n=len(cases),
+        holdout_n=len(holdout),
         scored=len(scored),
-        errors=run.errors,
+        errors=sum(1 for c in cases if c.error is not None),
         error_kinds=kinds.most_common(),
         incomplete=run.incomplete,
         interrupted=run.interrupted,

@@ -333,7 +333,9 @@ def test_run_page_has_the_numbers_categories_and_heat_map(
     text = page.all_text()
     assert "fake backend is a deterministic offline stand-in" in text
     assert f"sha {s.prompt_sha}" in text
-    assert "8/9 scored, 95% CI" in text  # the holdout case is scored, not listed
+    # The holdout case is counted apart (release reports score it), never listed.
+    assert "7/8 scored, 95% CI" in text
+    assert s.holdout_n == 1
     assert page.kinds() == {"right": 7, "wrong": 1, "errored": 1}
     assert [r.kind for r in page.rows][-1] == "right", "wrong and errored first"
     assert "holdout question" not in html
