@@ -35,7 +35,7 @@ Beside the gate, the same comparisons are judged by:
   (the baseline's accuracy averaged over its repeats);
 * the gate as first written, before the fix in gate.py: cases that flipped between the
   baseline's two repeats left out of a sign test against those same repeats;
-* the broke-more-than-noise check (spec: p = P(Bin(b + F, 1/(1 + 2R)) >= b)), counted when
+* the broke-more-than-noise check (spec: p = P(Bin(b + F, 1/(1 + R)) >= b)), counted when
   its p < alpha (a warning under the default policy, a fail under noise_check: fail).
 """
 
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats) - 2 points.\n"
         "* leave-out rule: the gate before the fix in gate.py (cases that flipped between the "
         "baseline's 2 repeats left out\n  of a sign test against those same repeats).\n"
-        "** noise check: broke-more-than-noise p = P(Bin(b + F, 1/(1 + 2R)) >= b) below alpha "
+        "** noise check: broke-more-than-noise p = P(Bin(b + F, 1/(1 + R)) >= b) below alpha "
         "(a warning by default; a fail\n  under noise_check: fail)."
     )
     print()
