@@ -1,0 +1,331 @@
+"""Message batches: the anthropic backend's batch path against the stand-in's batch endpoints,
+the resumable state file, results mapped back to jobs, errors kept, and half the cost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+import yaml
+
+from evalgate import cli
+from evalgate.backends.anthropic import AnthropicBackend
+from evalgate.backends.base import BackendContext
+from evalgate.backends.batch import BatchRunner, BatchState, custom_id, run_key
+from evalgate.backends.fake import load_rules
+from evalgate.config import LoadedConfig, ModelSettings, load_config
+from evalgate.errors import UserError
+from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+from evalgate.runner import Progress
+from evalgate.runs import Run, find_run
+from evalgate.summary import summarise
+from evalgate.testing.messages_server import MessagesServer
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "bike-shop"
+MODEL = "claude-haiku-4-5"
+KEY = "sk-ant-test"
+
+
+def write_suite(root: Path, cases: int, **options: Any) -> LoadedConfig:
+    """The bike-shop suite over ``cases`` cases (cycled, new ids) on the anthropic backend."""
+    root.mkdir(parents=True)
+    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
+    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(cases):
+            out.write(json.dumps(records[i % len(records)] | {"id": f"c{i:03d}", "split": "dev"}))
+            out.write("\n")
+    suite = {
+        "prompts": "prompts/*.txt",
+        "cases": "cases.jsonl",
+        "fields": {"input": ["message"], "expected": "category"},
+        "template": "<message>\n{{ message }}\n</message>",
+        "model": {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options},
+        "scorer": {"kind": "label", "field": "category"},
+        "concurrency": 4,
+    }
+    (root / "evalgate.yml").write_text(
+        yaml.safe_dump({"version": 1, "suites": {"shop": suite}}), encoding="utf-8"
+    )
+    return load_config(root / "evalgate.yml")
+
+
+def spec_of(loaded: LoadedConfig, repeats: int = 1) -> RunSpec:
+    name, suite = loaded.suite(None)
+    return RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=load_prompt(loaded, suite, "v3"),
+        cases=load_suite_cases(loaded, suite),
+        repeats=repeats,
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MessagesServer]:
+    with MessagesServer(load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def srv(server: MessagesServer) -> Iterator[MessagesServer]:
+    server.knobs = type(server.knobs)()
+    server.reset()
+    yield server
+    assert server.errors == []
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> LoadedConfig:
+    return write_suite(tmp_path / "suite", cases=12)
+
+
+@pytest.fixture
+def make_backend(srv: MessagesServer) -> Iterator[Callable[..., AnthropicBackend]]:
+    made: list[AnthropicBackend] = []
+
+    def make(**options: Any) -> AnthropicBackend:
+        settings = ModelSettings(backend="anthropic", name=MODEL, max_tokens=64, options=options)
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+        backend = AnthropicBackend(settings, BackendContext(base_dir=ROOT, env=env))
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+
+
+def batch_runner(
+    backend: AnthropicBackend,
+    loaded: LoadedConfig,
+    sleep: Callable[[float], None] | None = None,
+    **kwargs: Any,
+) -> BatchRunner:
+    messages: list[str] = []
+    runner = BatchRunner(
+        backend,
+        loaded.state_dir / "batches",
+        poll_s=0.02,
+        sleep=sleep or (lambda s: None),
+        on_status=messages.append,
+        **kwargs,
+    )
+    runner.messages = messages  # type: ignore[attr-defined]
+    return runner
+
+
+def answers(run: Run) -> list[tuple[str, list[str | None], list[float | None]]]:
+    return [(c.id, [o.text for o in c.outcomes], [o.score for o in c.outcomes]) for c in run.cases]
+
+
+def state_files(loaded: LoadedConfig) -> list[Path]:
+    folder = loaded.state_dir / "batches"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+# ---------------------------------------------------------------- the batch path
+
+
+def test_a_batch_run_gives_the_direct_runs_answers_at_half_the_cost(
+    srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
+) -> None:
+    spec = spec_of(suite, repeats=2)
+    direct = run_suite(spec, make_backend(), suite.root)
+    srv.reset()  # the same answers again (flips and the prompt cache start over)
+    srv.knobs.batch_latency_s = 0.1
+    seen: list[tuple[int, int]] = []
+
+    def progress(p: Progress) -> None:
+        seen.append((p.done, p.total))
+
+    batched = run_suite(
+        spec,
+        make_backend(),
+        suite.root,
+        on_progress=progress,
+        batch=batch_runner(make_backend(), suite, sleep=lambda s: __import__("time").sleep(s)),
+    )
+    assert srv.stats().batches == 1
+    assert [ex.path for ex in srv.requests if ex.path == "/v1/messages"] == []
+    assert answers(batched) == answers(direct)
+    assert batched.errors == 0 and len(batched.cases) == 12
+    # the same tokens (the prompt cache is written once in a batch too) ...
+    same = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
+    for a, b in zip(direct.cases, batched.cases, strict=True):
+        for x, y in zip(a.outcomes, b.outcomes, strict=True):
+            assert [getattr(x, f) for f in same] == [getattr(y, f) for f in same]
+    # ... at half the price
+    assert (direct.batch, batched.batch) == (False, True)
+    full, half = summarise(direct).costs, summarise(batched).costs
+    assert full.cost is not None and half.cost is not None and full.uncached_cost is not None
+    assert half.cost == pytest.approx(full.cost / 2)
+    assert half.uncached_cost == pytest.approx(full.uncached_cost / 2)
+    # progress while polling: nothing done until the batch ends (as on the API), then all
+    assert seen[0] == (0, 24) and seen[-1] == (24, 24)
+    assert state_files(suite) == []  # done: the next run with the same key starts afresh
+
+
+def test_results_are_mapped_back_by_custom_id_whatever_their_order(
+    srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
+) -> None:
+    backend = make_backend()
+    jobs = build_jobs(spec_of(suite).suite, spec_of(suite).prompt, spec_of(suite).cases.cases, 1)
+    items = [(custom_id(i, job), job.request) for i, job in enumerate(jobs)]
+    status = backend.submit_batch(items)
+    assert status.phase == "ended" and status.succeeded == len(items)
+    returned = [cid for cid, _ in backend.batch_results(status.id)]
+    sent = [cid for cid, _ in items]
+    assert sorted(returned) == sorted(sent) and returned != sent  # the stand-in shuffles
+    srv.reset()
+    direct = run_suite(spec_of(suite), make_backend(), suite.root)
+    srv.reset()
+    batched = run_suite(spec_of(suite), backend, suite.root, batch=batch_runner(backend, suite))
+    assert answers(batched) == answers(direct)
+
+
+def test_a_restarted_job_resumes_polling_instead_of_paying_twice(
+    srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
+) -> None:
+    srv.knobs.batch_latency_s = 60.0  # the batch is still running when the job dies
+
+    def killed(seconds: float) -> None:
+        raise KeyboardInterrupt  # the job is stopped while it polls
+
+    first = batch_runner(make_backend(), suite, sleep=killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(spec_of(suite), make_backend(), suite.root, batch=first)
+    (path,) = state_files(suite)
+    state = BatchState.model_validate_json(path.read_text(encoding="utf-8"))
+    assert state.requests == 12 and state.batch_id.startswith("msgbatch_")
+    assert "resume polling" in first.messages[-1]  # type: ignore[attr-defined]
+
+    # The job starts again: a new backend and runner find the state file and poll that batch.
+    polls = []
+
+    def finish(seconds: float) -> None:
+        polls.append(seconds)
+        srv.knobs.batch_latency_s = 0.0  # (read at creation: end it by hand below)
+        for batch in srv._batches.values():
+            batch.due = 0.0
+
+    again = batch_runner(make_backend(), suite, sleep=finish)
+    run = run_suite(spec_of(suite), make_backend(), suite.root, batch=again)
+    assert srv.stats().batches == 1, "the batch was submitted once"
+    assert polls == [0.02]
+    assert run.errors == 0 and run.batch
+    assert any(f"resuming batch {state.batch_id}" in m for m in again.messages)  # type: ignore[attr-defined]
+    assert state_files(suite) == []
+
+
+def test_a_batch_the_api_no_longer_knows_is_submitted_again(
+    srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
+) -> None:
+    backend = make_backend()
+    runner = batch_runner(backend, suite)
+    jobs = build_jobs(spec_of(suite).suite, spec_of(suite).prompt, spec_of(suite).cases.cases, 1)
+    key = run_key("shop", "anthropic", [(custom_id(i, j), j.request) for i, j in enumerate(jobs)])
+    path = runner.state_path(key)
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps(
+            {
+                "batch_id": "msgbatch_gone",
+                "run_key": key,
+                "backend": "anthropic",
+                "requests": 12,
+                "submitted_at": "2025-06-01T12:00:00Z",
+            }
+        ),
+        encoding="utf-8",
+    )
+    run = run_suite(spec_of(suite), backend, suite.root, batch=runner)
+    assert run.errors == 0 and srv.stats().batches == 1
+    assert any("msgbatch_gone is gone" in m for m in runner.messages)  # type: ignore[attr-defined]
+    # a state file that cannot be read is a one-line error, not a second payment
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(UserError, match="batch state file"):
+        run_suite(spec_of(suite), backend, suite.root, batch=runner)
+
+
+def test_errored_expired_and_missing_results_are_errors_with_their_reason(
+    srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
+) -> None:
+    spec = spec_of(suite)
+    jobs = build_jobs(spec.suite, spec.prompt, spec.cases.cases, 1)
+    ids = [custom_id(i, job) for i, job in enumerate(jobs)]
+    srv.knobs.batch_errored_ids = [ids[2]]
+    srv.knobs.batch_expired_ids = [ids[5]]
+    backend = make_backend()
+    run = run_suite(spec, backend, suite.root, batch=batch_runner(backend, suite))
+    assert len(run.cases) == 12, "nothing dropped"
+    failed = {c.id: c.outcomes[0] for c in run.cases if c.error}
+    assert sorted(failed) == [jobs[2].case_id, jobs[5].case_id]
+    errored, expired = failed[jobs[2].case_id], failed[jobs[5].case_id]
+    assert errored.error_kind == "bad_request" and "invalid_request_error" in (errored.error or "")
+    assert expired.error_kind == "timeout" and "expired" in (expired.error or "")
+    assert all(o.score is None for o in failed.values()), "an error is never scored as wrong"
+    assert summarise(run).errors == 2
+
+
+def test_the_stand_in_validates_a_batch_as_the_api_does(srv: MessagesServer) -> None:
+    with anthropic.Anthropic(api_key=KEY, base_url=srv.url, max_retries=0) as client:
+        good = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        for requests, match in [
+            ([], "at least one request"),
+            ([{"custom_id": "a b", "params": good}], "custom_id"),
+            ([{"custom_id": "a", "params": good}, {"custom_id": "a", "params": good}], "duplicate"),
+            ([{"custom_id": "a", "params": {**good, "max_tokens": 0}}], "max_tokens"),
+        ]:
+            with pytest.raises(anthropic.BadRequestError, match=match):
+                client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.NotFoundError):
+            client.messages.batches.retrieve("msgbatch_nope")
+        srv.knobs.batch_latency_s = 30
+        batch = client.messages.batches.create(requests=[{"custom_id": "a", "params": good}])
+        assert batch.processing_status == "in_progress" and batch.results_url is None
+        assert client.messages.batches.cancel(batch.id).processing_status == "canceling"
+        ended = client.messages.batches.retrieve(batch.id)
+        assert ended.processing_status == "ended" and ended.request_counts.canceled == 1
+        (line,) = client.messages.batches.results(batch.id)
+        assert line.custom_id == "a" and line.result.type == "canceled"
+    assert srv.stats().batches == 1
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def test_the_cli_runs_a_batch_with_the_flag_or_the_model_option(
+    srv: MessagesServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
+    flag = write_suite(tmp_path / "flag", cases=6)
+    assert cli.main(["run", "v3", "--config", str(flag.path), "--batch"]) == 0
+    err = capsys.readouterr().err
+    assert "submitted batch msgbatch_" in err and "ended: 6 succeeded" in err
+    assert find_run("latest", flag.state_dir).batch
+
+    option = write_suite(tmp_path / "option", cases=6, batch=True, batch_poll_s=0.01)
+    assert cli.main(["noise", "v3", "--config", str(option.path), "--repeats", "2"]) == 0
+    assert find_run("latest", option.state_dir).batch
+    assert srv.stats().batches == 2
+    assert [ex for ex in srv.requests if ex.path == "/v1/messages"] == []
+
+
+def test_batch_on_a_backend_without_batches_is_a_one_line_error(
+    bike_shop: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["run", "v1", "--config", str(bike_shop / "evalgate.yml"), "--batch"])
+    assert code == 2
+    assert "the fake backend has no batch API" in capsys.readouterr().err
