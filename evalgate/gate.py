@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.config import GatePolicy
 from evalgate.noise import NoiseFloor, measure_noise
-from evalgate.runs import CaseResult, Run
+from evalgate.runs import CaseResult, Outcome, Run
 from evalgate.stats import (
     PairedDifference,
     broke_more_than_noise,
@@ -115,6 +115,11 @@ class Verdict(BaseModel):
     difference: PairedDifference | None
 
 
+def _mean_score(outcomes: Sequence[Outcome]) -> float:
+    # A plain sum: statistics.fmean costs more than the rest of the gate on 10,000 cases.
+    return sum(o.score or 0.0 for o in outcomes) / len(outcomes)
+
+
 def _text(value: object) -> str:
     return "(none)" if value is None else str(value)
 
@@ -139,8 +144,8 @@ class _Pair:
             base=base,
             cand=cand,
             k=k,
-            base_score=fmean(o.score or 0.0 for o in b),
-            cand_score=fmean(o.score or 0.0 for o in c),
+            base_score=_mean_score(b),
+            cand_score=_mean_score(c),
             base_format=all(bool(o.format_ok) for o in b),
             cand_format=all(bool(o.format_ok) for o in c),
         )
@@ -159,7 +164,7 @@ def _paired(base: CaseResult | None, cand: CaseResult, k: int | None = None) -> 
     def score(case: CaseResult) -> float | None:
         if k is None or case.error is not None:
             return case.score
-        return fmean(o.score or 0.0 for o in case.outcomes[:k])
+        return _mean_score(case.outcomes[:k])
 
     return PairedCase(
         id=cand.id,

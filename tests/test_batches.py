@@ -179,7 +179,9 @@ def test_results_are_mapped_back_by_custom_id_whatever_their_order(
     backend = make_backend()
     jobs = build_jobs(spec_of(suite).suite, spec_of(suite).prompt, spec_of(suite).cases.cases, 1)
     items = [(custom_id(i, job), job.request) for i, job in enumerate(jobs)]
-    status = backend.submit_batch(items)
+    submitted = backend.submit_batch(items)
+    assert submitted.phase == "in_progress" and submitted.processing == len(items)
+    status = backend.batch_status(submitted.id)
     assert status.phase == "ended" and status.succeeded == len(items)
     returned = [cid for cid, _ in backend.batch_results(status.id)]
     sent = [cid for cid, _ in items]
@@ -310,7 +312,7 @@ def test_the_cli_runs_a_batch_with_the_flag_or_the_model_option(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
-    flag = write_suite(tmp_path / "flag", cases=6)
+    flag = write_suite(tmp_path / "flag", cases=6, batch_poll_s=0.01)
     assert cli.main(["run", "v3", "--config", str(flag.path), "--batch"]) == 0
     err = capsys.readouterr().err
     assert "submitted batch msgbatch_" in err and "ended: 6 succeeded" in err

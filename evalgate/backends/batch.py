@@ -35,6 +35,7 @@ from evalgate.runs import Outcome
 from evalgate.scorers.base import Scorer
 
 BatchPhase = Literal["in_progress", "canceling", "ended"]
+_FIRST_POLL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -178,10 +179,13 @@ class BatchRunner:
                 f"{path}: a restarted job resumes it)"
             )
         progress = Progress(total=len(jobs), started=started)
+        polls = 0
         try:
             while status.phase != "ended":
                 self._report(progress, status, on_progress)
-                self.sleep(self.poll_s)
+                # Soon at first (a small batch may end in seconds), then every poll_s.
+                self.sleep(min(self.poll_s, _FIRST_POLL_S * 2**polls))
+                polls += 1
                 status = self.backend.batch_status(status.id)
         except KeyboardInterrupt:
             self.on_status(
