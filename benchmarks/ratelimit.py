@@ -178,11 +178,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.mode:<9} {r.status_429:>6} {r.errors:>6} {r.attempts:>8} "
             f"{r.wall_s:>7.2f} {r.throughput:>8.1f}"
         )
-    adaptive = [r for r in results if r.mode == "adaptive"]
+    paced = [r for r in results if r.mode == "adaptive"]
     fixed = [r for r in results if r.mode == "fixed"]
-    a429, f429 = sum(r.status_429 for r in adaptive), sum(r.status_429 for r in fixed)
+    a429, f429 = sum(r.status_429 for r in paced), sum(r.status_429 for r in fixed)
     fewer = a429 < f429 or a429 == f429 == 0  # a limit never reached: nothing to avoid
-    ratio = sum(r.throughput for r in adaptive) / sum(r.throughput for r in fixed)
+    ratio = sum(r.throughput for r in paced) / sum(r.throughput for r in fixed)
     limit = args.rpm / 60
     print(f"\nthe limit allows {limit:.1f} calls/s (plus one bucket at the start)")
     print(f"{'fewer 429s with adaptive pacing':<40} {'yes' if fewer else 'NO':>6}")

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalgate import __version__, onboard
+from evalgate import __version__, doctor, onboard
 from evalgate.audit import audit
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.backends.batch import BatchRunner
@@ -818,8 +818,8 @@ def cmd_init(ctx: Context) -> int:
 
 def cmd_doctor(ctx: Context) -> int:
     repo = Path(ctx.args.dir)
-    report = onboard.doctor(repo, repo / ctx.args.config, ctx.args.suite)
-    ctx.print(onboard.render_doctor(report, ctx.args.format))
+    report = doctor.doctor(repo, repo / ctx.args.config, ctx.args.suite)
+    ctx.print(doctor.render_doctor(report, ctx.args.format))
     return EXIT_GATE_FAILED if report.failed else EXIT_OK
 
 

@@ -19,18 +19,16 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.config import DEFAULT_CONFIG, LoadedConfig, Suite, load_config, parse_config
+from evalgate.config import DEFAULT_CONFIG, load_config, parse_config
 from evalgate.errors import UserError
-from evalgate.pipeline import load_prompt, load_suite_cases
-from evalgate.split import LEAK_KINDS, check_split
 from evalgate.templating import compile_template, render
 
 if TYPE_CHECKING:
@@ -38,7 +36,7 @@ if TYPE_CHECKING:
 
 Ask = Callable[[str], str]
 # The C parser when PyYAML has it: doctor reads every workflow file of a repository.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 BACKENDS = ("fake", "anthropic", "openai", "command")
 SCORERS = ("label", "exact", "contains", "regex", "json_schema", "judge")
@@ -107,12 +105,12 @@ def _render(name: str, **context: Any) -> str:
     return render(_compiled(name), context, f"evalgate/data/init/{name}")
 
 
-def _gh(expression: str) -> str:
+def gh_expression(expression: str) -> str:
     """A GitHub Actions expression, written from a jinja2 template."""
     return "${{ " + expression + " }}"
 
 
-def _show(path: Path, base: Path) -> str:
+def shown_path(path: Path, base: Path) -> str:
     try:
         return path.resolve().relative_to(base.resolve()).as_posix()
     except ValueError:
@@ -193,7 +191,7 @@ def read_sample(paths: list[Path], limit: int = 200) -> tuple[list[dict[str, Any
             continue
         if path.suffix.lower() in (".yml", ".yaml"):
             try:
-                data = yaml.load(text, Loader=_YAML_LOADER)
+                data = yaml.load(text, Loader=YAML_LOADER)
             except yaml.YAMLError:
                 continue
             if isinstance(data, dict) and isinstance(data.get("cases"), list):
@@ -487,13 +485,19 @@ def _workflow_text(config_rel: str, used: list[str], branch: str) -> str:
         inputs.append(("config", json.dumps(config_rel)))
     backends = list(dict.fromkeys(b for b in used if b in SECRETS))
     inputs += [
-        (SECRET_INPUTS[b], _gh(f"secrets.{SECRETS[b]}")) for b in backends if b in SECRET_INPUTS
+        (SECRET_INPUTS[b], gh_expression(f"secrets.{SECRETS[b]}"))
+        for b in backends
+        if b in SECRET_INPUTS
     ]
-    env = [(SECRETS[b], _gh(f"secrets.{SECRETS[b]}")) for b in backends if b not in SECRET_INPUTS]
+    env = [
+        (SECRETS[b], gh_expression(f"secrets.{SECRETS[b]}"))
+        for b in backends
+        if b not in SECRET_INPUTS
+    ]
     state_rel = posixpath.join(posixpath.dirname(config_rel), STATE_DIR)
     return _render(
         "workflow.yml.j2",
-        gh=_gh,
+        gh=gh_expression,
         branch=branch,
         release_tags="v*",
         checkout=CHECKOUT,
@@ -618,7 +622,7 @@ def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) 
     user will type the next steps' commands."""
     existing = [f.path for f in plan.files if f.path.exists() and not f.starter]
     if existing and not force:
-        names = " and ".join(_show(p, plan.repo) for p in existing)
+        names = " and ".join(shown_path(p, plan.repo) for p in existing)
         raise UserError(
             f"{names} already exist{'s' if len(existing) == 1 else ''}",
             fix="pass --force to replace "
@@ -631,12 +635,12 @@ def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) 
             continue
         planned.path.parent.mkdir(parents=True, exist_ok=True)
         planned.path.write_text(planned.text, encoding="utf-8")
-        written.append(f"{_show(planned.path, plan.repo)} ({planned.what})")
+        written.append(f"{shown_path(planned.path, plan.repo)} ({planned.what})")
     loaded = load_config(plan.config_path)
     gitignore = plan.repo / ".gitignore"
     appended = None
     lines = gitignore.read_text(encoding="utf-8").splitlines() if gitignore.is_file() else []
-    state_rel = _show(loaded.state_dir, plan.repo)
+    state_rel = shown_path(loaded.state_dir, plan.repo)
     if not gitignore_covers(lines, state_rel):
         text = gitignore.read_text(encoding="utf-8") if gitignore.is_file() else ""
         separator = "\n" if text and not text.endswith("\n") else ""
@@ -644,16 +648,16 @@ def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) 
             handle.write(
                 f"{separator}# evalgate: runs, the response cache, baselines\n{STATE_DIR}/\n"
             )
-        appended = _show(gitignore, plan.repo)
+        appended = shown_path(gitignore, plan.repo)
     cwd = cwd or plan.repo
-    config_arg = _show(plan.config_path, cwd)
+    config_arg = shown_path(plan.config_path, cwd)
     run = f"evalgate run {plan.version}"
     if config_arg != DEFAULT_CONFIG:
         run += f" --config {shlex.quote(config_arg)}"
     return InitResult(
         written=written,
         gitignore=appended,
-        config=_show(plan.config_path, plan.repo),
+        config=shown_path(plan.config_path, plan.repo),
         suite=plan.suite,
         version=plan.version,
         backend=plan.backend,
@@ -698,746 +702,4 @@ def render_init(result: InitResult, fmt: str) -> str:
     lines += ["", "Next steps:"]
     lines += [f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1)]
     lines += ["", "Check the setup any time with `evalgate doctor`."]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- doctor
-
-Status = Literal["ok", "warn", "FAIL"]
-
-
-class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    status: Status
-    check: str
-    message: str
-    fix: str | None = None
-
-
-class DoctorReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    repo: str
-    config: str
-    findings: list[Finding]
-    counts: dict[str, int]
-
-    @property
-    def failed(self) -> bool:
-        return self.counts["FAIL"] > 0
-
-
-def _ok(check: str, message: str) -> Finding:
-    return Finding(status="ok", check=check, message=message)
-
-
-def _warn(check: str, message: str, fix: str | None = None) -> Finding:
-    return Finding(status="warn", check=check, message=message, fix=fix)
-
-
-def _fail(check: str, message: str, fix: str | None = None) -> Finding:
-    return Finding(status="FAIL", check=check, message=message, fix=fix)
-
-
-def _from_error(check: str, exc: UserError) -> Finding:
-    what = f"{exc.where}: {exc.what}" if exc.where else exc.what
-    return _fail(check, what, exc.fix)
-
-
-def _check_suite(loaded: LoadedConfig, name: str, suite: Suite) -> list[Finding]:
-    out: list[Finding] = []
-    label = f"suite {name}"
-    try:
-        versions = loaded.prompt_files(suite)
-        for version in versions:
-            load_prompt(loaded, suite, version)
-        ship = loaded.ship_version(suite)
-    except UserError as exc:
-        out.append(_from_error(f"{label}: prompts", exc))
-    else:
-        shown = ", ".join(sorted(versions))
-        out.append(_ok(f"{label}: prompts", f"{len(versions)} version(s) load ({shown})"))
-        out.append(_ok(f"{label}: ship", f"pull requests and releases gate {ship}"))
-    out += _check_backends(loaded, label, suite)
-    try:
-        missing = [p for p in loaded.dependencies(suite) if not p.exists()]
-    except UserError:
-        missing = []  # a glob that matches nothing is reported by the prompts or cases check
-    if suite.sealed_holdout is not None:
-        key = (loaded.root / suite.sealed_holdout.public_key).resolve()
-        missing += [key] if not key.exists() and key not in missing else []
-    if missing:
-        out.append(
-            _fail(
-                f"{label}: files",
-                "missing: " + ", ".join(_show(p, loaded.root) for p in missing),
-                "paths are relative to evalgate.yml; a sealed holdout starts with "
-                "`evalgate holdout keygen` and `evalgate holdout add FILE`",
-            )
-        )
-    notes: list[str] = []
-    try:
-        cases = load_suite_cases(loaded, suite, on_note=notes.append)
-    except UserError as exc:
-        out.append(_from_error(f"{label}: cases", exc))
-        return out
-    if notes:
-        out.append(_warn(f"{label}: cases", f"{len(cases.cases)} cases load; " + "; ".join(notes)))
-    else:
-        out.append(_ok(f"{label}: cases", f"{len(cases.cases)} cases load"))
-    report = check_split(cases.cases, suite.split, suite.fields)
-    for finding in report.findings:
-        ids = ""
-        if finding.ids:
-            more = "…" if len(finding.ids) > 5 else ""
-            ids = f" (ids: {', '.join(finding.ids[:5])}{more})"
-        if finding.kind in LEAK_KINDS:
-            fix = "fix the cases, then check with `evalgate split`"
-            out.append(_fail(f"{label}: split", f"leak: {finding.message}{ids}", fix))
-        else:
-            out.append(_warn(f"{label}: split", f"{finding.message}{ids}"))
-    counts = report.counts
-    if counts["dev"] == 0:
-        out.append(
-            _fail(
-                f"{label}: split",
-                "no dev cases: pull requests would run nothing",
-                "lower split.holdout_fraction, or add cases",
-            )
-        )
-    elif not report.findings:
-        out.append(
-            _ok(
-                f"{label}: split",
-                f"dev {counts['dev']}, holdout {counts['holdout']}, "
-                f"regression {counts['regression']}; no leaks",
-            )
-        )
-    return out
-
-
-def _check_backends(loaded: LoadedConfig, label: str, suite: Suite) -> list[Finding]:
-    from evalgate.backends.base import backend_names
-
-    models = [("model", suite.model)]
-    if suite.scorer.kind == "judge":
-        models.append(("judge", suite.scorer.model))
-    out = []
-    for role, settings in models:
-        check = f"{label}: {role}"
-        if settings.backend not in backend_names():
-            out.append(
-                _fail(
-                    check,
-                    f"unknown backend {settings.backend!r}",
-                    f"use one of: {', '.join(backend_names())}",
-                )
-            )
-            continue
-        if settings.backend == "fake":
-            from evalgate.backends.fake import load_rules
-
-            try:
-                load_rules(settings.options, loaded.root)
-            except UserError as exc:
-                out.append(_from_error(check, exc))
-                continue
-        secret = SECRETS.get(settings.backend)
-        needs = f"; needs {secret}" if secret and _needs_key(settings.backend, settings) else ""
-        out.append(_ok(check, f"{settings.backend} {settings.name}{needs}"))
-    return out
-
-
-def _needs_key(backend: str, settings: Any) -> bool:
-    return backend == "anthropic" or (
-        backend == "openai" and settings.options.get("key_required", True) is not False
-    )
-
-
-# --- workflows
-
-Role = Literal["pr", "baseline", "release"]
-
-
-@dataclass
-class Job:
-    name: str
-    data: dict[str, Any]
-    steps: list[dict[str, Any]]
-    evalgate: list[dict[str, Any]]
-    roles: set[str] = field(default_factory=set)
-
-
-@dataclass
-class Workflow:
-    rel: str
-    data: dict[str, Any]
-    triggers: dict[str, Any]
-    jobs: list[Job]
-
-
-def _is_evalgate(uses: str) -> bool:
-    return bool(re.search(r"(^|/)evalgate@", uses)) or uses.rstrip("/") == "."
-
-
-def _pinned(uses: str) -> bool:
-    if uses.startswith("./"):
-        return True
-    if uses.startswith("docker://"):
-        return "@sha256:" in uses
-    return bool(re.search(r"@[0-9a-f]{40}$", uses))
-
-
-def _triggers(data: dict[Any, Any]) -> dict[str, Any]:
-    # YAML 1.1 reads the key `on` as true.
-    on = data.get("on", data.get(True))
-    if isinstance(on, str):
-        return {on: None}
-    if isinstance(on, list):
-        return {str(t): None for t in on}
-    return {str(k): v for k, v in on.items()} if isinstance(on, dict) else {}
-
-
-def _with(step: dict[str, Any]) -> dict[str, str]:
-    given = step.get("with")
-    return {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else {}
-
-
-def _roles(job: dict[str, Any], step: dict[str, Any], triggers: dict[str, Any]) -> set[str]:
-    """Which modes an evalgate step runs in: its ``mode`` input, else the events that reach it."""
-    mode = _with(step).get("mode", "auto")
-    if mode in ("pr", "baseline", "release"):
-        return {mode}
-    if mode != "auto":
-        return set()
-    roles: set[str] = set()
-    if "pull_request" in triggers or "pull_request_target" in triggers:
-        roles.add("pr")
-    if "push" in triggers:
-        push = triggers["push"] if isinstance(triggers["push"], dict) else {}
-        branches = "branches" in push or "branches-ignore" in push
-        tags = "tags" in push or "tags-ignore" in push
-        if branches or not tags:
-            roles.add("baseline")
-        if tags or not branches:
-            roles.add("release")
-    if "schedule" in triggers:
-        roles.add("baseline")
-    condition = str(job.get("if", ""))
-    if re.search(r"event_name\s*==\s*'pull_request", condition):
-        roles &= {"pr"}
-    if re.search(r"event_name\s*!=\s*'pull_request", condition):
-        roles.discard("pr")
-    if re.search(r"event_name\s*==\s*'push'", condition):
-        roles -= {"pr"}
-    tag_test = r"startsWith\(\s*github\.ref\s*,\s*'refs/tags/"
-    if re.search(r"!\s*" + tag_test, condition):
-        roles.discard("release")
-    elif re.search(tag_test, condition):
-        roles &= {"release"}
-    return roles
-
-
-def read_workflows(repo: Path) -> tuple[list[Workflow], list[Finding]]:
-    """The workflows under .github/workflows that use the evalgate action."""
-    folder = repo / ".github" / "workflows"
-    paths = sorted(p for p in folder.glob("*") if p.suffix in (".yml", ".yaml"))
-    found: list[Workflow] = []
-    problems: list[Finding] = []
-    for path in paths:
-        rel = _show(path, repo)
-        text = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            data = yaml.load(text, Loader=_YAML_LOADER)
-        except yaml.YAMLError as exc:
-            if "evalgate" in text:
-                problems.append(_fail(f"workflow {rel}", f"invalid YAML: {exc}"))
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
-            continue
-        triggers = _triggers(data)
-        jobs = []
-        for name, job in data["jobs"].items():
-            if not isinstance(job, dict):
-                continue
-            raw = job.get("steps")
-            steps = [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
-            ours = [s for s in steps if _is_evalgate(str(s.get("uses", "")))]
-            roles: set[str] = set()
-            for step in ours:
-                roles |= _roles(job, step, triggers)
-            jobs.append(Job(str(name), job, steps, ours, roles))
-        if any(job.evalgate for job in jobs):
-            found.append(Workflow(rel, data, triggers, jobs))
-    return found, problems
-
-
-def _level(permissions: Any, scope: str) -> int:
-    """0 none, 1 read, 2 write."""
-    if permissions == "write-all":
-        return 2
-    if permissions == "read-all":
-        return 1
-    if isinstance(permissions, dict):
-        return {"write": 2, "read": 1}.get(str(permissions.get(scope, "none")), 0)
-    return 0
-
-
-# (scope, level, status when missing, what for), per role.
-NEEDS: dict[str, list[tuple[str, int, Status, str]]] = {
-    "pr": [
-        ("pull-requests", 2, "FAIL", "the comment"),
-        ("actions", 1, "FAIL", "reading the baseline artefact"),
-        ("contents", 1, "warn", "the checkout"),
-    ],
-    "release": [
-        ("contents", 2, "FAIL", "the evalgate-data branch: release history and the read ledger"),
-        ("checks", 2, "warn", "the check run on the tagged commit"),
-    ],
-    "baseline": [("contents", 1, "warn", "the checkout")],
-}
-_NAMES = {1: "read", 2: "write"}
-
-
-def _check_permissions(workflow: Workflow) -> list[Finding]:
-    check = f"workflow {workflow.rel}: permissions"
-    top = workflow.data.get("permissions")
-    out: list[Finding] = []
-    if top == "write-all":
-        out.append(
-            _warn(check, "the workflow grants `permissions: write-all`", "list only the scopes")
-        )
-    for job in workflow.jobs:
-        if not job.roles:
-            continue
-        permissions = job.data.get("permissions", top)
-        needed = [n for role in sorted(job.roles) for n in NEEDS[role]]
-        wanted = ", ".join(f"{s}: {_NAMES[lvl]}" for s, lvl, _, _ in needed)
-        if permissions is None:
-            out.append(
-                _warn(
-                    check,
-                    f"job {job.name} has no permissions block, so its token gets the "
-                    "repository's default (read-only in new repositories, where the comment "
-                    "fails; write-all in older ones)",
-                    f"add to job {job.name}: permissions: {{{wanted}}}",
-                )
-            )
-            continue
-        if job.data.get("permissions") == "write-all":
-            out.append(
-                _warn(
-                    check,
-                    f"job {job.name} has `permissions: write-all`",
-                    f"grant only {wanted}",
-                )
-            )
-            continue
-        for scope, level, status, why in needed:
-            if _level(permissions, scope) < level:
-                out.append(
-                    Finding(
-                        status=status,
-                        check=check,
-                        message=f"job {job.name} ({'/'.join(sorted(job.roles))}) lacks "
-                        f"`{scope}: {_NAMES[level]}`, needed for {why}",
-                        fix=f"add `{scope}: {_NAMES[level]}` to job {job.name}'s permissions",
-                    )
-                )
-    if not out:
-        jobs = ", ".join(
-            f"{j.name} ({'/'.join(sorted(j.roles))})" for j in workflow.jobs if j.roles
-        )
-        out.append(_ok(check, f"each evalgate job has the scopes it needs: {jobs}"))
-    return out
-
-
-def _check_pins(workflow: Workflow) -> list[Finding]:
-    check = f"workflow {workflow.rel}: pinning"
-    refs = []
-    for job in workflow.jobs:
-        refs += [str(s["uses"]) for s in job.steps if "uses" in s]
-        if isinstance(job.data.get("uses"), str):
-            refs.append(job.data["uses"])
-    ours = sorted({r for r in refs if _is_evalgate(r) and not _pinned(r)})
-    loose = sorted({r for r in refs if not _is_evalgate(r) and not _pinned(r)})
-    if loose:
-        return [
-            _warn(
-                check,
-                "actions not pinned to a commit sha (a moved tag runs other code with this "
-                "job's token and secrets): " + ", ".join(loose),
-                "pin each to the full commit sha of its release, with the tag in a comment",
-            )
-        ]
-    message = "third-party actions are pinned to commit shas"
-    if ours:
-        message += f" ({', '.join(ours)} follows a tag: pin it to a release's sha once adopted)"
-    return [_ok(check, message)]
-
-
-def _checks_out_head(step: dict[str, Any]) -> bool:
-    heads = ("github.event.pull_request.head", "github.head_ref", "refs/pull/", "gh pr checkout")
-    if str(step.get("uses", "")).startswith("actions/checkout"):
-        text = " ".join(_with(step).values())
-    else:
-        text = str(step.get("run", ""))
-    return any(h in text for h in heads)
-
-
-def _check_trigger(workflow: Workflow) -> list[Finding]:
-    if "pull_request_target" not in workflow.triggers:
-        return []
-    check = f"workflow {workflow.rel}: pull_request_target"
-    heads = sorted({j.name for j in workflow.jobs for s in j.steps if _checks_out_head(s)})
-    if heads:
-        return [
-            _fail(
-                check,
-                f"pull_request_target with a checkout of the pull request's code (job "
-                f"{', '.join(heads)}): the job has this repository's secrets and a write token, "
-                "and the PR's prompts, templates, command backend or python scorer run inside "
-                "it, so anyone who opens a pull request can read the API key or push code",
-                "trigger on pull_request (fork PRs get no secrets; evalgate explains the safe "
-                "patterns), or run the PR's code unprivileged and post from a workflow_run job",
-            )
-        ]
-    return [
-        _warn(
-            check,
-            "pull_request_target runs the base branch's code, so the gate tests the base "
-            "prompt, not the pull request's",
-            "trigger on pull_request",
-        )
-    ]
-
-
-def _env_secret(workflow: Workflow, job: Job, step: dict[str, Any], name: str) -> str | None:
-    for scope in (step, job.data, workflow.data):
-        env = scope.get("env")
-        if isinstance(env, dict) and name in env:
-            return str(env[name])
-    return None
-
-
-def _check_secrets(workflow: Workflow, loaded: LoadedConfig) -> list[Finding]:
-    check = f"workflow {workflow.rel}: secrets"
-    suites = list(loaded.config.suites.items())
-    models = [(n, s.model) for n, s in suites]
-    models += [(n, s.scorer.model) for n, s in suites if s.scorer.kind == "judge"]
-    need = {m.backend: n for n, m in models if m.backend in SECRETS and _needs_key(m.backend, m)}
-    sealed = [n for n, s in suites if s.sealed_holdout is not None]
-    out: list[Finding] = []
-    seen: set[str] = set()
-    for job in workflow.jobs:
-        if not job.roles:
-            continue
-        for step in job.evalgate:
-            given = _with(step)
-            for backend, suite in need.items():
-                secret = SECRETS[backend]
-                wanted = _gh(f"secrets.{secret}")
-                if backend in SECRET_INPUTS:
-                    where = f"input {SECRET_INPUTS[backend]}"
-                    value = given.get(SECRET_INPUTS[backend])
-                    fix = f"add `{SECRET_INPUTS[backend]}: {wanted}` to the evalgate step's with:"
-                else:
-                    where = f"env {secret}"
-                    value = _env_secret(workflow, job, step, secret)
-                    fix = f"add `env: {{{secret}: {wanted}}}` to the evalgate step"
-                if not value:
-                    out.append(
-                        _fail(
-                            check,
-                            f"job {job.name}: suite {suite} runs on {backend}, and the evalgate "
-                            f"step has no {where}",
-                            f"{fix}, and the secret {secret} under {SECRETS_PAGE}",
-                        )
-                    )
-                elif "${{" not in value:
-                    out.append(
-                        _fail(
-                            check,
-                            f"job {job.name}: the {where} is written into the workflow, where "
-                            "anyone who can read the repository can use it",
-                            f"revoke that key; store a new one as {secret} under {SECRETS_PAGE} "
-                            f"and pass {wanted}",
-                        )
-                    )
-                else:
-                    seen.update(re.findall(r"secrets\.([A-Za-z0-9_]+)", value))
-            holdout = given.get("holdout_key")
-            if sealed and "release" in job.roles:
-                if not holdout:
-                    out.append(
-                        _fail(
-                            check,
-                            f"job {job.name} makes releases of suite {sealed[0]}, whose holdout "
-                            "is sealed, and passes no holdout_key",
-                            f"add `holdout_key: {_gh('secrets.' + HOLDOUT_SECRET)}`, with the "
-                            "secret in the job's protected environment",
-                        )
-                    )
-                elif not job.data.get("environment"):
-                    out.append(
-                        _fail(
-                            check,
-                            f"job {job.name} passes holdout_key outside an environment, so the "
-                            "key is a repository secret any workflow on any branch can read",
-                            f"add `environment: release` to job {job.name}, protect it under "
-                            f"Settings → Environments, and move {HOLDOUT_SECRET} into it",
-                        )
-                    )
-                else:
-                    seen.update(re.findall(r"secrets\.([A-Za-z0-9_]+)", holdout))
-            if holdout and "pr" in job.roles:
-                out.append(
-                    _fail(
-                        check,
-                        f"job {job.name} runs on pull requests and gets holdout_key: a pull "
-                        "request could read the sealed holdout",
-                        "pass holdout_key only in the release job",
-                    )
-                )
-    if not out:
-        if seen:
-            names = ", ".join(sorted(seen))
-            message = f"the evalgate steps pass {names}: make sure each exists under {SECRETS_PAGE}"
-        else:
-            message = "the suites' backends need no secret"
-        out.append(_ok(check, message))
-    return out
-
-
-def _check_baseline_upload(workflow: Workflow) -> tuple[list[Finding], list[str]]:
-    """Each baseline job uploads the run file; returns the artefact names it uploads."""
-    check = f"workflow {workflow.rel}: baseline"
-    out: list[Finding] = []
-    names: list[str] = []
-    for job in workflow.jobs:
-        if "baseline" not in job.roles:
-            continue
-        ids = [str(s["id"]) for s in job.evalgate if "id" in s]
-        uploads = [
-            s for s in job.steps if str(s.get("uses", "")).startswith("actions/upload-artifact")
-        ]
-        good = [
-            s
-            for s in uploads
-            if any(f"steps.{i}.outputs.run_file" in _with(s).get("path", "") for i in ids)
-        ]
-        if good:
-            names += [_with(s).get("name", "artifact") for s in good]
-            continue
-        step_id = ids[0] if ids else "evalgate"
-        fix = (
-            f"add a step `uses: {UPLOAD.split(' ')[0]}` with name: {BASELINE_ARTIFACT} and "
-            f"path: {_gh(f'steps.{step_id}.outputs.run_file')}"
-        )
-        if not ids:
-            fix = f"give the evalgate step `id: evalgate`, then {fix}"
-        out.append(
-            _fail(
-                check,
-                f"job {job.name} makes a baseline but does not upload the run file, so pull "
-                "requests find no baseline",
-                fix,
-            )
-        )
-    if not out and names:
-        out.append(_ok(check, f"baseline runs are uploaded as {', '.join(sorted(set(names)))}"))
-    return out, names
-
-
-def _check_workflows(repo: Path, config_path: Path, loaded: LoadedConfig | None) -> list[Finding]:
-    workflows, out = read_workflows(repo)
-    if not workflows:
-        if not out:
-            out.append(
-                _warn(
-                    "workflows",
-                    "no workflow under .github/workflows uses the evalgate action",
-                    "run `evalgate init`, or copy examples/workflows/evalgate.yml",
-                )
-            )
-        return out
-    uploaded: list[str] = []
-    wanted: dict[str, str] = {}
-    for workflow in workflows:
-        out += _check_trigger(workflow)
-        out += _check_permissions(workflow)
-        out += _check_pins(workflow)
-        if loaded is not None:
-            out += _check_secrets(workflow, loaded)
-            out += _check_tags(workflow, loaded)
-        found, names = _check_baseline_upload(workflow)
-        out += found
-        uploaded += names
-        for job in workflow.jobs:
-            for step in job.evalgate:
-                out += _check_config_input(repo, config_path, workflow, job, step)
-                if "pr" in job.roles:
-                    name = _with(step).get("baseline_artifact", BASELINE_ARTIFACT)
-                    wanted[name] = f"{workflow.rel} job {job.name}"
-    roles = {r for w in workflows for j in w.jobs for r in j.roles}
-    if "pr" not in roles:
-        out.append(
-            _warn(
-                "workflows",
-                "no evalgate job runs on pull requests",
-                "trigger on pull_request (see examples/workflows/evalgate.yml)",
-            )
-        )
-    if "baseline" not in roles:
-        out.append(
-            _warn(
-                "workflows",
-                f"no evalgate job runs on pushes to the default branch, so there is no "
-                f"{BASELINE_ARTIFACT} artefact: every pull request runs the base prompt too "
-                "(twice the cost), without a noise floor",
-                "add the baseline job of examples/workflows/evalgate.yml",
-            )
-        )
-    if wanted and uploaded:
-        for name, where in wanted.items():
-            if name not in uploaded:
-                out.append(
-                    _fail(
-                        "workflows: baseline artefact",
-                        f"{where} looks for the artefact {name!r}, but the baseline job uploads "
-                        f"{', '.join(repr(u) for u in sorted(set(uploaded)))}",
-                        "use one name in the upload step's name: and the baseline_artifact input",
-                    )
-                )
-        if all(name in uploaded for name in wanted):
-            out.append(
-                _ok(
-                    "workflows: baseline artefact",
-                    f"pull requests read the artefact the baseline job uploads "
-                    f"({', '.join(sorted(wanted))})",
-                )
-            )
-    return out
-
-
-def _check_config_input(
-    repo: Path, config_path: Path, workflow: Workflow, job: Job, step: dict[str, Any]
-) -> list[Finding]:
-    given = _with(step)
-    path = repo / given.get("working_directory", ".") / given.get("config", DEFAULT_CONFIG)
-    if path.resolve() == config_path.resolve():
-        return []
-    check = f"workflow {workflow.rel}: config"
-    if not path.is_file():
-        return [
-            _fail(
-                check,
-                f"job {job.name} reads {_show(path, repo)}, which does not exist",
-                "fix the evalgate step's config / working_directory inputs",
-            )
-        ]
-    return [
-        _warn(
-            check,
-            f"job {job.name} reads {_show(path, repo)}, not the config checked here",
-            f"check it too: `evalgate doctor --config {_show(path, repo)}`",
-        )
-    ]
-
-
-def _check_tags(workflow: Workflow, loaded: LoadedConfig) -> list[Finding]:
-    push = workflow.triggers.get("push")
-    if not isinstance(push, dict) or not any("release" in j.roles for j in workflow.jobs):
-        return []
-    tags = push.get("tags")
-    if not isinstance(tags, list) or [str(t) for t in tags] == [loaded.config.release_tags]:
-        return []
-    return [
-        _warn(
-            f"workflow {workflow.rel}: tags",
-            f"the push trigger's tags {tags} differ from release_tags "
-            f"{loaded.config.release_tags!r} in evalgate.yml: a tag matching one but not the "
-            "other fails the job or is never released",
-            "use the same pattern in both",
-        )
-    ]
-
-
-def _check_gitignore(repo: Path, state_dir: Path) -> list[Finding]:
-    check = "gitignore"
-    try:
-        rel = state_dir.resolve().relative_to(repo.resolve())
-    except ValueError:
-        return []
-    # A .gitignore in the repository's root or in any folder on the way down to the state dir.
-    folders = [repo.resolve().joinpath(*rel.parts[:i]) for i in range(len(rel.parts))]
-    for folder in folders:
-        ignore = folder / ".gitignore"
-        if ignore.is_file():
-            lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-            if gitignore_covers(lines, state_dir.resolve().relative_to(folder).as_posix()):
-                return [_ok(check, f"{rel.as_posix()}/ is ignored by {_show(ignore, repo)}")]
-    return [
-        _warn(
-            check,
-            f"{rel.as_posix()}/ is not in .gitignore, so saved runs, the response cache, the "
-            "holdout read ledger and downloaded baselines could be committed",
-            f"add the line `{STATE_DIR}/` to .gitignore",
-        )
-    ]
-
-
-def doctor(repo: Path, config_path: Path, suite: str | None = None) -> DoctorReport:
-    """Check a repository's evalgate setup: config, prompts, cases, split, workflows, ignores."""
-    findings: list[Finding] = []
-    loaded = None
-    try:
-        loaded = load_config(config_path)
-    except UserError as exc:
-        findings.append(_from_error("config", exc))
-    if loaded is not None:
-        names = list(loaded.config.suites)
-        findings.append(_ok("config", f"{_show(config_path, repo)} is valid ({', '.join(names)})"))
-        try:
-            chosen = [loaded.suite(suite)] if suite else list(loaded.config.suites.items())
-        except UserError as exc:
-            findings.append(_from_error("config", exc))
-            chosen = []
-        for name, entry in chosen:
-            findings += _check_suite(loaded, name, entry)
-    findings += _check_workflows(repo, config_path, loaded)
-    state_dir = loaded.state_dir if loaded else config_path.parent / STATE_DIR
-    findings += _check_gitignore(repo, state_dir)
-    counts = Counter(f.status for f in findings)
-    return DoctorReport(
-        repo=str(repo),
-        config=str(config_path),
-        findings=findings,
-        counts={s: counts.get(s, 0) for s in ("ok", "warn", "FAIL")},
-    )
-
-
-def render_doctor(report: DoctorReport, fmt: str) -> str:
-    if fmt == "json":
-        return report.model_dump_json(indent=2) + "\n"
-    c = report.counts
-    tally = f"{c['ok']} ok, {c['warn']} warn, {c['FAIL']} FAIL"
-    if fmt == "markdown":
-        from evalgate.report.render import md
-
-        lines = [f"### evalgate doctor: {tally}", "", "| status | check | finding | fix |"]
-        lines.append("|---|---|---|---|")
-        lines += [
-            f"| {f.status} | {md(f.check)} | {md(f.message)} | {md(f.fix or '')} |"
-            for f in report.findings
-        ]
-        return "\n".join(lines) + "\n"
-    lines = [f"evalgate doctor: {report.repo}"]
-    for f in report.findings:
-        lines.append(
-            f"{f.status:<4}  {f.check}: {f.message}" + (f" (fix: {f.fix})" if f.fix else "")
-        )
-    after = "; fix the FAIL lines and run it again" if c["FAIL"] else ""
-    lines.append(tally + after)
     return "\n".join(lines) + "\n"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 import pytest
@@ -15,14 +16,15 @@ import yaml
 
 from evalgate import cli
 from evalgate.backends.anthropic import AnthropicBackend
-from evalgate.backends.base import BackendContext
-from evalgate.backends.batch import BatchRunner, BatchState, custom_id, run_key
+from evalgate.backends.base import BackendContext, Reply, Request
+from evalgate.backends.batch import BatchRunner, BatchState, BatchStatus, custom_id, run_key
 from evalgate.backends.fake import load_rules
 from evalgate.config import LoadedConfig, ModelSettings, load_config
 from evalgate.errors import UserError
 from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
-from evalgate.runner import Progress
+from evalgate.runner import Job, Progress
 from evalgate.runs import Run, find_run
+from evalgate.scorers.base import Score
 from evalgate.summary import summarise
 from evalgate.testing.messages_server import MessagesServer
 
@@ -106,20 +108,13 @@ def make_backend(srv: MessagesServer) -> Iterator[Callable[..., AnthropicBackend
 def batch_runner(
     backend: AnthropicBackend,
     loaded: LoadedConfig,
-    sleep: Callable[[float], None] | None = None,
-    **kwargs: Any,
+    sleep: Callable[[float], None] = time.sleep,
+    messages: list[str] | None = None,
 ) -> BatchRunner:
-    messages: list[str] = []
-    runner = BatchRunner(
-        backend,
-        loaded.state_dir / "batches",
-        poll_s=0.02,
-        sleep=sleep or (lambda s: None),
-        on_status=messages.append,
-        **kwargs,
-    )
-    runner.messages = messages  # type: ignore[attr-defined]
-    return runner
+    """A runner polling every 0.02 s, its status lines appended to ``messages``."""
+    out = messages if messages is not None else []
+    folder = loaded.state_dir / "batches"
+    return BatchRunner(backend, folder, poll_s=0.02, sleep=sleep, on_status=out.append)
 
 
 def answers(run: Run) -> list[tuple[str, list[str | None], list[float | None]]]:
@@ -151,7 +146,7 @@ def test_a_batch_run_gives_the_direct_runs_answers_at_half_the_cost(
         make_backend(),
         suite.root,
         on_progress=progress,
-        batch=batch_runner(make_backend(), suite, sleep=lambda s: __import__("time").sleep(s)),
+        batch=batch_runner(make_backend(), suite),
     )
     assert srv.stats().batches == 1
     assert [ex.path for ex in srv.requests if ex.path == "/v1/messages"] == []
@@ -201,29 +196,29 @@ def test_a_restarted_job_resumes_polling_instead_of_paying_twice(
     def killed(seconds: float) -> None:
         raise KeyboardInterrupt  # the job is stopped while it polls
 
-    first = batch_runner(make_backend(), suite, sleep=killed)
+    said: list[str] = []
+    first = batch_runner(make_backend(), suite, sleep=killed, messages=said)
     with pytest.raises(KeyboardInterrupt):
         run_suite(spec_of(suite), make_backend(), suite.root, batch=first)
     (path,) = state_files(suite)
     state = BatchState.model_validate_json(path.read_text(encoding="utf-8"))
     assert state.requests == 12 and state.batch_id.startswith("msgbatch_")
-    assert "resume polling" in first.messages[-1]  # type: ignore[attr-defined]
+    assert "resume polling" in said[-1]
 
     # The job starts again: a new backend and runner find the state file and poll that batch.
-    polls = []
+    polls: list[float] = []
 
-    def finish(seconds: float) -> None:
+    def wait_for_the_batch(seconds: float) -> None:
         polls.append(seconds)
-        srv.knobs.batch_latency_s = 0.0  # (read at creation: end it by hand below)
-        for batch in srv._batches.values():
-            batch.due = 0.0
+        srv.end_batches()
 
-    again = batch_runner(make_backend(), suite, sleep=finish)
+    said.clear()
+    again = batch_runner(make_backend(), suite, sleep=wait_for_the_batch, messages=said)
     run = run_suite(spec_of(suite), make_backend(), suite.root, batch=again)
     assert srv.stats().batches == 1, "the batch was submitted once"
     assert polls == [0.02]
     assert run.errors == 0 and run.batch
-    assert any(f"resuming batch {state.batch_id}" in m for m in again.messages)  # type: ignore[attr-defined]
+    assert said[0] == f"resuming batch {state.batch_id} (state in {path})"
     assert state_files(suite) == []
 
 
@@ -231,7 +226,8 @@ def test_a_batch_the_api_no_longer_knows_is_submitted_again(
     srv: MessagesServer, suite: LoadedConfig, make_backend: Callable[..., AnthropicBackend]
 ) -> None:
     backend = make_backend()
-    runner = batch_runner(backend, suite)
+    said: list[str] = []
+    runner = batch_runner(backend, suite, messages=said)
     jobs = build_jobs(spec_of(suite).suite, spec_of(suite).prompt, spec_of(suite).cases.cases, 1)
     key = run_key("shop", "anthropic", [(custom_id(i, j), j.request) for i, j in enumerate(jobs)])
     path = runner.state_path(key)
@@ -250,7 +246,7 @@ def test_a_batch_the_api_no_longer_knows_is_submitted_again(
     )
     run = run_suite(spec_of(suite), backend, suite.root, batch=runner)
     assert run.errors == 0 and srv.stats().batches == 1
-    assert any("msgbatch_gone is gone" in m for m in runner.messages)  # type: ignore[attr-defined]
+    assert any("msgbatch_gone is gone" in m for m in said)
     # a state file that cannot be read is a one-line error, not a second payment
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(UserError, match="batch state file"):
@@ -277,9 +273,52 @@ def test_errored_expired_and_missing_results_are_errors_with_their_reason(
     assert summarise(run).errors == 2
 
 
+class LossyBatches:
+    """A batch backend whose results come reversed, lose the first request and carry one of no
+    request. Each reply's text is its request's model, so the mapping shows."""
+
+    name: ClassVar[str] = "lossy"
+    supports_batch: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Request]] = []
+
+    def submit_batch(self, items: Sequence[tuple[str, Request]]) -> BatchStatus:
+        self.items = list(items)
+        return BatchStatus(id="msgbatch_lossy", phase="ended", succeeded=len(items))
+
+    def batch_status(self, batch_id: str) -> BatchStatus:
+        raise AssertionError("an ended batch is not polled again")
+
+    def batch_results(self, batch_id: str) -> list[tuple[str, Reply]]:
+        kept = [(cid, Reply(text=request.model)) for cid, request in self.items[1:]]
+        return [("someone-else", Reply(text="?")), *reversed(kept)]
+
+
+def test_a_request_without_a_result_is_an_error_never_dropped(tmp_path: Path) -> None:
+    said: list[str] = []
+    runner = BatchRunner(LossyBatches(), tmp_path, on_status=said.append)
+    jobs = [
+        Job(i, 0, f"c{i}", None, Request(system="s", messages=(), model=f"m{i}")) for i in range(3)
+    ]
+    outcomes, interrupted = runner.execute(jobs, accept, label="lossy")
+    assert not interrupted and len(outcomes) == 3
+    assert outcomes[0].error == "batch msgbatch_lossy returned no result for this request"
+    assert [(o.error, o.text) for o in outcomes[1:]] == [(None, "m1"), (None, "m2")]
+    assert "warning: batch msgbatch_lossy returned 1 results of no request" in said
+
+
+def accept(expected: object, text: str) -> Score:
+    return Score(answer=text, score=1.0, format_ok=True)
+
+
 def test_the_stand_in_validates_a_batch_as_the_api_does(srv: MessagesServer) -> None:
     with anthropic.Anthropic(api_key=KEY, base_url=srv.url, max_retries=0) as client:
-        good = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        good: Any = {
+            "model": MODEL,
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         for requests, match in [
             ([], "at least one request"),
             ([{"custom_id": "a b", "params": good}], "custom_id"),

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from evalgate import onboard
+from evalgate import doctor, onboard
 from evalgate.cli import main
 from evalgate.config import load_config
 from evalgate.errors import UserError
@@ -39,8 +39,8 @@ def init(repo: Path, *flags: str) -> tuple[int, str, str]:
     return cli("init", "--dir", str(repo), "--yes", *flags)
 
 
-def findings(repo: Path) -> list[onboard.Finding]:
-    return onboard.doctor(repo, repo / "evalgate.yml").findings
+def findings(repo: Path) -> list[doctor.Finding]:
+    return doctor.doctor(repo, repo / "evalgate.yml").findings
 
 
 def not_ok(repo: Path) -> list[tuple[str, str, str]]:
@@ -254,7 +254,7 @@ def test_init_puts_the_config_in_a_subfolder(
     workflow = (tmp_path / WORKFLOW).read_text()
     assert workflow.count('config: "llm/evalgate.yml"') == 3
     assert 'path: "llm/.evalgate/cache"' in workflow
-    report = onboard.doctor(tmp_path, tmp_path / "llm" / "evalgate.yml")
+    report = doctor.doctor(tmp_path, tmp_path / "llm" / "evalgate.yml")
     assert report.counts == {"ok": 12, "warn": 0, "FAIL": 0}, report.findings
 
 

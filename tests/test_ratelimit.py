@@ -26,7 +26,9 @@ MODEL = "claude-haiku-4-5"
 NOON = datetime(2025, 6, 1, 12, 0, tzinfo=UTC).timestamp()
 
 
-def requests_limit(per_minute: float | None, remaining: float, reset_in: float = 1.0) -> dict[str, Reading]:
+def requests_limit(
+    per_minute: float | None, remaining: float, reset_in: float = 1.0
+) -> dict[str, Reading]:
     return {"requests": Reading(limit=per_minute, remaining=remaining, reset_in_s=reset_in)}
 
 
@@ -92,7 +94,7 @@ def test_the_margin_slows_the_pace() -> None:
 
 def test_an_answer_lowers_the_mirror_to_the_servers_level() -> None:
     state = seeded()
-    second, third, fourth = (state.take(0.5) for _ in range(3))
+    second, _, _ = (state.take(0.5) for _ in range(3))
     # Another job took 3: the answer to the second call (sent at 0.5) says 0 remained. Then the
     # third and fourth (also sent at 0.5): -2; refill to 0.6: -1. The mirror thought 2.
     state.observe(0.6, second, 0.5, requests_limit(600, 0))

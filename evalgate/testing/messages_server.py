@@ -510,8 +510,18 @@ class MessagesServer:
                 batches=len(self._batches),
             )
 
+    def end_batches(self) -> None:
+        """End the processing of every batch now, as if its ``batch_latency_s`` had passed (it
+        is processed when next read)."""
+        with self._lock:
+            batches = list(self._batches.values())
+        with self._batch_lock:
+            for batch in batches:
+                batch.due = min(batch.due, time.monotonic())
+
     def reset(self) -> None:
-        """Forget the log, counters, script, occurrence counts, prompt cache and buckets."""
+        """Forget the log, counters, script, occurrence counts, prompt cache, buckets and
+        batches."""
         with self._lock:
             self._script.clear()
             self._log.clear()
