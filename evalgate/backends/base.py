@@ -12,9 +12,9 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import BackendError, MissingExtraError
 
@@ -91,6 +91,22 @@ class Backend(Protocol):
     offline: ClassVar[bool]
 
     def complete(self, request: Request) -> Reply: ...
+
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+def parse_options(
+    model: type[OptionsT], options: dict[str, Any], fix: str | None = None
+) -> OptionsT:
+    """A backend's ``model.options``, validated; the first problem as one line naming the key."""
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        key = f"model.options.{loc}" if loc else "model.options"
+        raise BackendError(f"{key}: {err['msg']}", fix=fix) from None
 
 
 # name -> ("module", "attribute", extra that provides its dependency or None)

@@ -17,9 +17,9 @@ import subprocess
 import time
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from evalgate.backends.base import BackendContext, Reply, Request
+from evalgate.backends.base import BackendContext, Reply, Request, parse_options
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 
@@ -40,15 +40,11 @@ class CommandBackend:
     offline: ClassVar[bool] = False
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
-        try:
-            self.options = CommandOptions.model_validate(settings.options)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise BackendError(
-                f"model.options.{loc}: {err['msg']}",
-                fix="the command backend needs options.command, e.g. [python, app.py]",
-            ) from None
+        self.options = parse_options(
+            CommandOptions,
+            settings.options,
+            fix="the command backend needs options.command, e.g. [python, app.py]",
+        )
         command = self.options.command
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:

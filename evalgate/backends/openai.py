@@ -10,9 +10,9 @@ import time
 from typing import Any, ClassVar, cast
 
 import openai
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request
+from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.retry import Attempt, Retrier, RetryPolicy
@@ -56,12 +56,7 @@ class OpenAIBackend:
     offline: ClassVar[bool] = False
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
-        try:
-            self.options = OpenAIOptions.model_validate(settings.options)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise BackendError(f"model.options.{loc}: {err['msg']}") from None
+        self.options = parse_options(OpenAIOptions, settings.options)
         key = context.env.get(KEY_VARIABLE, "")
         if not key and self.options.key_required:
             raise BackendError(
