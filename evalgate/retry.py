@@ -18,6 +18,21 @@ from pydantic import BaseModel, ConfigDict, Field
 RETRYABLE = frozenset({"rate_limit", "overloaded", "server", "timeout", "connection", "malformed"})
 
 
+def kind_for_status(status: int) -> str:
+    """The fault kind of an HTTP error status, the same for every backend's API."""
+    if status == 429:
+        return "rate_limit"
+    if status == 529:
+        return "overloaded"
+    if status >= 500 or status in (408, 409):
+        return "server"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    return "bad_request"
+
+
 class RetryPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

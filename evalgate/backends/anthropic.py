@@ -12,17 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import anthropic
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request
+from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.backends.batch import BatchGone, BatchStatus
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.ratelimit import Pacer, Ticket
-from evalgate.retry import Attempt, Retrier, RetryPolicy
+from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
@@ -86,21 +86,11 @@ def _kind(exc: Exception) -> ErrorKind:
     if isinstance(exc, anthropic.APIResponseValidationError):
         return "malformed"
     if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        if status < 400:
+        if exc.status_code < 400:
             # An error event inside a 200 stream (the API overloaded mid-answer): its type says
             # what happened, and the status says nothing.
             return _STREAM_ERRORS.get(str(exc.type), "server")
-        if status == 529:
-            return "overloaded"
-        if status >= 500 or status in (408, 409):
-            return "server"
-        if status in (401, 403):
-            return "auth"
-        if status == 404:
-            return "not_found"
-        if status in (400, 413, 422):
-            return "bad_request"
+        return cast(ErrorKind, kind_for_status(exc.status_code))
     return "malformed" if isinstance(exc, ValueError) else "other"
 
 
@@ -134,15 +124,11 @@ class AnthropicBackend:
     supports_batch: ClassVar[bool] = True
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
-        try:
-            self.options = AnthropicOptions.model_validate(settings.options)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise BackendError(
-                f"model.options.{loc}: {err['msg']}",
-                fix="see the README's anthropic section for the allowed options",
-            ) from None
+        self.options = parse_options(
+            AnthropicOptions,
+            settings.options,
+            fix="see the README's anthropic section for the allowed options",
+        )
         key = context.env.get(KEY_VARIABLE, "")
         if not key:
             raise BackendError(

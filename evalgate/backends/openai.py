@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.retry import Attempt, Retrier, RetryPolicy
+from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 
 KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
@@ -40,14 +40,7 @@ def _kind(exc: Exception) -> ErrorKind:
     if isinstance(exc, openai.APIConnectionError):
         return "connection"
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status >= 500 or status in (408, 409):
-            return "server"
-        if status in (401, 403):
-            return "auth"
-        if status == 404:
-            return "not_found"
-        return "bad_request"
+        return cast(ErrorKind, kind_for_status(exc.status_code))
     return "malformed"
 
 
