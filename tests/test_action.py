@@ -864,3 +864,53 @@ def test_a_crash_exits_1_with_its_cause_in_the_log_and_the_summary(tmp_path: Pat
     assert "RuntimeError: the network stack caught fire" in job.summary
     assert "Traceback" in job.err  # a bug keeps its traceback, in the log only
     assert "Traceback" not in job.summary
+
+
+def test_audit_mode_reports_on_the_holdout_in_aggregate_only(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    job = run_action(
+        workspace,
+        "workflow_dispatch",
+        {},
+        ref="refs/heads/main",
+        inputs={
+            "mode": "audit",
+            "candidate": "v3",
+            "baseline_version": "v2",
+            "fitted_score": "0.93",
+            "searched": "400",
+            "tuning_cases": "143",
+        },
+    )
+    assert job.code == 0, job.out + job.err
+    assert "evalgate audit" in job.summary and "Keep `v2`" in job.summary.replace(
+        "Keep v2", "Keep `v2`"
+    )
+    assert "400 equal candidates" in job.summary
+    # Both reads are in the ledger, and no holdout case shows anywhere.
+    ledger = workspace / FOLDER / ".evalgate" / "holdout-ledger.jsonl"
+    records = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines()]
+    assert [r["purpose"] for r in records] == ["audit", "audit"]
+    for case_id, message in holdout_cases(workspace):
+        assert case_id not in job.summary + job.out + job.err
+        assert message not in job.summary + job.out + job.err
+    assert job.outputs["verdict"] == "pass"
+
+
+def test_audit_mode_without_its_inputs_is_a_user_error(tmp_path: Path) -> None:
+    job = run_action(
+        make_workspace(tmp_path),
+        "workflow_dispatch",
+        {},
+        ref="refs/heads/main",
+        inputs={"mode": "audit"},
+    )
+    assert job.code == 2
+    assert "audit mode needs the candidate and baseline_version inputs" in job.summary
+
+
+def test_a_push_to_another_branch_does_nothing_and_says_why(tmp_path: Path) -> None:
+    job = run_action(make_workspace(tmp_path), "push", push_event(), ref="refs/heads/feature")
+    assert job.code == 0, job.out + job.err
+    assert job.outputs == {"verdict": "skipped"}
+    assert "baselines are made only from the default branch" in job.out
