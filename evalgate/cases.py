@@ -227,7 +227,8 @@ def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:
     raise CaseFileError(f"case {case_id!r} is not plain JSON data", where=where)
 
 
-def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
+def read_case_bytes(path: Path) -> bytes:
+    """A case file's bytes; a CaseFileError for a missing, empty or BOM-prefixed file."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -244,6 +245,23 @@ def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) ->
         )
     if not data.strip():
         raise CaseFileError("case file is empty", where=str(path), fix="add at least one case")
+    return data
+
+
+def add_unique(case: Case, cases: list[Case], seen: dict[str, str]) -> None:
+    """Append a case, refusing an id that an earlier case (in any file) already has."""
+    if case.id in seen:
+        raise CaseFileError(
+            f"duplicate case id {case.id!r} (first at {seen[case.id]})",
+            where=case.source,
+            fix="every case needs its own id",
+        )
+    seen[case.id] = case.source
+    cases.append(case)
+
+
+def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
+    data = read_case_bytes(path)
     suffix = path.suffix.lower()
     if suffix in (".yml", ".yaml"):
         records = _records_yaml(path, data)
@@ -270,14 +288,7 @@ def load_cases(
     hashes: dict[str, str] = {}
     for path in paths:
         for case in load_case_file(path, fields, need_expected=need_expected):
-            if case.id in seen:
-                raise CaseFileError(
-                    f"duplicate case id {case.id!r} (first at {seen[case.id]})",
-                    where=case.source,
-                    fix="every case needs its own id",
-                )
-            seen[case.id] = case.source
-            cases.append(case)
+            add_unique(case, cases, seen)
         name = (
             path.relative_to(root).as_posix() if root and path.is_relative_to(root) else str(path)
         )

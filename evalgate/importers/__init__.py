@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from evalgate.cases import Case, CaseSet, parse_case
+from evalgate.cases import Case, CaseSet, add_unique, parse_case
 from evalgate.config import Fields
 from evalgate.errors import CaseFileError
 from evalgate.importers.core import Conversion, Source, choose, finish, plan_from_config
@@ -106,14 +106,7 @@ def load_foreign(
     for path in paths:
         conversion = convert(format, path, scorer=scorer)
         for case in validate(conversion, fields, need_expected=need_expected):
-            if case.id in seen:
-                raise CaseFileError(
-                    f"duplicate case id {case.id!r} (first at {seen[case.id]})",
-                    where=case.source,
-                    fix="every case needs its own id",
-                )
-            seen[case.id] = case.source
-            cases.append(case)
+            add_unique(case, cases, seen)
         for file in conversion.source.files:
             name = (
                 file.relative_to(root).as_posix()

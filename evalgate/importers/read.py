@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from evalgate.cases import _records_jsonl
+from evalgate.cases import _records_jsonl, read_case_bytes
 from evalgate.errors import CaseFileError
 
 _BOM = b"\xef\xbb\xbf"
@@ -26,21 +26,7 @@ Located = tuple[int, Any]
 
 def read_bytes(path: Path) -> bytes:
     """The file's bytes; a CaseFileError for a missing, empty or BOM-prefixed file."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CaseFileError("file does not exist", where=str(path)) from None
-    except IsADirectoryError:
-        raise CaseFileError("is a directory, not a file", where=str(path)) from None
-    if data.startswith(_BOM):
-        raise CaseFileError(
-            "file starts with a byte-order mark",
-            where=f"{path}:1",
-            fix="save it as UTF-8 without BOM",
-        )
-    if not data.strip():
-        raise CaseFileError("file is empty", where=str(path), fix="add at least one case")
-    return data
+    return read_case_bytes(path)
 
 
 def _text(path: Path, data: bytes) -> str:
