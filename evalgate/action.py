@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from evalgate import __version__
 from evalgate import github as gh
 from evalgate.audit import audit
-from evalgate.cli import (
+from evalgate.cli.context import (
     HOLDOUT_KEY_VARIABLE,
     Context,
     execute_version,

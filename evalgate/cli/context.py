@@ -1,0 +1,217 @@
+"""What every command shares: the context read once from argv and the environment, and the one
+function that builds a backend and runs a prompt version (recording every holdout read)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from pathlib import Path
+from typing import TextIO
+
+from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.backends.batch import BatchRunner
+from evalgate.cache import ResponseCache
+from evalgate.cases import CaseSet, hash_cases
+from evalgate.config import LoadedConfig, ModelSettings, Suite, load_config
+from evalgate.errors import UserError
+from evalgate.gate import SequentialMonitor
+from evalgate.holdout import (
+    LedgerRecord,
+    SecretKey,
+    append_ledger,
+    load_secret_key,
+)
+from evalgate.pipeline import (
+    DEFAULT_SPLITS,
+    Prompt,
+    RunSpec,
+    load_prompt,
+    load_suite_cases,
+    run_suite,
+)
+from evalgate.progress import ProgressPrinter
+from evalgate.runs import Run
+from evalgate.terminal import colourise, wants_colour
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Context:
+    """What every command receives: parsed args, streams, and the environment, read once here."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.out = out
+        self.err = err
+        self.env = dict(os.environ)
+
+    def config(self) -> LoadedConfig:
+        return load_config(Path(self.args.config))
+
+    def print(self, text: str = "") -> None:
+        if getattr(self.args, "format", "text") == "text" and wants_colour(self.out, self.env):
+            text = colourise(text)
+        self.out.write(text if text.endswith("\n") else text + "\n")
+
+    def warn(self, text: str) -> None:
+        line = f"warning: {text}"
+        self.err.write((colourise(line) if wants_colour(self.err, self.env) else line) + "\n")
+
+
+def git_info(folder: Path) -> tuple[str | None, str | None]:
+    """The commit and ref of the repository holding ``folder``, or (None, None)."""
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *argv], cwd=folder, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    return git("rev-parse", "HEAD"), git("rev-parse", "--abbrev-ref", "HEAD")
+
+
+def build_backend(ctx: Context, loaded: LoadedConfig, settings: ModelSettings) -> Backend:
+    cls = backend_class(settings.backend)
+    instance: Backend = cls(settings, BackendContext(base_dir=loaded.root, env=ctx.env))
+    return instance
+
+
+def execute_version(
+    ctx: Context,
+    loaded: LoadedConfig,
+    suite_name: str,
+    version: str,
+    *,
+    repeats: int = 1,
+    limit: int | None = None,
+    case_files: list[Path] | None = None,
+    splits: frozenset[str] = DEFAULT_SPLITS,
+    purpose: str = "run",
+    prompt: Prompt | None = None,
+    shard: tuple[int, int] | None = None,
+    early_stop_against: Run | None = None,
+) -> Run:
+    """Run one prompt version (or the given prompt text) of a suite; record holdout reads."""
+    name, suite = loaded.suite(suite_name)
+    prompt = prompt or load_prompt(loaded, suite, version)
+    secret = holdout_secret(ctx, suite) if "holdout" in splits else None
+    cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret, on_note=ctx.warn)
+    commit, ref = git_info(loaded.root)
+    backend = build_backend(ctx, loaded, suite.model)
+    spec = RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=prompt,
+        cases=cases,
+        repeats=repeats,
+        limit=limit,
+        concurrency=getattr(ctx.args, "concurrency", None),
+        git_commit=commit,
+        git_ref=ref,
+        splits=splits,
+        shard=shard,
+    )
+    verbose = getattr(ctx.args, "verbose", False)
+    interactive = ctx.err.isatty() and not ctx.env.get("CI")
+    printer = ProgressPrinter(ctx.err, interactive=interactive)
+    cache = None
+    if getattr(ctx.args, "cache", None) is True or (
+        getattr(ctx.args, "cache", None) is None and ctx.env.get("CI", "").lower() in ("1", "true")
+    ):
+        cache = ResponseCache(loaded.state_dir / "cache")
+    stop_when = None
+    if early_stop_against is not None:
+        monitor = SequentialMonitor(
+            early_stop_against, {c.id: c.hash for c in cases.cases}, suite.gate
+        )
+        stop_when = lambda job, outcome: monitor.observe(  # noqa: E731
+            job.case_id, None if outcome.error else outcome.score
+        )
+    batch = None
+    if getattr(ctx.args, "batch", False) or getattr(backend, "batch_by_default", False):
+        batch = BatchRunner.for_backend(
+            backend,
+            loaded.state_dir / "batches",
+            concurrency=spec.concurrency or suite.concurrency,
+            on_status=lambda text: ctx.err.write(text + "\n"),
+        )
+        cache = None  # a batch is sent whole: nothing is looked up
+    judge = None
+    if suite.scorer.kind == "judge":
+        judge = build_backend(ctx, loaded, suite.scorer.model)
+    try:
+        run = run_suite(
+            spec,
+            backend,
+            loaded.root,
+            cache=cache,
+            on_progress=None if verbose else printer,
+            judge=judge,
+            stop_when=stop_when,
+            batch=batch,
+        )
+    finally:
+        for used in (backend, judge):
+            close = getattr(used, "close", None)
+            if close is not None:
+                close()
+    if cache is not None and repeats == 1:
+        ctx.err.write(f"cache: {cache.hits} hits, {cache.misses} misses\n")
+    if "holdout" in splits:
+        holdout = [c for c in run.cases if c.split == "holdout"]
+        scored = [c.score or 0.0 for c in holdout if c.error is None]
+        reads = append_ledger(
+            ledger_path(loaded),
+            LedgerRecord(
+                time=run.created_at,
+                git_ref=ctx.env.get("GITHUB_REF") or ref,
+                git_commit=commit,
+                prompt=prompt.name,
+                prompt_sha256=prompt.sha256,
+                holdout_sha256=holdout_sha(cases),
+                score=sum(scored) / len(scored) if scored else None,
+                n=len(scored),
+                purpose=purpose,
+                forced_reason=getattr(ctx.args, "force_reason", None),
+            ),
+        )
+        ctx.err.write(f"holdout read recorded in the ledger ({reads} reads of this holdout)\n")
+    if verbose:
+        for case in run.cases:
+            mark = "ERROR" if case.error else ("ok   " if case.passed else "WRONG")
+            detail = case.error or f"expected {case.expected}, answered {case.answer}"
+            ctx.print(f"{mark} {case.id}: {detail}")
+    return run
+
+
+HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
+
+
+def holdout_secret(ctx: Context, suite: Suite) -> SecretKey | None:
+    """The sealed holdout's secret key, when the suite seals its holdout."""
+    if suite.sealed_holdout is None:
+        return None
+    text = ctx.env.get(HOLDOUT_KEY_VARIABLE, "")
+    if not text:
+        raise UserError(
+            f"this suite's holdout is sealed and {HOLDOUT_KEY_VARIABLE} is not set",
+            fix="run release jobs in the protected environment that holds the key",
+        )
+    return load_secret_key(text)
+
+
+def ledger_path(loaded: LoadedConfig) -> Path:
+    return loaded.state_dir / "holdout-ledger.jsonl"
+
+
+def holdout_sha(cases: CaseSet) -> str:
+    return hash_cases(c for c in cases.cases if c.split == "holdout")
+
+
+def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
+    suite = loaded.config.suites.get(run.suite)
+    return suite.price_as if suite else None
