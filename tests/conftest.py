@@ -7,6 +7,7 @@ ordinary, fully deterministic run (fixed names, times and latencies).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -15,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from evalgate.backends.base import BackendContext
 from evalgate.backends.fake import FakeBackend
-from evalgate.config import ModelSettings, load_config
+from evalgate.config import LoadedConfig, ModelSettings, load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
@@ -194,3 +196,53 @@ def golden() -> Callable[..., None]:
         )
 
     return check
+
+
+def shop_suite(
+    root: Path,
+    *,
+    cases: int,
+    model: dict[str, Any],
+    scorer: dict[str, Any] | None = None,
+    concurrency: int = 4,
+    renumber: bool = True,
+) -> LoadedConfig:
+    """A one-suite config over bike-shop cases, all on the dev side, with the given model.
+
+    ``renumber`` cycles through the example's cases under new ids (c0000, ...) so a suite can be
+    larger than the example; otherwise the first ``cases`` cases keep their own ids.
+    """
+    root.mkdir(parents=True)
+    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
+    shutil.copy(EXAMPLE / "fake-rules.yml", root / "fake-rules.yml")
+    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(cases):
+            record = records[i % len(records)] if renumber else records[i]
+            renamed = {"id": f"c{i:04d}"} if renumber else {}
+            out.write(json.dumps(record | renamed | {"split": "dev"}) + "\n")
+    suite = {
+        "prompts": "prompts/*.txt",
+        "cases": "cases.jsonl",
+        "fields": {"input": ["message"], "expected": "category"},
+        "template": "<message>\n{{ message }}\n</message>",
+        "model": model,
+        "scorer": scorer or {"kind": "label", "field": "category"},
+        "concurrency": concurrency,
+    }
+    config = {"version": 1, "suites": {"shop": suite}}
+    (root / "evalgate.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return load_config(root / "evalgate.yml")
+
+
+def spec_of(loaded: LoadedConfig, version: str = "v3", **overrides: Any) -> RunSpec:
+    """The run spec of one prompt version of a one-suite config."""
+    name, suite = loaded.suite(None)
+    return RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=load_prompt(loaded, suite, version),
+        cases=load_suite_cases(loaded, suite),
+        **overrides,
+    )

@@ -6,21 +6,20 @@ Also the cost of real-model runs (prices, prompt caching, unknown models) and th
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import shop_suite, spec_of
 
 from evalgate import cli
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.fake import FakeRules, load_rules, rough_tokens
-from evalgate.config import LoadedConfig, ModelSettings, load_config
+from evalgate.config import LoadedConfig, ModelSettings
 from evalgate.errors import BackendError
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.pipeline import load_prompt, run_suite
 from evalgate.pricing import Usage, cost, price_for, uncached_cost
 from evalgate.report.render import render_model
 from evalgate.runs import CaseResult, Run, save_run
@@ -43,37 +42,7 @@ def write_suite(
     root: Path, *, cases: int, model: dict[str, Any], scorer: dict[str, Any] | None = None
 ) -> LoadedConfig:
     """A suite over the first ``cases`` bike-shop cases (cycled, new ids), all on the dev side."""
-    root.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
-    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
-        for i in range(cases):
-            record = records[i % len(records)] | {"id": f"c{i:04d}", "split": "dev"}
-            out.write(json.dumps(record) + "\n")
-    suite = {
-        "prompts": "prompts/*.txt",
-        "cases": "cases.jsonl",
-        "fields": {"input": ["message"], "expected": "category"},
-        "template": "<message>\n{{ message }}\n</message>",
-        "model": model,
-        "scorer": scorer or {"kind": "label", "field": "category"},
-        "concurrency": 4,
-    }
-    config = {"version": 1, "suites": {"shop": suite}}
-    (root / "evalgate.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    return load_config(root / "evalgate.yml")
-
-
-def spec_of(loaded: LoadedConfig, version: str = "v3", **overrides: Any) -> RunSpec:
-    name, suite = loaded.suite(None)
-    return RunSpec(
-        suite_name=name,
-        suite=suite,
-        prompt=load_prompt(loaded, suite, version),
-        cases=load_suite_cases(loaded, suite),
-        **overrides,
-    )
+    return shop_suite(root, cases=cases, model=model, scorer=scorer)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ the resumable state file, results mapped back to jobs, errors kept, and half the
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -12,14 +11,14 @@ from typing import Any, ClassVar
 
 import anthropic
 import pytest
-import yaml
+from conftest import shop_suite
 
 from evalgate import cli
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.batch import BatchRunner, BatchState, BatchStatus, custom_id, run_key
 from evalgate.backends.fake import load_rules
-from evalgate.config import LoadedConfig, ModelSettings, load_config
+from evalgate.config import LoadedConfig, ModelSettings
 from evalgate.errors import UserError
 from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
 from evalgate.runner import Job, Progress
@@ -36,27 +35,8 @@ KEY = "sk-ant-test"
 
 def write_suite(root: Path, cases: int, **options: Any) -> LoadedConfig:
     """The bike-shop suite over ``cases`` cases (cycled, new ids) on the anthropic backend."""
-    root.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
-    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
-        for i in range(cases):
-            out.write(json.dumps(records[i % len(records)] | {"id": f"c{i:03d}", "split": "dev"}))
-            out.write("\n")
-    suite = {
-        "prompts": "prompts/*.txt",
-        "cases": "cases.jsonl",
-        "fields": {"input": ["message"], "expected": "category"},
-        "template": "<message>\n{{ message }}\n</message>",
-        "model": {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options},
-        "scorer": {"kind": "label", "field": "category"},
-        "concurrency": 4,
-    }
-    (root / "evalgate.yml").write_text(
-        yaml.safe_dump({"version": 1, "suites": {"shop": suite}}), encoding="utf-8"
-    )
-    return load_config(root / "evalgate.yml")
+    model = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options}
+    return shop_suite(root, cases=cases, model=model)
 
 
 def spec_of(loaded: LoadedConfig, repeats: int = 1) -> RunSpec:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import shop_suite
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Reply, Request
 from evalgate.backends.fake import load_rules
 from evalgate.cache import ResponseCache
-from evalgate.config import LoadedConfig, load_config
+from evalgate.config import LoadedConfig
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
 from evalgate.summary import summarise
@@ -120,27 +118,9 @@ def test_an_unreadable_entry_is_a_miss(tmp_path: Path) -> None:
 
 
 def write_suite(root: Path, *, cases: int) -> LoadedConfig:
-    root.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
-    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
-        for i in range(cases):
-            out.write(json.dumps(records[i] | {"split": "dev"}) + "\n")
     options = {"retry": {"base_s": 0.01, "cap_s": 0.05, "max_attempts": 1}}
-    suite = {
-        "prompts": "prompts/*.txt",
-        "cases": "cases.jsonl",
-        "fields": {"input": ["message"], "expected": "category"},
-        "template": "<message>\n{{ message }}\n</message>",
-        "model": {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options},
-        "scorer": {"kind": "label", "field": "category"},
-        "concurrency": 4,
-    }
-    (root / "evalgate.yml").write_text(
-        yaml.safe_dump({"version": 1, "suites": {"shop": suite}}), encoding="utf-8"
-    )
-    return load_config(root / "evalgate.yml")
+    model = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options}
+    return shop_suite(root, cases=cases, model=model, renumber=False)
 
 
 @pytest.fixture(scope="module")

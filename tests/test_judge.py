@@ -7,19 +7,18 @@ system under test is the fake classifier. Both go through the real pipeline.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import yaml
+from conftest import shop_suite
 
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.fake import FakeBackend
 from evalgate.config import JudgeScorer as JudgeConfig
-from evalgate.config import LoadedConfig, load_config
+from evalgate.config import LoadedConfig
 from evalgate.errors import ConfigError
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
@@ -61,27 +60,9 @@ VERDICT = json.dumps({"score": 0.8, "reason": "Routes the message correctly."})
 def write_suite(
     root: Path, *, cases: int = 8, scorer: dict[str, Any] | None = None
 ) -> LoadedConfig:
-    root.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
-    shutil.copy(EXAMPLE / "fake-rules.yml", root / "fake-rules.yml")
-    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
-        for record in records[:cases]:
-            out.write(json.dumps(record | {"split": "dev"}) + "\n")
-    suite = {
-        "prompts": "prompts/*.txt",
-        "cases": "cases.jsonl",
-        "fields": {"input": ["message"], "expected": "category"},
-        "template": "<message>\n{{ message }}\n</message>",
-        "model": {"backend": "fake", "name": "fake", "options": {"rules_file": "fake-rules.yml"}},
-        "scorer": scorer or {"kind": "judge", "rubric": RUBRIC, "model": JUDGE_MODEL},
-        "concurrency": 4,
-    }
-    (root / "evalgate.yml").write_text(
-        yaml.safe_dump({"version": 1, "suites": {"shop": suite}}), encoding="utf-8"
-    )
-    return load_config(root / "evalgate.yml")
+    model = {"backend": "fake", "name": "fake", "options": {"rules_file": "fake-rules.yml"}}
+    judge = {"kind": "judge", "rubric": RUBRIC, "model": JUDGE_MODEL}
+    return shop_suite(root, cases=cases, model=model, scorer=scorer or judge, renumber=False)
 
 
 def judged_run(loaded: LoadedConfig, judge: Judge, version: str = "v3") -> Run:

@@ -7,22 +7,20 @@ except where a tiny Backend fake is the point (stopping midway).
 from __future__ import annotations
 
 import io
-import json
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import yaml
+from conftest import shop_suite, spec_of
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.fake import FakeBackend, load_rules
-from evalgate.config import LoadedConfig, ModelSettings, load_config
+from evalgate.config import LoadedConfig, ModelSettings
 from evalgate.errors import BackendError
-from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+from evalgate.pipeline import RunSpec, build_jobs, run_suite
 from evalgate.progress import ProgressPrinter
 from evalgate.report.render import render_model
 from evalgate.runner import Job, Progress, execute
@@ -37,38 +35,7 @@ FAST = {"base_s": 0.01, "cap_s": 0.05}
 
 def write_suite(root: Path, *, cases: int, model: dict[str, Any]) -> LoadedConfig:
     """A suite over the first ``cases`` bike-shop cases (cycled, new ids), all on the dev side."""
-    root.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
-    shutil.copy(EXAMPLE / "fake-rules.yml", root / "fake-rules.yml")
-    lines = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    with (root / "cases.jsonl").open("w", encoding="utf-8") as out:
-        for i in range(cases):
-            record = records[i % len(records)] | {"id": f"c{i:04d}", "split": "dev"}
-            out.write(json.dumps(record) + "\n")
-    suite = {
-        "prompts": "prompts/*.txt",
-        "cases": "cases.jsonl",
-        "fields": {"input": ["message"], "expected": "category"},
-        "template": "<message>\n{{ message }}\n</message>",
-        "model": model,
-        "scorer": {"kind": "label", "field": "category"},
-        "concurrency": 16,
-    }
-    config = {"version": 1, "suites": {"shop": suite}}
-    (root / "evalgate.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    return load_config(root / "evalgate.yml")
-
-
-def spec_of(loaded: LoadedConfig, version: str = "v3", **overrides: Any) -> RunSpec:
-    name, suite = loaded.suite(None)
-    return RunSpec(
-        suite_name=name,
-        suite=suite,
-        prompt=load_prompt(loaded, suite, version),
-        cases=load_suite_cases(loaded, suite),
-        **overrides,
-    )
+    return shop_suite(root, cases=cases, model=model, concurrency=16)
 
 
 def jobs_and_scorer(spec: RunSpec, base_dir: Path) -> tuple[list[Job], Scorer]:
