@@ -12,8 +12,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # They are byte-compiled here, in their own cached layer (PYTHONDONTWRITEBYTECODE: nothing is
 # compiled at run time), so a code change recompiles only evalgate (seconds, not a minute).
 COPY constraints.txt /opt/evalgate/constraints.txt
+# The test suites that numpy and scipy ship (about 50 MB, and as much again compiled) are never
+# imported at run time: they are removed before compiling.
 RUN python3 -m venv /opt/evalgate/venv \
  && /opt/evalgate/venv/bin/pip install --no-compile -r /opt/evalgate/constraints.txt \
+ && find /opt/evalgate/venv/lib -depth -type d -name tests \
+      \( -path "*/site-packages/scipy/*" -o -path "*/site-packages/numpy/*" \) -exec rm -rf {} + \
  && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/venv/lib
 
 COPY pyproject.toml README.md /opt/evalgate/src/
