@@ -333,6 +333,10 @@ def find_baseline_run(
     )
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)
+    if run.suite != name:
+        # The artefact holds another suite's baseline: comparing against it would mean nothing.
+        runner.log(f"{name}: the baseline artefact has no run of this suite (found {run.suite})")
+        return Baseline(None, None, no_baseline=True)
     age = (datetime.now(UTC) - run.created_at).total_seconds() / 86400
     warnings = []
     if age > suite.gate.max_baseline_age_days:
@@ -674,7 +678,11 @@ def action(
         if mode != "baseline":
             runner.repo = connect(env, inputs)
         files = []
+        # Each suite's numeric outputs; with several suites the outputs are those of the suite
+        # whose verdict is the worst (the first such), so they explain the job's verdict.
+        per_suite: list[tuple[VerdictKind, dict[str, str]]] = []
         for name, suite in suites_to_run(loaded, inputs.suite):
+            runner.outputs.values = {}
             if mode == "baseline":
                 files.append(run_baseline(runner, loaded, name, suite))
             elif mode == "pr":
@@ -683,9 +691,12 @@ def action(
                 run_audit(runner, loaded, name, suite)
             else:
                 run_release(runner, loaded, name, suite)
+            per_suite.append((runner.verdicts[-1], dict(runner.outputs.values)))
+        worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
+        chosen = next((values for kind, values in per_suite if kind == worst), {})
+        runner.outputs.values = dict(chosen)
         if files:
             runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
-        worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
         runner.outputs.set("verdict", worst)
         runner.flush()
         failing = set(inputs.fail_on)

@@ -914,3 +914,33 @@ def test_a_push_to_another_branch_does_nothing_and_says_why(tmp_path: Path) -> N
     assert job.code == 0, job.out + job.err
     assert job.outputs == {"verdict": "skipped"}
     assert "baselines are made only from the default branch" in job.out
+
+
+def test_with_several_suites_the_outputs_explain_the_worst_verdict(
+    tmp_path: Path, gh: GitHubServer, baseline_text: str
+) -> None:
+    upload(gh, baseline_text)  # a baseline of bike-shop only
+    open_pull(gh, {PROMPT: HARMLESS})
+    workspace = make_workspace(tmp_path, HARMLESS)
+
+    def add_second_suite(config: dict[str, Any]) -> None:
+        second = json.loads(json.dumps(suite_of(config)))
+        second["gate"] = {**second.get("gate", {}), "no_baseline": "inconclusive"}
+        config["suites"]["second"] = second
+
+    edit_config(workspace, add_second_suite)
+    job = run_action(
+        workspace,
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    # bike-shop passes against its baseline; "second" has none (the artefact holds only
+    # bike-shop's run, which must not stand in for another suite's): inconclusive, the worst.
+    assert "second: the baseline artefact has no run of this suite (found bike-shop)" in job.out
+    assert job.outputs["verdict"] == "inconclusive"
+    assert job.outputs["baseline_accuracy"] == ""
+    assert len(gh.comments(REPO, 7)) == 2
