@@ -7,10 +7,11 @@ ordinary, fully deterministic run (fixed names, times and latencies).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,12 @@ import pytest
 import yaml
 
 from evalgate.backends.base import BackendContext
-from evalgate.backends.fake import FakeBackend
+from evalgate.backends.fake import FakeBackend, load_rules
+from evalgate.cli import main
 from evalgate.config import LoadedConfig, ModelSettings, load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+from evalgate.testing.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"
@@ -246,3 +249,42 @@ def spec_of(loaded: LoadedConfig, version: str = "v3", **overrides: Any) -> RunS
         cases=load_suite_cases(loaded, suite),
         **overrides,
     )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MessagesServer]:
+    """The Messages API stand-in answering like the bike-shop fake, one per test module."""
+    with MessagesServer(load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+def srv(server: MessagesServer) -> Iterator[MessagesServer]:
+    """The stand-in with default knobs and empty counters; its own faults fail the test."""
+    server.knobs = Knobs()
+    server.reset()
+    yield server
+    assert server.errors == []
+
+
+# (exit code, stdout, stderr) of one in-process `evalgate` call.
+CliResult = tuple[int, str, str]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """`evalgate ...` in-process (the console script is ``main``), in a clean environment.
+    ``env`` sets variables for the call (the holdout key, typically)."""
+    for name in ("EVALGATE_HOLDOUT_KEY", "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
+
+    def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
+        with monkeypatch.context() as m:
+            for name, value in (env or {}).items():
+                m.setenv(name, value)
+            out, err = io.StringIO(), io.StringIO()
+            code = main(list(argv), out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    return run

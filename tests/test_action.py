@@ -137,6 +137,24 @@ def run_action(
     )
 
 
+def pr_job(
+    workspace: Path,
+    gh: GitHubServer,
+    *,
+    inputs: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Job:
+    """One pull_request run for PR #7 against the GitHub stand-in, with the write token."""
+    return run_action(
+        workspace,
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh) | dict(inputs or {}),
+        env=api_env(gh) | dict(env or {}),
+    )
+
+
 def push_event() -> dict[str, Any]:
     return {"ref": "refs/heads/main", "repository": {"full_name": REPO, "default_branch": "main"}}
 
@@ -391,14 +409,7 @@ def test_harmless_change_passes_with_one_comment_and_every_output(
     art = upload(gh, baseline_text)
     open_pull(gh, {PROMPT: HARMLESS})
     workspace = make_workspace(tmp_path, HARMLESS)
-    job = run_action(
-        workspace,
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(workspace, gh)
 
     assert job.code == 0, job.out + job.err
     out = job.outputs
@@ -429,14 +440,7 @@ def test_breaking_change_fails_the_job_with_a_fail_comment(
 ) -> None:
     upload(gh, baseline_text)
     open_pull(gh, {PROMPT: NO_LABELS})
-    job = run_action(
-        make_workspace(tmp_path, NO_LABELS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, NO_LABELS), gh)
 
     assert job.code == 1, job.out + job.err
     assert job.outputs["verdict"] == "fail"
@@ -452,14 +456,7 @@ def test_breaking_change_fails_the_job_with_a_fail_comment(
 def test_lost_json_format_fails(tmp_path: Path, gh: GitHubServer, baseline_text: str) -> None:
     upload(gh, baseline_text)
     open_pull(gh, {PROMPT: NO_JSON})
-    job = run_action(
-        make_workspace(tmp_path, NO_JSON),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, NO_JSON), gh)
     assert job.code == 1 and job.outputs["verdict"] == "fail"
     [body] = comments(gh)
     assert "failed the gate" in body and "format validity dropped" in body
@@ -500,26 +497,12 @@ def test_second_run_edits_the_comment_in_place(
     upload(gh, baseline_text)
     open_pull(gh, {PROMPT: HARMLESS})
     workspace = make_workspace(tmp_path, HARMLESS)
-    first = run_action(
-        workspace,
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    first = pr_job(workspace, gh)
     assert first.code == 0, first.out + first.err
     # A new push: the PR now breaks the format, and the workflow run is another one.
     gh.add_commit(REPO, {PROMPT: NO_JSON}, branch="feature")
     (workspace / PROMPT).write_text(NO_JSON, encoding="utf-8")
-    second = run_action(
-        workspace,
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh) | {"GITHUB_RUN_ID": "43"},
-    )
+    second = pr_job(workspace, gh, env={"GITHUB_RUN_ID": "43"})
 
     assert second.code == 1
     [comment] = gh.comments(REPO, 7)
@@ -535,14 +518,7 @@ def test_comment_false_publishes_only_the_summary_and_outputs(
 ) -> None:
     upload(gh, baseline_text)
     open_pull(gh, {PROMPT: HARMLESS})
-    job = run_action(
-        make_workspace(tmp_path, HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh) | {"comment": "false"},
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, HARMLESS), gh, inputs={"comment": "false"})
 
     assert job.code == 0, job.out + job.err
     assert job.outputs["verdict"] == "pass" and "comment_url" not in job.outputs
@@ -561,14 +537,7 @@ def test_planted_and_expired_artefacts_are_ignored(
     planted = upload(gh, doctored(baseline_text, wrong=True), event="pull_request")
     expired = upload(gh, doctored(baseline_text, wrong=True), expired=True)
     open_pull(gh, {PROMPT: HARMLESS})
-    job = run_action(
-        make_workspace(tmp_path, HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, HARMLESS), gh)
 
     assert job.code == 0, job.out + job.err
     assert job.outputs["fixed"] == "0"
@@ -587,14 +556,7 @@ def test_without_a_usable_artefact_the_base_prompt_runs_in_the_same_job(
     upload(gh, doctored(baseline_text, wrong=True), expired=True)
     base_sha = gh.branch_sha(REPO, "main")
     open_pull(gh, {PROMPT: NO_JSON})
-    job = run_action(
-        make_workspace(tmp_path, NO_JSON),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, NO_JSON), gh)
 
     # The base branch's prompt (with "JSON") was the baseline, so the lost format shows.
     assert job.code == 1, job.out + job.err
@@ -614,14 +576,7 @@ def test_stale_baseline_is_used_with_a_warning_and_an_annotation(
     old = datetime.now(UTC) - timedelta(days=30)
     upload(gh, doctored(baseline_text, created_at=old.isoformat()))
     open_pull(gh, {PROMPT: HARMLESS})
-    job = run_action(
-        make_workspace(tmp_path, HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, HARMLESS), gh)
 
     assert job.code == 0, job.out + job.err
     assert job.outputs["verdict"] == "pass"
@@ -696,13 +651,11 @@ def test_pr_that_touches_nothing_the_suite_reads_is_skipped(
     open_pull(gh, {"README.md": "# widgets, now with docs\n", "docs/notes.md": "notes\n"})
     workspace = make_workspace(tmp_path)
     use_anthropic(workspace)
-    job = run_action(
+    job = pr_job(
         workspace,
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh) | {"anthropic_api_key": "sk-ant-test-key"},
-        env=api_env(gh) | {"ANTHROPIC_BASE_URL": messages.url},
+        gh,
+        inputs={"anthropic_api_key": "sk-ant-test-key"},
+        env={"ANTHROPIC_BASE_URL": messages.url},
     )
 
     assert job.code == 0, job.out + job.err
@@ -745,14 +698,7 @@ def test_a_502_on_posting_the_comment_is_not_retried(
     upload(gh, baseline_text)
     open_pull(gh, {PROMPT: HARMLESS})
     gh.fail_next("POST", f"/repos/{REPO}/issues/7/comments", status=502)
-    job = run_action(
-        make_workspace(tmp_path, HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(make_workspace(tmp_path, HARMLESS), gh)
 
     assert job.code == 2, job.out + job.err
     assert [r.status for r in gh.find_requests("POST", "*/comments")] == [502]
@@ -929,14 +875,7 @@ def test_with_several_suites_the_outputs_explain_the_worst_verdict(
         config["suites"]["second"] = second
 
     edit_config(workspace, add_second_suite)
-    job = run_action(
-        workspace,
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    job = pr_job(workspace, gh)
     assert job.code == 0, job.out + job.err
     # bike-shop passes against its baseline; "second" has none (the artefact holds only
     # bike-shop's run, which must not stand in for another suite's): inconclusive, the worst.

@@ -45,20 +45,6 @@ def write_suite(
     return shop_suite(root, cases=cases, model=model, scorer=scorer)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer(bike_shop_rules()) as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = type(server.knobs)()
-    server.reset()
-    yield server
-    assert server.errors == []
-
-
 @pytest.fixture
 def make_backend(srv: MessagesServer) -> Iterator[Callable[..., AnthropicBackend]]:
     """AnthropicBackend as the CLI builds it, pointed at the stand-in; closed afterwards."""

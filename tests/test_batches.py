@@ -17,7 +17,6 @@ from evalgate import cli
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.batch import BatchRunner, BatchState, BatchStatus, custom_id, run_key
-from evalgate.backends.fake import load_rules
 from evalgate.config import LoadedConfig, ModelSettings
 from evalgate.errors import UserError
 from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
@@ -48,20 +47,6 @@ def spec_of(loaded: LoadedConfig, repeats: int = 1) -> RunSpec:
         cases=load_suite_cases(loaded, suite),
         repeats=repeats,
     )
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer(load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)) as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = type(server.knobs)()
-    server.reset()
-    yield server
-    assert server.errors == []
 
 
 @pytest.fixture

@@ -11,13 +11,12 @@ from conftest import shop_suite
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Reply, Request
-from evalgate.backends.fake import load_rules
 from evalgate.cache import ResponseCache
 from evalgate.config import LoadedConfig
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
 from evalgate.summary import summarise
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from evalgate.testing.messages_server import MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"
@@ -121,20 +120,6 @@ def write_suite(root: Path, *, cases: int) -> LoadedConfig:
     options = {"retry": {"base_s": 0.01, "cap_s": 0.05, "max_attempts": 1}}
     model = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "options": options}
     return shop_suite(root, cases=cases, model=model, renumber=False)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer(load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)) as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = Knobs()
-    server.reset()
-    yield server
-    assert server.errors == []
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ redaction of holdout results, and the read ledger."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -13,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import CliResult
 
-from evalgate.cli import main
 from evalgate.config import load_config
 from evalgate.errors import UserError
 from evalgate.holdout import (
@@ -35,26 +34,6 @@ from evalgate.pipeline import load_suite_cases
 from evalgate.runs import CaseResult
 
 KEY = "EVALGATE_HOLDOUT_KEY"
-CliResult = tuple[int, str, str]
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
-    """`evalgate ...` in-process (the console script is ``main``), in a clean environment.
-    ``env`` sets variables for the call (the holdout key, typically)."""
-    for name in (KEY, "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
-
-    def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
-        with monkeypatch.context() as m:
-            for name, value in (env or {}).items():
-                m.setenv(name, value)
-            out, err = io.StringIO(), io.StringIO()
-            code = main(list(argv), out, err)
-        return code, out.getvalue(), err.getvalue()
-
-    return run
 
 
 @pytest.fixture

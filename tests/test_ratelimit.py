@@ -13,7 +13,6 @@ import pytest
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
-from evalgate.backends.fake import load_rules
 from evalgate.config import ModelSettings
 from evalgate.ratelimit import Pacer, PaceState, Reading, parse_headers
 from evalgate.runner import Job, execute
@@ -236,21 +235,6 @@ def test_workers_leave_in_turn_at_the_pace() -> None:
 
 
 # ---------------------------------------------------------------- against the stand-in
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    rules = load_rules({"rules_file": "fake-rules.yml"}, ROOT / "examples" / "bike-shop")
-    with MessagesServer(rules) as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = type(server.knobs)()
-    server.reset()
-    yield server
-    assert server.errors == []
 
 
 @pytest.fixture

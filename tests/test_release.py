@@ -8,7 +8,6 @@ tail sums ``P(X >= b)`` with ``X ~ Bin(b + c, 1/2)``.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Callable
@@ -18,9 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import CliResult
 
 from evalgate.cases import Case
-from evalgate.cli import main
 from evalgate.config import GatePolicy, SplitPolicy, load_config
 from evalgate.holdout import read_ledger, redact
 from evalgate.pipeline import load_prompt, load_suite_cases
@@ -38,28 +37,8 @@ from evalgate.runs import CaseResult, PromptInfo, Run, read_run
 from evalgate.summary import Rate
 
 KEY = "EVALGATE_HOLDOUT_KEY"
-CliResult = tuple[int, str, str]
 GATE = GatePolicy()  # alpha 0.05, tolerance 0.05
 SPLIT = SplitPolicy()  # read budget 10, min holdout 40
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
-    """`evalgate ...` in-process (the console script is ``main``), in a clean environment.
-    ``env`` sets variables for the call (the holdout key, typically)."""
-    for name in (KEY, "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
-
-    def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
-        with monkeypatch.context() as m:
-            for name, value in (env or {}).items():
-                m.setenv(name, value)
-            out, err = io.StringIO(), io.StringIO()
-            code = main(list(argv), out, err)
-        return code, out.getvalue(), err.getvalue()
-
-    return run
 
 
 def record(

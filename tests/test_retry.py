@@ -13,7 +13,6 @@ import pytest
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
-from evalgate.backends.fake import FakeRules, load_rules
 from evalgate.config import ModelSettings
 from evalgate.retry import RETRYABLE, Attempt, Retrier, RetryPolicy
 from evalgate.testing.messages_server import Knobs, MessagesServer
@@ -101,13 +100,6 @@ def test_retry_after_is_honoured_and_too_long_a_one_is_not_waited_for() -> None:
 
 
 # ---------------------------------------------------------------- through the SDK
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    rules: FakeRules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
-    with MessagesServer(rules) as srv:
-        yield srv
 
 
 @pytest.fixture

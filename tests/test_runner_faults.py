@@ -17,7 +17,7 @@ from conftest import shop_suite, spec_of
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.backends.fake import FakeBackend, load_rules
+from evalgate.backends.fake import FakeBackend
 from evalgate.config import LoadedConfig, ModelSettings
 from evalgate.errors import BackendError
 from evalgate.pipeline import RunSpec, build_jobs, run_suite
@@ -44,20 +44,6 @@ def jobs_and_scorer(spec: RunSpec, base_dir: Path) -> tuple[list[Job], Scorer]:
         build_jobs(spec.suite, spec.prompt, cases, spec.repeats),
         build_scorer(spec.suite.scorer, base_dir),
     )
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MessagesServer]:
-    with MessagesServer(load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)) as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server: MessagesServer) -> Iterator[MessagesServer]:
-    server.knobs = Knobs()
-    server.reset()
-    yield server
-    assert server.errors == []
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ evalgate with ``int.from_bytes(hashlib.sha256(b"<salt>\\0<key>").digest()[:8], "
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import random
@@ -17,9 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import CliResult
 
 from evalgate.cases import Case, parse_case
-from evalgate.cli import main
 from evalgate.config import Fields, SplitPolicy, load_config
 from evalgate.errors import ConfigError
 from evalgate.pipeline import load_suite_cases
@@ -36,8 +35,6 @@ from evalgate.split import (
 MESSAGE_ONLY = Fields(input=["message"])
 # min_holdout=0 keeps the small-holdout warning out of tests about something else.
 POLICY = SplitPolicy(min_holdout=0)
-
-CliResult = tuple[int, str, str]
 
 
 def make(
@@ -60,21 +57,6 @@ def make(
 
 def kinds(cases: list[Case], policy: SplitPolicy = POLICY, **kw: Any) -> dict[str, list[str]]:
     return {f.kind: f.ids for f in check_split(cases, policy, **kw).findings}
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
-    """`evalgate ...` in-process (the console script is ``main``), in a clean environment."""
-    for name in ("EVALGATE_HOLDOUT_KEY", "CI", "GITHUB_REF", "GITHUB_REF_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_COLOR", "1")  # plain text to search, whatever the terminal
-
-    def run(*argv: str) -> CliResult:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), out, err)
-        return code, out.getvalue(), err.getvalue()
-
-    return run
 
 
 # --- assignment ------------------------------------------------------------------------------

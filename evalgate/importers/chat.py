@@ -8,10 +8,11 @@ with its text; earlier turns are kept on the case, not sent.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import CaseFileError
-from evalgate.importers.core import Notes, Source
+from evalgate.importers.core import Draft, Notes, Source
 
 HISTORY_FIX = (
     "kept as the case's 'history' field, not sent; to send it, add history to fields.input and "
@@ -103,3 +104,28 @@ def report_systems(source: Source, systems: Counter[str]) -> None:
         f"{most} of the {source.read} {source.noun} carry this system message; save it as "
         f"prompts/v1.txt:\n{shown}"
     )
+
+
+def chat_source(
+    format: str,
+    path: Path,
+    drafts: list[Draft],
+    notes: Notes,
+    read: int,
+    id_prefix: str,
+    systems: Counter[str],
+) -> Source:
+    """The Source of one file of chat samples (OpenAI evals, Inspect), its system messages
+    reported once."""
+    source = Source(
+        format=format,
+        path=path,
+        noun="samples",
+        drafts=drafts,
+        notes=notes,
+        files=[path],
+        read=read,
+        id_prefix=id_prefix,
+    )
+    report_systems(source, systems)
+    return source

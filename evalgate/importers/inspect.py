@@ -14,7 +14,7 @@ from typing import Any
 
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
-from evalgate.importers.chat import report_systems, user_turn
+from evalgate.importers.chat import chat_source, user_turn
 from evalgate.importers.core import ANSWER, Check, Draft, Notes, Source, from_metadata
 
 _UNSUPPORTED = {
@@ -98,15 +98,4 @@ def read_inspect(path: Path) -> Source:
                 fix = _UNSUPPORTED.get(key, "not used by evalgate")
                 notes.add(f"field {key!r}", fix, where)
         drafts.append(draft)
-    source = Source(
-        format="inspect",
-        path=path,
-        noun="samples",
-        drafts=drafts,
-        notes=notes,
-        files=[path],
-        read=len(records),
-        id_prefix="in",
-    )
-    report_systems(source, systems)
-    return source
+    return chat_source("inspect", path, drafts, notes, len(records), "in", systems)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
-from evalgate.importers.chat import report_systems, user_turn
+from evalgate.importers.chat import chat_source, user_turn
 from evalgate.importers.core import ANSWER, Check, Draft, Notes, Source
 
 _KNOWN = {"input", "ideal"}
@@ -44,15 +44,4 @@ def read_openai_evals(path: Path) -> Source:
                 notes.add(f"field {key!r}", "not used by evalgate; the case keeps it", where)
                 draft.extra[key] = sample[key]
         drafts.append(draft)
-    source = Source(
-        format="openai-evals",
-        path=path,
-        noun="samples",
-        drafts=drafts,
-        notes=notes,
-        files=[path],
-        read=len(records),
-        id_prefix="oe",
-    )
-    report_systems(source, systems)
-    return source
+    return chat_source("openai-evals", path, drafts, notes, len(records), "oe", systems)
