@@ -16,14 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.compare import Comparison
-from evalgate.report.render import _ENV
+from evalgate.report.render import HTML_ENV
 from evalgate.runs import CaseResult, Run
 from evalgate.summary import NO_ANSWER, CategoryRow, Confusion, RunSummary, summarise
-
-# render.py's environment (its loader, filters and globals) with autoescape on; the HTML
-# templates are rendered through this one only. A cache of its own: the parent's might hold a
-# template compiled without escaping.
-_HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400)
 
 # Kinds of listed case, in the order the page shows them, with their labels.
 COMPARE_KINDS = {
@@ -160,7 +155,7 @@ def heat_map(confusion: Confusion | None) -> HeatMap | None:
 
 def _script() -> tuple[str, str]:
     """The page's one script and its CSP hash."""
-    script = _HTML_ENV.get_template("script.html.j2").render()
+    script = HTML_ENV.get_template("script.html.j2").render()
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     return script, f"sha256-{digest}"
 
@@ -180,7 +175,7 @@ def _counts(rows: list[CaseRow], kinds: dict[str, str]) -> dict[str, Any]:
 
 def _page(template: str, rows: list[CaseRow], kinds: dict[str, str], **context: Any) -> str:
     script, script_hash = _script()
-    return _HTML_ENV.get_template(template).render(
+    return HTML_ENV.get_template(template).render(
         rows=rows,
         kind_labels=kinds,
         filters=_counts(rows, kinds),

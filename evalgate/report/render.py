@@ -121,6 +121,10 @@ def _environment() -> jinja2.Environment:
 
 
 _ENV = _environment()
+# The same loader, filters and globals for HTML pages, with autoescaping on: what goes into a
+# page is escaped unless a template marks it safe. A template cache of its own, since the
+# parent's may hold templates compiled without escaping.
+HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400)
 
 
 def render(template: str, **context: Any) -> str:
