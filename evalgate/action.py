@@ -44,7 +44,7 @@ from evalgate.cli.context import (
 )
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError
-from evalgate.gate import Verdict, decide
+from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.holdout import read_ledger, reads_of
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
@@ -371,7 +371,22 @@ def find_baseline_run(
     return Baseline(run, provenance)
 
 
-def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
+@dataclass(frozen=True)
+class PendingSuite:
+    """A suite of a pull request that ran and has its own verdict, not yet published: the
+    pull request's verdict (one familywise alpha over every suite) comes first."""
+
+    name: str
+    suite: Suite
+    candidate: Run
+    verdict: Verdict
+    found: Baseline
+    number: int
+    version: str
+    fork: bool
+
+
+def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> PendingSuite | None:
     number = _pr_number(runner.event)
     fork = _is_fork(runner.event)
     pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
@@ -385,11 +400,11 @@ def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Non
                 f"**{name}**: skipped (the pull request changes none of its files).\n"
             )
             runner.verdicts.append("skipped")
-            return
+            return None
     offline = suite.model.backend == "fake"
     if not offline and not runner.inputs.anthropic_api_key.get_secret_value() and fork:
         _fork_notice(runner, name, number)
-        return
+        return None
 
     version = loaded.ship_version(suite)
     ctx = runner.context()
@@ -403,7 +418,28 @@ def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Non
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha)
     verdict = decide(found.run, candidate, suite.gate)
-    publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
+    return PendingSuite(name, suite, candidate, verdict, found, number, version, fork)
+
+
+def publish_pull_request(
+    runner: Runner, pending: list[PendingSuite]
+) -> list[tuple[VerdictKind, dict[str, str]]]:
+    """Settle every suite with one familywise alpha, then publish each; (kind, outputs) each."""
+    decision = decide_pull_request([(p.name, p.verdict) for p in pending])
+    if len(pending) > 1:
+        runner.log(decision.line())
+        rows = "".join(f"| {s.suite} | {s.verdict.kind} |\n" for s in decision.suites)
+        runner.add_summary(
+            f"### Pull request: {decision.kind.upper()}\n\n{len(pending)} suites; "
+            f"{decision.tests} tests share one familywise alpha of {decision.alpha:g} "
+            f"(weighted Holm).\n\n| suite | verdict |\n|---|---|\n{rows}"
+        )
+    results: list[tuple[VerdictKind, dict[str, str]]] = []
+    for p, part in zip(pending, decision.suites, strict=True):
+        runner.outputs.values = {}
+        publish_pr(runner, p, part.verdict, decision if len(pending) > 1 else None)
+        results.append((part.verdict.kind, dict(runner.outputs.values)))
+    return results
 
 
 def _baseline_in_job(
@@ -449,16 +485,10 @@ def _fork_notice(runner: Runner, name: str, number: int) -> None:
 
 
 def publish_pr(
-    runner: Runner,
-    name: str,
-    suite: Suite,
-    candidate: Run,
-    verdict: Verdict,
-    found: Baseline,
-    number: int,
-    version: str,
-    fork: bool,
+    runner: Runner, pending: PendingSuite, verdict: Verdict, decision: PullRequestVerdict | None
 ) -> None:
+    name, suite, candidate, found = pending.name, pending.suite, pending.candidate, pending.found
+    number, version, fork = pending.number, pending.version, pending.fork
     summary = summarise(candidate, price_as=suite.price_as)
     reproduce = (
         f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
@@ -479,6 +509,9 @@ def publish_pr(
         ),
         reproduce=reproduce,
         pull_request=number,
+        pull_request_kind=decision.kind if decision else None,
+        pull_request_tests=decision.tests if decision else None,
+        suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if decision else [],
     )
     runner.add_summary(render_summary(context))
     comment_url = None
@@ -681,17 +714,23 @@ def action(
         # Each suite's numeric outputs; with several suites the outputs are those of the suite
         # whose verdict is the worst (the first such), so they explain the job's verdict.
         per_suite: list[tuple[VerdictKind, dict[str, str]]] = []
+        pending: list[PendingSuite] = []
         for name, suite in suites_to_run(loaded, inputs.suite):
             runner.outputs.values = {}
             if mode == "baseline":
                 files.append(run_baseline(runner, loaded, name, suite))
             elif mode == "pr":
-                run_pr(runner, loaded, name, suite)
+                ran = run_pr(runner, loaded, name, suite)
+                if ran is not None:
+                    pending.append(ran)  # published below, with the pull request's verdict
+                    continue
             elif mode == "audit":
                 run_audit(runner, loaded, name, suite)
             else:
                 run_release(runner, loaded, name, suite)
             per_suite.append((runner.verdicts[-1], dict(runner.outputs.values)))
+        if pending:
+            per_suite += publish_pull_request(runner, pending)
         worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
         chosen = next((values for kind, values in per_suite if kind == worst), {})
         runner.outputs.values = dict(chosen)

@@ -161,6 +161,16 @@ class RunSpec:
     shard: tuple[int, int] | None = None
 
 
+def cases_to_run(spec: RunSpec) -> list[Case]:
+    """The cases a run of ``spec`` sends, in case-file order: its splits, shard and limit."""
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if spec.shard is not None:
+        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
+    if spec.limit is not None:
+        cases = cases[: spec.limit]
+    return cases
+
+
 def run_suite(
     spec: RunSpec,
     backend: Backend,
@@ -174,17 +184,13 @@ def run_suite(
 ) -> Run:
     """``batch``: send every call in one message batch (half price, no cache, no early stop)."""
     suite = spec.suite
-    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
-    if not cases:
+    if not any((c.split or "dev") in spec.splits for c in spec.cases.cases):
         raise UserError(
             f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
             fix="check the case files, the split policy, or the holdout key",
         )
-    whole_sha = hash_cases(cases)
-    if spec.shard is not None:
-        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
-    if spec.limit is not None:
-        cases = cases[: spec.limit]
+    whole_sha = hash_cases([c for c in spec.cases.cases if (c.split or "dev") in spec.splits])
+    cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats)
     started = time.perf_counter()

@@ -420,11 +420,12 @@ def test_harmless_change_passes_with_one_comment_and_every_output(
     assert float(out["accuracy"]) == pytest.approx(expected, abs=1e-5)
     assert float(out["baseline_accuracy"]) == pytest.approx(expected, abs=1e-5)
     assert (out["fixed"], out["broken"], out["p_value"]) == ("0", "0", "1")
-    assert 0 < float(out["mde"]) < 0.05
+    # The example's cases carry scenario groups, so the MDE is over its 54 groups.
+    assert 0 < float(out["mde"]) < 0.10
     [comment] = gh.comments(REPO, 7)
     assert comment.body.startswith(MARKER + "\n")
     assert out["comment_url"].endswith(f"#issuecomment-{comment.id}")
-    assert "**bike-shop passed: no significant drop" in comment.body
+    assert "**bike-shop passed: not worse: the data rule out drops above " in comment.body
     downloads = gh.find_requests("GET", "/repos/*/actions/artifacts/*/zip")
     assert [r.path for r in downloads] == [f"/repos/{REPO}/actions/artifacts/{art.id}/zip"]
     assert not job.annotations("error")
