@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from evalgate.base_split import HoldoutChange, guard, read_tree
+from evalgate.cases import CaseSet
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -13,8 +16,10 @@ from evalgate.cli.context import (
 )
 from evalgate.config import LoadedConfig
 from evalgate.errors import RunFileError, UserError
-from evalgate.gate import decide, decide_pull_request
+from evalgate.gate import Verdict, decide, decide_pull_request
+from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
+from evalgate.pipeline import load_suite_cases
 from evalgate.report.render import render, render_model
 from evalgate.runs import Run, find_run, read_run, save_run
 from evalgate.summary import summarise
@@ -60,25 +65,51 @@ def _folder_runs(ref: str) -> list[Run] | None:
     return runs
 
 
-def _candidate(ctx: Context, loaded: LoadedConfig, ref: str, baseline: Run | None) -> Run:
+Guard = tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]
+
+
+def _candidate(
+    ctx: Context, loaded: LoadedConfig, ref: str, baseline: Run | None, guards: dict[str, Guard]
+) -> Run:
     """A candidate run by reference, or a prompt version of the suite run now."""
     try:
-        return find_run(ref, loaded.state_dir)
+        candidate = find_run(ref, loaded.state_dir)
     except RunFileError:
         name, suite = loaded.suite(ctx.args.suite or (baseline.suite if baseline else None))
         if ref not in loaded.prompt_files(suite):
             raise
         early = baseline if ctx.args.early_stop else None
-        candidate = execute_version(ctx, loaded, name, ref, early_stop_against=early)
+        assign = _guard(ctx, loaded, name, guards)
+        candidate = execute_version(ctx, loaded, name, ref, early_stop_against=early, assign=assign)
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
-        return candidate
+    return candidate
+
+
+def _guard(
+    ctx: Context, loaded: LoadedConfig, name: str, guards: dict[str, Guard]
+) -> Callable[[CaseSet], CaseSet] | None:
+    """With --base-ref, the split of that commit for suite ``name`` (made once)."""
+    if not getattr(ctx.args, "base_ref", None):
+        return None
+    if name not in guards:
+        guards[name] = base_guard(loaded, name, ctx.args.base_ref)
+    return guards[name][0]
+
+
+def _with_holdout_guard(verdict: Verdict, guards: dict[str, Guard], name: str) -> Verdict:
+    """A pull request that moves cases across the holdout line cannot be read: inconclusive
+    (whatever the tests say), with the change first among the reasons."""
+    if name not in guards or not guards[name][1]().changed:
+        return verdict
+    return verdict.model_copy(update={"mismatch": [guards[name][1]().line(), *verdict.mismatch]})
 
 
 def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
     by suite name), with one familywise alpha: the same decision the action makes."""
     loaded = ctx.config()
+    guards: dict[str, Guard] = {}
     base_runs = _folder_runs(ctx.args.baseline)
     cand_runs = _folder_runs(ctx.args.candidate)
     if base_runs is None:
@@ -86,7 +117,7 @@ def cmd_gate(ctx: Context) -> int:
     if cand_runs is None:
         wanted = ctx.args.suite or (base_runs[0].suite if len(base_runs) == 1 else None)
         match = next((r for r in base_runs if r.suite == wanted), None)
-        cand_runs = [_candidate(ctx, loaded, ctx.args.candidate, match)]
+        cand_runs = [_candidate(ctx, loaded, ctx.args.candidate, match, guards)]
     by_suite = {r.suite: r for r in base_runs}
     if len(cand_runs) == 1 and len(base_runs) == 1 and ctx.args.suite is None:
         by_suite = {cand_runs[0].suite: base_runs[0]}  # one of each: compare them, as before
@@ -100,9 +131,12 @@ def cmd_gate(ctx: Context) -> int:
         parts.append((name, base, candidate))
     for suite_name in sorted(set(by_suite) - {c.suite for c in cand_runs}):
         ctx.warn(f"the baseline has suite {suite_name!r} but the candidate does not")
-    verdicts = [
-        (name, decide(base, cand, loaded.suite(name)[1].gate)) for name, base, cand in parts
-    ]
+    verdicts = []
+    for name, base, cand in parts:
+        if name not in guards and _guard(ctx, loaded, name, guards) is not None:
+            load_suite_cases(loaded, loaded.suite(name)[1], assign=guards[name][0])
+        verdict = decide(base, cand, loaded.suite(name)[1].gate)
+        verdicts.append((name, _with_holdout_guard(verdict, guards, name)))
     decision = decide_pull_request(verdicts)
     several = len(parts) > 1
     for (name, baseline, candidate), part in zip(parts, decision.suites, strict=True):
@@ -151,3 +185,18 @@ def cmd_gate(ctx: Context) -> int:
         )
         return code
     return EXIT_OK
+
+
+def base_guard(
+    loaded: LoadedConfig, name: str, ref: str
+) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
+    """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
+    top = toplevel(loaded.root)
+    if top is None:
+        raise UserError(
+            "--base-ref reads the split from git, and the config is not in a git repository",
+            where=str(loaded.path),
+        )
+    config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
+    base = read_tree(GitTree.open(top, ref, fetch=False), config)
+    return guard(base, name, loaded)
