@@ -877,7 +877,8 @@ def conditional_power(
     """Power of :func:`conditional_test_worse` with R baseline and K candidate draws a case.
 
     For R = K = 1 the test is the sign test and its power is computed exactly (the trinomial of
-    :func:`minimum_detectable_effect`). Otherwise a normal approximation under this model: a
+    :func:`minimum_detectable_effect`); with no noise (f = 0) too, from the binomial count of
+    broken cases. Otherwise a normal approximation under this model: a
     share ``u = 2f`` of cases is noisy with pass rate 1/2 on both sides (so two runs differ on a
     share ``f`` of cases), a share ``d`` passes every baseline draw and fails every candidate
     draw (a true drop of ``d``), the rest are settled. Per case, with ``N = R + K``, the score
@@ -894,6 +895,12 @@ def conditional_power(
         return _sign_test_power(n, flip_rate, drop, alpha)
     if n == 0:
         return 0.0
+    if flip_rate == 0.0:
+        # No noise: only broken cases are informative, each with null probability
+        # 1 / C(R + K, K) of the candidate failing every draw, so the test rejects once
+        # B >= b* = the smallest b with C(R + K, K)^-b <= alpha; exactly, B ~ Bin(n, d).
+        b_star = math.ceil(math.log(alpha) / -math.log(math.comb(r + k, k)) - 1e-12)
+        return float(stats.binom.sf(b_star - 1, n, min(1.0, drop)))
     u = min(1.0, 2.0 * flip_rate)
     d = min(drop, 1.0 - u)
     big_n = r + k

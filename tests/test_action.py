@@ -886,3 +886,11 @@ def test_with_several_suites_the_outputs_explain_the_worst_verdict(
     assert job.outputs["verdict"] == "inconclusive"
     assert job.outputs["baseline_accuracy"] == ""
     assert len(gh.comments(REPO, 7)) == 2
+    # One decision for the pull request: the job summary leads with it, each comment names it
+    # and this suite's part.
+    assert "### Pull request: INCONCLUSIVE" in job.summary
+    assert "| bike-shop | pass |" in job.summary and "| second | inconclusive |" in job.summary
+    assert "pull request: INCONCLUSIVE (2 suites: 1 inconclusive, 1 pass; " in job.out
+    for comment in gh.comments(REPO, 7):
+        assert "**This pull request: INCONCLUSIVE** (2 suites, " in comment.body
+        assert "bike-shop pass, second inconclusive). This suite's part:" in comment.body

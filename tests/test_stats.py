@@ -770,3 +770,11 @@ def test_weighted_holm_known_answers() -> None:
     assert s.weighted_holm([0.03, 0.004], [0.9, 0.1]) == pytest.approx([1 / 30, 1 / 30])
     # A zero weight never rejects.
     assert s.weighted_holm([0.0, 0.5], [0.0, 1.0]) == pytest.approx([1.0, 0.5])
+
+
+def test_conditional_power_without_noise_is_binomial() -> None:
+    # f = 0, R = 2, K = 1: a broken case's candidate draw fails with null probability 1/3, so
+    # p = (1/3)^B and the test rejects from B = 3 (1/27 <= 0.05 < 1/9). Power at n = 143,
+    # d = 0.03: P(Bin(143, 0.03) >= 3), summed by hand with math.comb.
+    by_hand = 1 - sum(math.comb(143, j) * 0.03**j * 0.97 ** (143 - j) for j in range(3))
+    assert s.conditional_power(143, 0.0, 0.03, baseline_draws=2) == pytest.approx(by_hand)
