@@ -8,7 +8,7 @@ with probability f/2 (the trinomial of the gate's MDE). The paired test's alpha 
 e-value (stats.sequential_e_value) reaches 2 / (alpha * 0.9); a run that never stops is judged
 at the end by the sign test at alpha * 0.9 / 2. Under no change (d = 0) the share of runs that
 fail either way must stay under alpha, however many times the test looks and however long the
-suite (the union of two level-alpha tests, as first built, reached 5.9-7.2% at 1,000-3,000).
+suite.
 """
 
 from __future__ import annotations
