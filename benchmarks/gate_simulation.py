@@ -521,7 +521,7 @@ def pull_request_table(
             c.add(pull_request(rng, ss, [s.p for s in ss], policy) == "fail")
         row(
             "false fail, unchanged prompt",
-            f"{suites} suites × 300 cases",
+            f"{suites} suite{'s' if suites > 1 else ''} × 300 cases",
             c,
             "<= 5%",
             c.hits / c.n <= 0.05,
@@ -548,7 +548,7 @@ def pull_request_table(
                 c.add(pull_request(rng, [s], [with_drop(rng, s, drop)], policy, repeats) == "fail")
             target = ">= 80%" if (drop, repeats) == (0.047, 2) else ""
             row(
-                f"power at a {100 * drop:g}-point drop",
+                f"power at {'an' if drop == 0.08 else 'a'} {100 * drop:g}-point drop",
                 f"R = {repeats}, n = 300",
                 c,
                 target,
