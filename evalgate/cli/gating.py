@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.base_split import HoldoutChange, guard, read_tree
+from evalgate.base_split import HoldoutChange, guard, read_tree, relative_config
 from evalgate.cases import CaseSet
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
@@ -93,7 +93,7 @@ def _guard(
     if not getattr(ctx.args, "base_ref", None):
         return None
     if name not in guards:
-        guards[name] = base_guard(loaded, name, ctx.args.base_ref)
+        guards[name] = base_guard(loaded, name, ctx.args.base_ref, ctx.args.config)
     return guards[name][0]
 
 
@@ -188,7 +188,7 @@ def cmd_gate(ctx: Context) -> int:
 
 
 def base_guard(
-    loaded: LoadedConfig, name: str, ref: str
+    loaded: LoadedConfig, name: str, ref: str, raw_config: str
 ) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
     """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
     top = toplevel(loaded.root)
@@ -197,6 +197,6 @@ def base_guard(
             "--base-ref reads the split from git, and the config is not in a git repository",
             where=str(loaded.path),
         )
-    config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
-    base = read_tree(GitTree.open(top, ref, fetch=False), config)
+    config = relative_config(top, Path(raw_config))
+    base = read_tree(GitTree.open(top, ref, fetch=False), config, loaded)
     return guard(base, name, loaded)
