@@ -1,42 +1,30 @@
-"""How often the gate fails an unchanged prompt, and how often it catches a real drop.
+"""How often the gate fails or passes whole pull requests, by simulation (prints a table).
 
-    python -m benchmarks.gate_simulation                  # a few minutes on 2 cores
-    python -m benchmarks.gate_simulation --stand-in 200   # every comparison end to end (slow)
+    python -m benchmarks.gate_simulation                 # 400 pull requests a row, ~15 min
+    python -m benchmarks.gate_simulation --stand-in 200  # and end to end through the SDK (slow)
 
-The setting the issue asks about: n = 300 cases, a flip rate f = 0.10 between two runs of the
-same prompt, a baseline made with 2 repeats, a candidate run once, alpha = 0.05.
+The pull-request model: per-case pass rates from a heterogeneous noisy model (f = 0.09: 75% of
+cases lean pass, 15% lean fail with a small per-call error set to reach f, 10% noisy with a pass
+rate from U(0.2, 0.8)), 3% of replies losing the format at random, a baseline of R repeats
+(default 2), the candidate run once; runs are built from numpy draws and judged by gate.decide
+and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson interval:
 
-A synthetic classifier suite is answered by the Messages API stand-in
-(evalgate/testing/messages_server.py) with seeded flip noise: every call's answer is replaced,
-with probability phi, by the fake model's answer for another label. phi is set so that the
-expected pairwise flip rate over the suite is 0.10. The suite's 300 cases: 245 the fake answers
-right, 30 hard ones it answers wrong (a flip can still land on the right label), and 25 about a
-warranty. The baseline prompt names every label; the candidate prompt of a simulated PR leaves
-out "warranty", so the fake answers those 25 cases in its own words ("guarantee claim") and
-they are always wrong: a true drop of 25 * (1 - phi) / 300 = 7.9 points in expected accuracy.
+* the per-PR false-fail rate on unchanged prompts with 1, 3, 5 and 10 suites of 300 cases;
+* a scenario-clustered PR with zero expected change (165 groups of 2 phrasings sharing their
+  group's pass rates; each pass-leaning group breaks with probability 0.04, each fail-leaning
+  group is fixed with probability 0.2), by groups (the default) and by cases (contrast);
+* power at drops of 3, 4.7 and 8 points with R = 2, 3 and 5 (n = 300);
+* the pass rate at the margin (a true drop equal to the 5-point tolerance) at n = 40 and 300;
+* the pass rate on unchanged prompts at n = 300 and 40;
+* the false-fail rate with the early stop (the sequential monitor fed in a random completion
+  order, then the final gate with alpha split) at n = 300, 1,000 and 3,000.
 
-Two sources of simulated comparisons, in separate rows of the table:
-
-* "stand-in": end to end. Each comparison makes three fresh runs through the real
-  AnthropicBackend (the anthropic SDK over HTTP) and pipeline.run_suite: the baseline prompt
-  with 2 repeats, the same prompt once (the A/A candidate) and the PR prompt once; then
-  gate.decide. The A/A and PR comparison of one iteration share that iteration's baseline.
-  Nothing is reused across iterations, so the comparisons are independent. About 1,200 calls
-  an iteration, so this row is kept short by default (--stand-in N).
-* "per-call model": the stand-in's own noise model, drawn with numpy: each call independently
-  right with the case's probability (1 - phi for the cases the fake answers right, phi/5 for
-  the hard ones, 0 for the warranty cases under the PR prompt). Runs built from the draws go
-  through the same gate.decide. This is what the >= 200-comparison requirements are checked on;
-  the stand-in rows check that the real pipeline behaves like the model.
-
-Beside the gate, the same comparisons are judged by:
-
-* an absolute threshold rule: fail when the candidate's accuracy < the baseline's - 2 points
-  (the baseline's accuracy averaged over its repeats);
-* the gate as first written, before the fix in gate.py: cases that flipped between the
-  baseline's two repeats left out of a sign test against those same repeats;
-* the broke-more-than-noise check (spec: p = P(Bin(b + F, 1/(1 + R)) >= b)), counted when
-  its p < alpha (a warning under the default policy, a fail under noise_check: fail).
+``--stand-in N`` adds N end-to-end comparisons of the older single-suite setting (n = 300,
+f = 0.10, an 8-point drop): every run made through the real AnthropicBackend (the anthropic SDK
+over HTTP) and pipeline.run_suite against the Messages stand-in with seeded flip noise, judged
+by the gate, beside an absolute threshold rule (fail below the baseline - 2 points), the
+leave-out rule the gate once used (cases that flipped between the baseline's two repeats left
+out of a sign test against those repeats), and the broke-more-than-noise check.
 """
 
 from __future__ import annotations

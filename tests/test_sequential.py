@@ -487,3 +487,19 @@ def test_gate_early_stop_end_to_end(bike_shop: Path) -> None:
     assert not any("sequential" in r for r in verdict["reasons"])
     v3 = next(r for _, r in iter_runs(bike_shop / ".evalgate") if r.prompt.name == "v3")
     assert v3.calls_saved == 0 and len(v3.cases) == suite_size
+
+
+def test_a_watched_run_splits_the_paired_alpha_with_its_largest_e_value() -> None:
+    """The paired route's p-value of a run the monitor watched is 2 min(p, 1 / max E)
+    (Bonferroni over the two looks). By hand: 5 broken of 25 cases, one draw a side: the final
+    p = 1/32; with max E = 100 the route's p is 2 * min(1/32, 1/100) = 0.02; with max E = 1
+    (never rose) it is 2/32."""
+    from test_gate import policy, sign_pair
+
+    base, cand = sign_pair(broken=5, same=20)
+    watched = decide(base, cand.model_copy(update={"sequential_e_max": 100.0}), policy())
+    assert watched.p_value == pytest.approx(0.02)
+    assert watched.test.endswith("alpha split with the sequential e-value")
+    quiet = decide(base, cand.model_copy(update={"sequential_e_max": 1.0}), policy())
+    assert quiet.p_value == pytest.approx(2 / 32)
+    assert decide(base, cand, policy()).p_value == pytest.approx(1 / 32)
