@@ -206,8 +206,11 @@ class _Pair:
     kc: int
     base_score: float
     cand_score: float
-    base_format: float
-    cand_format: float
+    # Passes and replies in the asked-for format, over the compared repeats.
+    base_passes: int
+    cand_passes: int
+    base_formats: int
+    cand_formats: int
 
     @classmethod
     def of(cls, base: CaseResult, cand: CaseResult, matched: bool) -> _Pair:
@@ -223,26 +226,28 @@ class _Pair:
             kc=kc,
             base_score=_mean_score(b),
             cand_score=_mean_score(c),
-            base_format=sum(bool(o.format_ok) for o in b) / kb,
-            cand_format=sum(bool(o.format_ok) for o in c) / kc,
+            base_passes=sum(_passed(o) for o in b),
+            cand_passes=sum(_passed(o) for o in c),
+            base_formats=sum(bool(o.format_ok) for o in b),
+            cand_formats=sum(bool(o.format_ok) for o in c),
         )
 
     @property
     def diff(self) -> float:
         return self.cand_score - self.base_score
 
-    def matched_set(self, which: Literal["score", "format"]) -> MatchedSet:
-        def count(outcomes: Sequence[Outcome]) -> int:
-            if which == "score":
-                return sum(_passed(o) for o in outcomes)
-            return sum(bool(o.format_ok) for o in outcomes)
+    @property
+    def base_format(self) -> float:
+        return self.base_formats / self.kb
 
-        return (
-            count(self.base.outcomes[: self.kb]),
-            self.kb,
-            count(self.cand.outcomes[: self.kc]),
-            self.kc,
-        )
+    @property
+    def cand_format(self) -> float:
+        return self.cand_formats / self.kc
+
+    def matched_set(self, which: Literal["score", "format"]) -> MatchedSet:
+        if which == "score":
+            return (self.base_passes, self.kb, self.cand_passes, self.kc)
+        return (self.base_formats, self.kb, self.cand_formats, self.kc)
 
     def held_out_flipped(self) -> bool:
         """Whether the case flipped between baseline repeats that the comparison does not use."""
