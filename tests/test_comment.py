@@ -18,7 +18,7 @@ from conftest import CREATED, GOLDEN
 from pydantic import ValidationError
 
 from evalgate.config import GatePolicy
-from evalgate.gate import decide
+from evalgate.gate import decide, decide_pull_request
 from evalgate.report.comment import (
     COMMENT_LIMIT,
     BaselineProvenance,
@@ -265,7 +265,33 @@ def huge_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
     return context(baseline, candidate)
 
 
+def pull_request_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
+    """One suite's comment in a pull request of three suites, decided with one alpha."""
+    baseline, candidate = make_pair(
+        make_case, make_run, n=80, broken=[7], fixed=[12, 33], unstable=[21]
+    )
+    verdict = decide(baseline, candidate, GatePolicy())
+    worse_base, worse_cand = make_pair(make_case, make_run, n=120, broken=range(0, 30))
+    small_base, small_cand = make_pair(make_case, make_run, n=20)
+    decision = decide_pull_request(
+        [
+            (SUITE, verdict),
+            ("refunds", decide(worse_base, worse_cand, GatePolicy())),
+            ("smalltalk", decide(small_base, small_cand, GatePolicy())),
+        ]
+    )
+    return context(
+        baseline,
+        candidate,
+        verdict=decision.suites[0].verdict,
+        pull_request_kind=decision.kind,
+        pull_request_tests=decision.tests,
+        suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites],
+    )
+
+
 CONTEXTS: dict[str, Callable[[MakeCase, MakeRun], CommentContext]] = {
+    "pull-request": pull_request_context,
     "pass": pass_context,
     "fail": fail_context,
     "inconclusive": inconclusive_context,
