@@ -56,7 +56,7 @@ from evalgate.errors import EvalgateError, UserError
 from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
-from evalgate.pipeline import Prompt, sha256_text
+from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.release import ReleaseRecord
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -159,6 +159,9 @@ class Runner:
     verdicts: list[VerdictKind] = field(default_factory=list)
     # Set when a pull request changes the holdout: the job fails whatever fail_on says.
     must_fail: bool = False
+    # The pull request's check run: annotations on the case files, and whether to make one.
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    check: bool = False
 
     # --- the GitHub environment ------------------------------------------------------------
 
@@ -434,6 +437,8 @@ def run_pr(
 ) -> PendingSuite | None:
     number = _pr_number(runner.event)
     fork = _is_fork(runner.event)
+    # A fork's token is read-only: it can write no check run (nor a comment).
+    runner.check = runner.check or not fork
     pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
     if pull is not None:
         touched = {(runner.workspace / p).resolve() for p in pull.changed_files}
@@ -468,6 +473,7 @@ def run_pr(
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
     verdict = decide(found.run, candidate, suite.gate)
+    runner.annotations += _broken_annotations(runner, loaded, suite, assign, verdict)
     if change.changed:
         # The job ran on the default branch's split, which is safe; but a change of the
         # holdout is for the default branch to make, after review: it cannot pass here.
@@ -604,6 +610,80 @@ def publish_pr(
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _broken_annotations(
+    runner: Runner,
+    loaded: LoadedConfig,
+    suite: Suite,
+    assign: Callable[[CaseSet], CaseSet],
+    verdict: Verdict,
+) -> list[dict[str, Any]]:
+    """An annotation at each broken case's file:line, with its expected, baseline and pull
+    request answers (cut short; annotations are plain text, so nothing there renders)."""
+    if not verdict.broken:
+        return []
+    sources = {
+        c.id: c.source
+        for c in load_suite_cases(loaded, suite, assign=assign).cases
+        if c.split != "holdout"
+    }
+    notes = []
+    for case in verdict.broken:
+        path, _, line = sources.get(case.id, "").rpartition(":")
+        try:
+            relative = Path(path).resolve().relative_to(runner.workspace.resolve()).as_posix()
+        except ValueError:
+            continue
+        notes.append(
+            {
+                "path": relative,
+                "start_line": int(line) if line.isdigit() else 1,
+                "end_line": int(line) if line.isdigit() else 1,
+                "annotation_level": "failure",
+                "title": f"broken: {case.id}"[:200],
+                "message": (
+                    f"expected {case.expected!s:.200}; the baseline answered "
+                    f"{case.baseline_answer!s:.200}; this pull request answered "
+                    f"{case.candidate_answer!s:.200}"
+                ),
+            }
+        )
+    return notes
+
+
+def _publish_check(runner: Runner, worst: VerdictKind) -> None:
+    """One check run named evalgate on the pull request's head: the verdict teams can require."""
+    pr = runner.event.get("pull_request") or {}
+    head = (pr.get("head") or {}).get("sha")
+    if runner.repo is None or not isinstance(head, str) or not runner.check:
+        return
+    failing = runner.must_fail or worst in set(runner.inputs.fail_on)
+    conclusion: gh.CheckConclusion = {
+        "pass": "success",
+        "fail": "failure",
+        "inconclusive": "failure" if failing else "neutral",
+        "skipped": "skipped",
+    }[worst]
+    title = f"evalgate: {worst.upper()}"
+    summary = "\n".join(runner.summary) or title
+    kind, url = gh.publish_check(
+        runner.repo,
+        head,
+        "evalgate",
+        conclusion,
+        title,
+        summary,
+        runner.annotations,
+        details_url=runner.run_url,
+    )
+    if kind == "status":
+        runner.log(
+            "the token cannot create check runs (it needs checks: write): set the commit "
+            "status evalgate instead, without annotations"
+        )
+    else:
+        runner.log(f"check run evalgate: {conclusion}: {url}")
 
 
 def _base_ref_option(event: dict[str, Any]) -> str:
@@ -825,6 +905,8 @@ def action(
         if files:
             runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
         runner.outputs.set("verdict", worst)
+        if mode == "pr":
+            _publish_check(runner, worst)
         if runner.must_fail:
             runner.annotate(
                 "error",
