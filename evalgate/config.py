@@ -149,22 +149,30 @@ class GatePolicy(Strict):
 
     # The significance level of every test.
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
-    # The drop (as a fraction) the suite should be able to detect with 80% power.
+    # The largest drop (as a fraction) a pass may hide: a pass needs the data to rule out a
+    # drop this large (non-inferiority margin), and the suite should detect it with 80% power.
     tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
     # The power the minimum detectable effect is computed for.
     power: float = Field(default=0.80, gt=0.0, lt=1.0)
-    # Use the mid-p sign test (less conservative) instead of the exact one.
+    # The paired test for pass/fail scores: the exact conditional test over every repeat of
+    # both runs (1:R / K:R matched sets), or the sign test over matched repeats.
+    test: Literal["conditional", "sign"] = "conditional"
+    # Use the mid-p version of the test (less conservative, not exact) instead of the exact one.
     mid_p: bool = False
-    # Cases that flipped between the baseline's repeats are shown apart and left out.
+    # Sign test only: cases that flipped between baseline repeats it does not use are left out.
     exclude_unstable: bool = True
+    # The share of each suite's alpha given to the paired test; the other fail routes (format
+    # validity, critical categories, a failing noise check) share the rest (weighted Holm).
+    paired_alpha_share: float = Field(default=0.9, gt=0.0, le=1.0)
     # Does the PR break more than the baseline's measured flips predict? off | warn | fail.
     noise_check: Literal["off", "warn", "fail"] = "warn"
     # Categories whose own regression fails the gate (Holm-adjusted).
     critical_categories: list[str] = Field(default_factory=list)
     # Continuous scores (a judge's 0..1): sign-flip permutation test, or Wilcoxon (Pratt).
     continuous_test: Literal["permutation", "wilcoxon"] = "permutation"
-    # Test at the level of scenario groups instead of cases (clustered data).
-    unit: Literal["case", "group"] = "case"
+    # The unit of inference: scenario groups when cases carry groups (auto), or always cases
+    # (for suites whose groups are labels only), or groups.
+    unit: Literal["auto", "case", "group"] = "auto"
     # More than this share of the candidate's cases unpaired (new, edited) -> inconclusive.
     max_unpaired_share: float = Field(default=0.2, ge=0.0, le=1.0)
     # Exit code of `evalgate gate` for an inconclusive verdict (0 with a warning, or 1).

@@ -209,6 +209,16 @@ class RunSpec:
     holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
 
 
+def cases_to_run(spec: RunSpec) -> list[Case]:
+    """The cases a run of ``spec`` sends, in case-file order: its splits, shard and limit."""
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if spec.shard is not None:
+        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
+    if spec.limit is not None:
+        cases = cases[: spec.limit]
+    return cases
+
+
 def run_suite(
     spec: RunSpec,
     backend: Backend,
@@ -229,10 +239,7 @@ def run_suite(
             fix="check the case files, the split policy, or the holdout key",
         )
     whole_sha = public_cases_sha(cases, spec.holdout_key)
-    if spec.shard is not None:
-        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
-    if spec.limit is not None:
-        cases = cases[: spec.limit]
+    cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
     started = time.perf_counter()

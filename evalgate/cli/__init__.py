@@ -159,11 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser(
         "gate", parents=[common], help="decide pass / fail / inconclusive against a baseline"
     )
-    gate.add_argument("--baseline", required=True, help="baseline run (name, prefix, path)")
+    gate.add_argument(
+        "--baseline",
+        required=True,
+        help="baseline run (name, prefix, path), or a folder of run files, one per suite",
+    )
     gate.add_argument(
         "--candidate",
         required=True,
-        help="candidate run, or a prompt version to run now",
+        help="candidate run, a prompt version to run now, or a folder of run files (matched "
+        "to the baseline's by suite name; one decision over every suite)",
     )
     gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
     gate.add_argument(
