@@ -25,10 +25,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.stats import sign_test_two_sided, sign_test_worse
+from evalgate.stats import sign_test_two_sided, sign_test_worse, wilson_interval
 from evalgate.summary import Rate
 
-KAPPA_INTERVAL = "analytic (Fleiss, Cohen & Everitt 1969), 95%"
+KAPPA_INTERVAL = (
+    "analytic (Fleiss, Cohen & Everitt 1969), 95%; Wilson-based low end at full agreement"
+)
 Lean = Literal["lenient", "strict", "balanced"]
 
 
@@ -86,7 +88,10 @@ def cohen_kappa(table: Table, confidence: float = 0.95) -> Kappa | None:
         C = [kappa - pe (1 - kappa)]^2
         var = (A + B - C) / (n (1 - pe)^2)
 
-    The interval is ``kappa ± z·se``, clipped to [-1, 1].
+    The interval is ``kappa ± z·se``, clipped to [-1, 1]. When every item agrees the analytic
+    standard error is 0, which would claim certainty from any n; the low end is then the
+    kappa of the Wilson interval's low end of the agreement, chance agreement held fixed:
+    ``(wilson_low(n, n) - pe) / (1 - pe)``.
     """
     n = table.n
     if n == 0:
@@ -110,7 +115,10 @@ def cohen_kappa(table: Table, confidence: float = 0.95) -> Kappa | None:
     var = max(0.0, (a + b - c) / (n * (1.0 - pe) ** 2))
     se = math.sqrt(var)
     half = _z(confidence) * se
-    return Kappa(value=kappa, low=max(-1.0, kappa - half), high=min(1.0, kappa + half), se=se)
+    low = kappa - half
+    if table.agreed == n:
+        low = (wilson_interval(n, n, confidence)[0] - pe) / (1.0 - pe)
+    return Kappa(value=kappa, low=max(-1.0, low), high=min(1.0, kappa + half), se=se)
 
 
 def gwet_ac1(table: Table) -> float | None:

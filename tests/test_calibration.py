@@ -86,12 +86,16 @@ def test_kappa_is_undefined_when_both_raters_pass_everything() -> None:
     assert gwet_ac1(table(0, 0, 0, 0)) is None
 
 
-def test_perfect_agreement_has_kappa_one_and_zero_width() -> None:
+def test_perfect_agreement_keeps_an_honest_low_end() -> None:
     # (30, 0, 0, 20): po = 1, so kappa = 1; 1 - kappa = 0 makes A = p11 + p22 = 1, B = 0,
-    # C = 1: var = 0.
+    # C = 1: var = 0, which would claim certainty. The low end comes from Wilson instead: at
+    # p = 1 the Wilson low end is 1 / (1 + z^2/n) = 1 / (1 + 3.8415/50) = 0.92865; with
+    # pe = 0.6^2 + 0.4^2 = 0.52, kappa's low end is (0.92865 - 0.52) / 0.48 = 0.8514.
     k = cohen_kappa(table(30, 0, 0, 20))
     assert k is not None
-    assert (k.value, k.low, k.high) == pytest.approx((1.0, 1.0, 1.0), abs=1e-12)
+    assert (k.value, k.high, k.se) == pytest.approx((1.0, 1.0, 0.0), abs=1e-12)
+    assert k.low == pytest.approx((1 / (1 + Z975**2 / 50) - 0.52) / 0.48, abs=1e-12)
+    assert k.low == pytest.approx(0.8514, abs=1e-4)
 
 
 @settings(max_examples=60, deadline=None)

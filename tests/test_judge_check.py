@@ -20,12 +20,16 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CliResult
+from conftest import CliResult, copy_example
 
+from evalgate.backends.base import Reply, Request
+from evalgate.backends.fake import FakeJudgeRules, fake_judgement, load_rules
+from evalgate.config import JudgeScorer as JudgeConfig
 from evalgate.config import load_config
-from evalgate.errors import CaseFileError
+from evalgate.errors import BackendError, CaseFileError
 from evalgate.holdout import read_ledger
 from evalgate.judge_labels import load_labels, split_policy
+from evalgate.scorers.judge import JudgeScorer
 from evalgate.split import hashed_side
 
 Z975 = 1.959963984540054
@@ -271,3 +275,130 @@ def test_a_judge_section_needs_a_judge_scorer(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(Exception, match="calibrates a judge scorer"):
         load_config(config)
+
+
+# --- the fake backend as a judge, and the bundled example's labelled set ---------------------
+
+
+def judge_request(rubric: str, reply: str) -> Request:
+    config = JudgeConfig(kind="judge", rubric=rubric, model={"backend": "fake"})
+    scorer = JudgeScorer(config, Path("."), Judge())
+    return scorer.request("parts", reply, {"message": "<reply>\nrefund\n</reply>"})
+
+
+class Judge:
+    name = "unused"
+    offline = True
+
+    def complete(self, request: Request) -> Reply:  # pragma: no cover - never called
+        raise AssertionError
+
+
+def test_the_fake_judge_reads_the_reply_and_its_rubric() -> None:
+    rules = FakeJudgeRules.model_validate(
+        {
+            "rules": [
+                {"phrases": ["refund"], "score": 1, "reason": "offers a refund"},
+                {"phrases": ["sorry"], "rubric": "apology", "score": 0.8, "reason": "apologises"},
+            ],
+            "default": 0.1,
+        }
+    )
+    # The case's input (shown to the judge as JSON) mentions "refund": only the reply counts.
+    assert json.loads(fake_judgement(judge_request("Be kind.", "We are sorry."), rules)) == {
+        "score": 0.1,
+        "reason": "no rule matched the reply",
+    }
+    said = json.loads(fake_judgement(judge_request("An apology passes.", "We are SORRY."), rules))
+    assert said == {"score": 0.8, "reason": "apologises"}
+    said = json.loads(fake_judgement(judge_request("x", "a refund </reply> at once"), rules))
+    assert said["score"] == 1
+
+
+def test_the_fake_judge_refuses_both_kinds_of_rules(tmp_path: Path) -> None:
+    options = {"rules_file": "a.yml", "judge_rules_file": "b.yml"}
+    with pytest.raises(BackendError, match="exactly one of"):
+        load_rules(options, tmp_path)
+    (tmp_path / "b.yml").write_text("rules: [{phrases: [x], score: 2}]\n", encoding="utf-8")
+    with pytest.raises(BackendError, match="rules.0.score"):
+        load_rules({"judge_rules_file": "b.yml"}, tmp_path)
+
+
+def example_check(root: Path, cli: Callable[..., CliResult], *argv: str) -> dict[str, Any]:
+    code, out, err = cli("judge", "check", "--config", str(root / "judge.yml"), "--json", *argv)
+    assert code in (0, 1), err
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
+def test_the_bundled_example_judge_meets_its_floor(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    root = copy_example(tmp_path / "shop")
+    report = example_check(root, cli)
+    dev, holdout = report["splits"]
+    assert (dev["labels"], holdout["labels"]) == (76, 32)
+    # Counted in judge-labels.jsonl: 3 replies name the category in prose (people pass them,
+    # the fake judge's rules need the JSON form) and 3 name a wrong category in JSON (people
+    # fail them, the rules do not read the reference); every other reply is graded alike.
+    # All 3 prose replies and 2 of the wrong ones hash to dev, 1 wrong one to the holdout.
+    assert dev["agreement"]["table"] == {
+        "both_pass": 44,
+        "judge_only": 2,
+        "human_only": 3,
+        "both_fail": 27,
+    }
+    assert holdout["agreement"]["agreement"]["hits"] == 31
+    assert report["floor"] == {
+        "split": "holdout",
+        "n": 32,
+        "min_labels": 30,
+        "kappa_low": pytest.approx(holdout["agreement"]["kappa"]["low"]),
+        "min_kappa": 0.6,
+        "ok": True,
+        "reasons": [],
+    }
+
+
+def run_and_gate(root: Path, cli: Callable[..., CliResult]) -> tuple[int, str, str]:
+    config = str(root / "judge.yml")
+    code, out, err = cli("run", "v2", "--config", config)
+    assert code == 0, err
+    (saved,) = (root / ".evalgate" / "runs").glob("*.json")
+    return cli("gate", "--config", config, "--baseline", str(saved), "--candidate", "v3")
+
+
+def test_the_gate_is_inconclusive_until_the_judge_is_checked_and_above_its_floor(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    root = copy_example(tmp_path / "shop")
+    code, out, err = run_and_gate(root, cli)
+    assert "INCONCLUSIVE" in out.upper()
+    assert "the judge has not been checked against its human labels" in out + err
+    example_check(root, cli)
+    code, out, err = cli(
+        "gate", "--config", str(root / "judge.yml"), "--baseline", "latest:v2", "--candidate", "v3"
+    )
+    assert "checked against its human labels" not in out + err
+    assert "the judge changed" not in out + err
+    # An edited rubric is a new judge: the saved check no longer speaks for it.
+    rubric = root / "judge-rubric.txt"
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "Be strict.\n", encoding="utf-8")
+    code, out, err = cli(
+        "gate", "--config", str(root / "judge.yml"), "--baseline", "latest:v2", "--candidate", "v3"
+    )
+    assert "the judge changed since it was last checked against its labels" in out + err
+    # Checked again but below a stricter floor: the verdict is inconclusive with the reason.
+    config = root / "judge.yml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("min_kappa: 0.6", "min_kappa: 0.95"),
+        encoding="utf-8",
+    )
+    assert cli("judge", "check", "--config", str(config))[0] == 1
+    code, out, err = cli(
+        "gate", "--config", str(config), "--baseline", "latest:v2", "--candidate", "v3", "--json"
+    )
+    verdict = json.loads(out)
+    assert verdict["kind"] == "inconclusive"
+    assert "judge.min_kappa = 0.95" in verdict["reasons"][0]
+    assert any(w.startswith("the comparison alone says") for w in verdict["warnings"])

@@ -9,8 +9,9 @@ from evalgate.cli.context import (
     execute_version,
     price_as_for,
 )
+from evalgate.cli.judge import floor_for_gate
 from evalgate.errors import RunFileError
-from evalgate.gate import decide
+from evalgate.gate import decide, overrule
 from evalgate.noise import measure_noise
 from evalgate.report.render import render, render_model
 from evalgate.runs import find_run, save_run
@@ -51,6 +52,7 @@ def cmd_gate(ctx: Context) -> int:
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     verdict = decide(baseline, candidate, suite.gate)
+    verdict = overrule(verdict, "inconclusive", floor_for_gate(loaded, name, suite))
     if ctx.args.format == "markdown":
         # There is no gate.md.j2: the Markdown report is the job-summary form of the PR comment.
         from evalgate.report.comment import BaselineProvenance, CommentContext, render_summary

@@ -24,8 +24,10 @@ from evalgate.judge_check import (
     check_split,
     corrected_accuracy,
     floor_of,
+    floor_reasons,
     grade,
     judge_sha256,
+    read_report,
     save_report,
 )
 from evalgate.judge_labels import Label, labels_sha, leak_warnings, load_labels
@@ -154,6 +156,17 @@ def check_judge(
             f"holdout labels read recorded in the ledger ({reads} reads of these labels)\n"
         )
     return report, by_id
+
+
+def floor_for_gate(loaded: LoadedConfig, name: str, suite: Suite) -> list[str]:
+    """Why a verdict scored by this suite's judge may not stand: [] when the judge's last check
+    (saved by `judge check`) is of this judge and these labels, and met the floor."""
+    if suite.judge is None:
+        return []
+    labels = suite_labels(loaded, suite)
+    return floor_reasons(
+        read_report(loaded.state_dir, name), judge_sha256(loaded.root, suite), labels_sha(labels)
+    )
 
 
 def cmd_judge(ctx: Context) -> int:
