@@ -320,7 +320,7 @@ def test_the_fake_judge_refuses_both_kinds_of_rules(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="exactly one of"):
         load_rules(options, tmp_path)
     (tmp_path / "b.yml").write_text("rules: [{phrases: [x], score: 2}]\n", encoding="utf-8")
-    with pytest.raises(BackendError, match="rules.0.score"):
+    with pytest.raises(BackendError, match=r"rules\.0\.score"):
         load_rules({"judge_rules_file": "b.yml"}, tmp_path)
 
 
@@ -360,45 +360,70 @@ def test_the_bundled_example_judge_meets_its_floor(
     }
 
 
-def run_and_gate(root: Path, cli: Callable[..., CliResult]) -> tuple[int, str, str]:
+def gate(root: Path, cli: Callable[..., CliResult]) -> dict[str, Any]:
     config = str(root / "judge.yml")
-    code, out, err = cli("run", "v2", "--config", config)
-    assert code == 0, err
-    (saved,) = (root / ".evalgate" / "runs").glob("*.json")
-    return cli("gate", "--config", config, "--baseline", str(saved), "--candidate", "v3")
+    argv = ("--config", config, "--baseline", "latest:v2", "--candidate", "v3", "--json")
+    code, out, err = cli("gate", *argv)
+    assert code in (0, 1), err  # gate.inconclusive_exit is 0 by default
+    verdict: dict[str, Any] = json.loads(out)
+    return verdict
 
 
 def test_the_gate_is_inconclusive_until_the_judge_is_checked_and_above_its_floor(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
     root = copy_example(tmp_path / "shop")
-    code, out, err = run_and_gate(root, cli)
-    assert "INCONCLUSIVE" in out.upper()
-    assert "the judge has not been checked against its human labels" in out + err
-    example_check(root, cli)
-    code, out, err = cli(
-        "gate", "--config", str(root / "judge.yml"), "--baseline", "latest:v2", "--candidate", "v3"
+    config = root / "judge.yml"
+    code, _, err = cli("run", "v2", "--config", str(config))
+    assert code == 0, err
+    verdict = gate(root, cli)
+    assert verdict["kind"] == "inconclusive"
+    assert verdict["reasons"][0].startswith(
+        "the judge has not been checked against its human labels"
     )
-    assert "checked against its human labels" not in out + err
-    assert "the judge changed" not in out + err
+    example_check(root, cli)
+    # Checked, of this judge and these labels, above the floor: the comparison decides alone.
+    verdict = gate(root, cli)
+    assert not any(r.startswith("the judge") for r in verdict["reasons"])
+    assert not any(w.startswith("the comparison alone says") for w in verdict["warnings"])
     # An edited rubric is a new judge: the saved check no longer speaks for it.
     rubric = root / "judge-rubric.txt"
     rubric.write_text(rubric.read_text(encoding="utf-8") + "Be strict.\n", encoding="utf-8")
-    code, out, err = cli(
-        "gate", "--config", str(root / "judge.yml"), "--baseline", "latest:v2", "--candidate", "v3"
-    )
-    assert "the judge changed since it was last checked against its labels" in out + err
+    verdict = gate(root, cli)
+    assert verdict["kind"] == "inconclusive"
+    assert verdict["reasons"][0].startswith("the judge changed since it was last checked")
     # Checked again but below a stricter floor: the verdict is inconclusive with the reason.
-    config = root / "judge.yml"
     config.write_text(
         config.read_text(encoding="utf-8").replace("min_kappa: 0.6", "min_kappa: 0.95"),
         encoding="utf-8",
     )
     assert cli("judge", "check", "--config", str(config))[0] == 1
-    code, out, err = cli(
-        "gate", "--config", str(config), "--baseline", "latest:v2", "--candidate", "v3", "--json"
-    )
-    verdict = json.loads(out)
+    verdict = gate(root, cli)
     assert verdict["kind"] == "inconclusive"
     assert "judge.min_kappa = 0.95" in verdict["reasons"][0]
     assert any(w.startswith("the comparison alone says") for w in verdict["warnings"])
+
+
+def test_a_runs_accuracy_corrected_for_the_judges_errors(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    root = copy_example(tmp_path / "shop")
+    code, _, err = cli("run", "v1", "--config", str(root / "judge.yml"))
+    assert code == 0, err
+    (path,) = (root / ".evalgate" / "runs").glob("*.json")
+    run = json.loads(path.read_text(encoding="utf-8"))
+    dev = [c for c in run["cases"] if c["split"] == "dev"]
+    passed = sum(1 for c in dev if c["outcomes"][0]["score"] >= 0.5)
+    report = example_check(root, cli, "--run", "latest:v1")
+    corrected = report["corrected"]["corrected"]
+    table = report["splits"][1]["agreement"]["table"]  # the floor's split: the holdout
+    se_ = table["both_pass"] / (table["both_pass"] + table["human_only"])
+    sp = table["both_fail"] / (table["both_fail"] + table["judge_only"])
+    p = passed / len(dev)
+    assert corrected["raw"] == pytest.approx(p)
+    assert (corrected["sensitivity"], corrected["specificity"]) == pytest.approx((se_, sp))
+    # Rogan-Gladen, clipped to [0, 1]: (p + Sp - 1) / (Se + Sp - 1).
+    assert corrected["value"] == pytest.approx(min(1.0, max(0.0, (p + sp - 1) / (se_ + sp - 1))))
+    assert corrected["low"] <= corrected["value"] <= corrected["high"]
+    code, out, _ = cli("judge", "check", "--config", str(root / "judge.yml"), "--run", "latest:v1")
+    assert "Corrected accuracy of " in out and "(Rogan-Gladen)" in out
