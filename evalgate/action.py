@@ -44,8 +44,9 @@ from evalgate.cli.context import (
 )
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError
-from evalgate.gate import Verdict, decide
+from evalgate.gate import Verdict, decide, overrule
 from evalgate.holdout import read_ledger, reads_of
+from evalgate.judge_pr import judge_in_pr
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.release import ReleaseRecord, make_record, release_report
@@ -403,7 +404,22 @@ def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Non
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha)
     verdict = decide(found.run, candidate, suite.gate)
-    publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
+    judge = None
+    if suite.judge is not None:
+        # The judge, checked against its labels and, when the PR changed it, against the base's.
+        base_sha = pull.base_sha if pull is not None else None
+
+        def read_base(path: Path) -> str | None:
+            if runner.repo is None or base_sha is None:
+                return None
+            relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
+            return gh.read_data_file(runner.repo, base_sha, relative)
+
+        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base)
+        verdict = overrule(verdict, "inconclusive", judge.doubts)
+        verdict = overrule(verdict, "fail", judge.failures)
+    markdown = judge.markdown if judge else None
+    publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork, markdown)
 
 
 def _baseline_in_job(
@@ -458,6 +474,7 @@ def publish_pr(
     number: int,
     version: str,
     fork: bool,
+    judge: str | None = None,
 ) -> None:
     summary = summarise(candidate, price_as=suite.price_as)
     reproduce = (
@@ -479,6 +496,7 @@ def publish_pr(
         ),
         reproduce=reproduce,
         pull_request=number,
+        judge=judge,
     )
     runner.add_summary(render_summary(context))
     comment_url = None

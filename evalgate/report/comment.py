@@ -92,6 +92,8 @@ class CommentContext(BaseModel):
     reproduce: str | None = None
     # The pull request's number, for the commands in the fork comment.
     pull_request: int | None = None
+    # The judge's agreement with human labels (judge.md.j2), for suites that have labels.
+    judge: str | None = None
     version: str = __version__
 
     @model_validator(mode="after")
@@ -275,6 +277,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         ),
         fixed(m.summary(v, s, _notes(v, s))),
         fixed(m.provenance(baseline, _baseline_lines(ctx))),
+        fixed(ctx.judge or ""),
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),
