@@ -25,7 +25,7 @@ from evalgate.errors import UserError
 from evalgate.judge_labels import Label
 from evalgate.pipeline import sha256_json
 from evalgate.runs import Run
-from evalgate.scorers.base import ScoringError
+from evalgate.scorers.base import ScoringError, read_files
 from evalgate.scorers.judge import JudgeScorer
 from evalgate.stats import flip_rate
 
@@ -35,22 +35,11 @@ LabelSplit = Literal["dev", "holdout"]
 
 
 def judge_sha256(root: Path, suite: Suite) -> str:
-    """The judge's identity: its config, its rubric's text and every file its backend reads.
-
-    The run's ``scorer_sha256`` hashes the config only, so an edited rubric file keeps it; this
-    hash changes with the rubric, the model, its settings and the files they name.
-    """
-    scorer = suite.scorer
-    assert scorer.kind == "judge"
-    files: dict[str, str | None] = {}
-    names = [scorer.rubric_file] if scorer.rubric_file else []
-    names += [
-        v for k, v in scorer.model.options.items() if k.endswith("_file") and isinstance(v, str)
-    ]
-    for name in names:
-        path = root / name
-        files[name] = path.read_text(encoding="utf-8") if path.is_file() else None
-    return sha256_json({"scorer": scorer.model_dump(mode="json", by_alias=True), "files": files})
+    """The judge's identity: its config and the text of every file it reads (its rubric, its
+    backend's rules): the run's ``scorer_sha256`` for the same judge."""
+    dump = suite.scorer.model_dump(mode="json", by_alias=True)
+    files = read_files(suite.scorer, root)
+    return sha256_json({**dump, "files": files} if files else dump)
 
 
 class Graded(BaseModel):
@@ -298,4 +287,9 @@ def floor_reasons(report: JudgeReport | None, judge_sha: str, labels_sha: str) -
         return [f"the judge changed since it was last checked against its labels: {fix}"]
     if report.labels_sha256 != labels_sha:
         return [f"the judge's labels changed since it was last checked: {fix}"]
+    if report.floor.split == "dev" and report.holdout_unread:
+        return [
+            "the judge was last checked on its dev labels only, which rubric tuning has seen: "
+            "run `evalgate judge check` with the holdout"
+        ]
     return list(report.floor.reasons)

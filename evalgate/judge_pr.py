@@ -23,6 +23,7 @@ from evalgate.cli.judge import check_judge, suite_labels
 from evalgate.config import LoadedConfig, Suite, parse_config
 from evalgate.judge_check import JudgeReport, judge_sha256
 from evalgate.report.render import render
+from evalgate.scorers.base import file_names
 
 # The base branch's text of a file in the checkout, or None where the base has none.
 ReadBase = Callable[[Path], str | None]
@@ -38,14 +39,6 @@ class JudgeInPR:
     doubts: list[str] = field(default_factory=list)
 
 
-def _files_of(suite: Suite) -> list[str]:
-    scorer = suite.scorer
-    assert scorer.kind == "judge"
-    names = [scorer.rubric_file] if scorer.rubric_file else []
-    options = scorer.model.options
-    return names + [v for k, v in options.items() if k.endswith("_file") and isinstance(v, str)]
-
-
 def _base_suite(loaded: LoadedConfig, name: str, read_base: ReadBase) -> Suite | None:
     text = read_base(loaded.path)
     if text is None:
@@ -59,7 +52,7 @@ def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder:
     path, so the base judge reads the base's rubric and rules, not the head's."""
     scorer = base.scorer
     assert scorer.kind == "judge"
-    for name in _files_of(base):
+    for name in file_names(base.scorer):
         text = read_base(loaded.root / name)
         if text is not None:
             target = folder / name
@@ -102,7 +95,7 @@ def judge_in_pr(
         report, head = check_judge(ctx, loaded, name, suite, labels, splits=both, show=SHOWN)
         change = None
         if base is not None:
-            for relative in _files_of(base):
+            for relative in file_names(base.scorer):
                 text = read_base(loaded.root / relative)
                 if text is not None:
                     (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)

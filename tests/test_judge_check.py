@@ -28,6 +28,7 @@ from evalgate.config import JudgeScorer as JudgeConfig
 from evalgate.config import load_config
 from evalgate.errors import BackendError, CaseFileError
 from evalgate.holdout import read_ledger
+from evalgate.judge_check import floor_reasons, read_report
 from evalgate.judge_labels import load_labels, split_policy
 from evalgate.scorers.judge import JudgeScorer
 from evalgate.split import hashed_side
@@ -187,7 +188,13 @@ def test_dev_only_reads_no_holdout_and_says_the_floor_is_optimistic(
     assert code == 0
     assert "holdout: 10 labels not read" in out
     assert "Floor (dev labels)" in out and "which rubric tuning has seen" in out
+    assert "met on dev; the gate also wants the holdout checked" in out
     assert not (tmp_path / "p" / ".evalgate" / "holdout-ledger.jsonl").exists()
+    # The gate does not take a dev-only check for trust.
+    report = read_report(tmp_path / "p" / ".evalgate", "shop")
+    assert report is not None
+    (reason,) = floor_reasons(report, report.judge_sha256, report.labels_sha256)
+    assert reason.startswith("the judge was last checked on its dev labels only")
 
 
 def test_repeats_measure_the_judges_flips(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
@@ -392,6 +399,8 @@ def test_the_gate_is_inconclusive_until_the_judge_is_checked_and_above_its_floor
     verdict = gate(root, cli)
     assert verdict["kind"] == "inconclusive"
     assert verdict["reasons"][0].startswith("the judge changed since it was last checked")
+    # ... and the baseline, graded by the old rubric, is no longer comparable either.
+    assert any("scored differently" in r for r in verdict["reasons"])
     # Checked again but below a stricter floor: the verdict is inconclusive with the reason.
     config.write_text(
         config.read_text(encoding="utf-8").replace("min_kappa: 0.6", "min_kappa: 0.95"),
@@ -401,7 +410,7 @@ def test_the_gate_is_inconclusive_until_the_judge_is_checked_and_above_its_floor
     verdict = gate(root, cli)
     assert verdict["kind"] == "inconclusive"
     assert "judge.min_kappa = 0.95" in verdict["reasons"][0]
-    assert any(w.startswith("the comparison alone says") for w in verdict["warnings"])
+    assert any("scored differently" in r for r in verdict["reasons"][1:])
 
 
 def test_a_runs_accuracy_corrected_for_the_judges_errors(

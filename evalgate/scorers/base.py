@@ -68,6 +68,25 @@ def build_scorer(config: ScorerConfig, base_dir: Path, judge: Backend | None = N
     return builder(config, base_dir)
 
 
+def file_names(config: ScorerConfig) -> list[str]:
+    """The files a judge scorer reads: its rubric file and its backend's ``*_file`` options."""
+    if config.kind != "judge":
+        return []
+    names = [config.rubric_file] if config.rubric_file else []
+    options = config.model.options
+    return names + [v for k, v in options.items() if k.endswith("_file") and isinstance(v, str)]
+
+
+def read_files(config: ScorerConfig, base_dir: Path) -> dict[str, str | None]:
+    """The text of each of :func:`file_names` by name (None when missing): the config names the
+    files, so their content must join any hash of it."""
+    found: dict[str, str | None] = {}
+    for name in file_names(config):
+        path = base_dir / name
+        found[name] = path.read_text(encoding="utf-8") if path.is_file() else None
+    return found
+
+
 def needs_expected(config: ScorerConfig) -> bool:
     """Whether every case must carry an expected answer for this scorer."""
     if config.kind == "json_schema":
