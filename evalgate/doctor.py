@@ -167,10 +167,10 @@ def _check_backends(loaded: LoadedConfig, label: str, suite: Suite) -> list[Find
             )
             continue
         if settings.backend == "fake":
-            from evalgate.backends.fake import load_rules
+            from evalgate.backends.fake import load_options
 
             try:
-                load_rules(settings.options, loaded.root)
+                load_options(settings.options, loaded.root)
             except UserError as exc:
                 out.append(_from_error(check, exc))
                 continue

@@ -16,17 +16,17 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 from conftest import CliResult, copy_example
 
 from evalgate.backends.base import Reply, Request
-from evalgate.backends.fake import FakeJudgeRules, fake_judgement, load_rules
+from evalgate.backends.fake import FakeJudgeRules, fake_judgement, load_options
 from evalgate.config import JudgeScorer as JudgeConfig
 from evalgate.config import load_config
-from evalgate.errors import BackendError, CaseFileError
+from evalgate.errors import BackendError, CaseFileError, ConfigError
 from evalgate.holdout import read_ledger
 from evalgate.judge_check import floor_reasons, read_report
 from evalgate.judge_labels import load_labels, split_policy
@@ -53,7 +53,7 @@ print(json.dumps({"score": score, "reason": "mentions a refund" if score else "n
 
 
 def label_rows(split: str, a: int, b: int, c: int, d: int, prefix: str) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     cells = [("refund now", "pass", a), ("refund now", "fail", b), ("sorry", "pass", c)]
     cells.append(("sorry", "fail", d))
     for reply, human, count in cells:
@@ -280,7 +280,7 @@ def test_a_judge_section_needs_a_judge_scorer(tmp_path: Path) -> None:
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
     data["suites"]["shop"]["scorer"] = {"kind": "exact"}
     config.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(Exception, match="calibrates a judge scorer"):
+    with pytest.raises(ConfigError, match="calibrates a judge scorer"):
         load_config(config)
 
 
@@ -294,8 +294,8 @@ def judge_request(rubric: str, reply: str) -> Request:
 
 
 class Judge:
-    name = "unused"
-    offline = True
+    name: ClassVar[str] = "unused"
+    offline: ClassVar[bool] = True
 
     def complete(self, request: Request) -> Reply:  # pragma: no cover - never called
         raise AssertionError
@@ -325,10 +325,10 @@ def test_the_fake_judge_reads_the_reply_and_its_rubric() -> None:
 def test_the_fake_judge_refuses_both_kinds_of_rules(tmp_path: Path) -> None:
     options = {"rules_file": "a.yml", "judge_rules_file": "b.yml"}
     with pytest.raises(BackendError, match="exactly one of"):
-        load_rules(options, tmp_path)
+        load_options(options, tmp_path)
     (tmp_path / "b.yml").write_text("rules: [{phrases: [x], score: 2}]\n", encoding="utf-8")
     with pytest.raises(BackendError, match=r"rules\.0\.score"):
-        load_rules({"judge_rules_file": "b.yml"}, tmp_path)
+        load_options({"judge_rules_file": "b.yml"}, tmp_path)
 
 
 def example_check(root: Path, cli: Callable[..., CliResult], *argv: str) -> dict[str, Any]:

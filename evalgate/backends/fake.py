@@ -97,7 +97,19 @@ class FakeOptions(BaseModel):
         return self
 
 
-def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJudgeRules:
+def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules:
+    """The classifier's rules (the Messages and OpenAI stand-ins answer from them too)."""
+    rules = load_options(options, base_dir)
+    if not isinstance(rules, FakeRules):
+        raise BackendError(
+            "these fake options are a judge's (judge_rules): a model under test needs rules",
+            where="model.options",
+        )
+    return rules
+
+
+def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJudgeRules:
+    """The fake's rules from its options: a classifier's, or a judge's."""
     try:
         opts = FakeOptions.model_validate(options)
     except ValidationError as exc:
@@ -196,7 +208,7 @@ class FakeBackend:
     offline: ClassVar[bool] = True
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
-        self.rules = load_rules(settings.options, context.base_dir)
+        self.rules = load_options(settings.options, context.base_dir)
 
     def complete(self, request: Request) -> Reply:
         if isinstance(self.rules, FakeJudgeRules):
