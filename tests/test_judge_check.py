@@ -448,3 +448,31 @@ def test_the_readme_shows_what_judge_check_prints(
     code, out, _ = cli("judge", "check", "--config", str(root / "judge.yml"), "--show", "3")
     assert code == 0
     assert out.rstrip("\n") == shown
+
+
+def test_doctor_checks_the_judge_labels(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    root = copy_example(tmp_path / "shop")
+    code, out, _ = cli("doctor", "--dir", str(root), "--config", "judge.yml", "--json")
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    found = findings["suite bike-shop-judged: judge labels"]
+    assert found == {
+        "status": "ok",
+        "check": "suite bike-shop-judged: judge labels",
+        "message": "108 labels: dev 76, holdout 32",
+        "fix": None,
+    }
+    config = root / "judge.yml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("min_labels: 30", "min_labels: 50"),
+        encoding="utf-8",
+    )
+    code, out, _ = cli("doctor", "--dir", str(root), "--config", "judge.yml", "--json")
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    found = findings["suite bike-shop-judged: judge labels"]
+    assert found["status"] == "warn" and "the floor needs 50 holdout labels" in found["message"]
+    (root / "judge-labels.jsonl").write_text('{"id": "x"}\n', encoding="utf-8")
+    code, out, _ = cli("doctor", "--dir", str(root), "--config", "judge.yml", "--json")
+    assert code == 1
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    found = findings["suite bike-shop-judged: judge labels"]
+    assert found["status"] == "FAIL" and "missing reply field 'reply'" in found["message"]
