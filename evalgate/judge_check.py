@@ -50,6 +50,10 @@ class Graded(BaseModel):
     scores: list[float]
     reason: str | None
     error: str | None = None
+    # The judge's own calls and tokens, over the repeats.
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @property
     def passes(self) -> list[bool]:
@@ -68,14 +72,24 @@ def grade(
     def one(label: Label) -> Graded:
         scores: list[float] = []
         reason = None
+        usage = [0, 0, 0]
         for _ in range(repeats):
             try:
                 score = scorer(label.case.expected, label.reply, label.case.input)
             except ScoringError as exc:
-                return Graded(scores=scores, reason=reason, error=str(exc))
+                return Graded(scores=scores, reason=reason, error=str(exc), calls=usage[0] + 1)
             scores.append(score.score)
             reason = reason if reason is not None else score.reason
-        return Graded(scores=scores, reason=reason)
+            usage[0] += score.judge_calls
+            usage[1] += score.judge_input_tokens
+            usage[2] += score.judge_output_tokens
+        return Graded(
+            scores=scores,
+            reason=reason,
+            calls=usage[0],
+            input_tokens=usage[1],
+            output_tokens=usage[2],
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(one, labels))
@@ -148,6 +162,10 @@ class JudgeReport(BaseModel):
     judge_sha256: str
     labels_sha256: str
     repeats: int
+    # The judge's calls and tokens for this check.
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
     splits: list[SplitCheck]
     # Labels on the holdout side that were not read (split not asked for).
     holdout_unread: int

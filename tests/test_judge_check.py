@@ -140,6 +140,7 @@ def test_a_command_judge_with_known_agreement(
     code, out, err = cli("judge", "check", "--config", str(config), "--json")
     assert code == 0, err
     report = json.loads(out)
+    assert report["calls"] == 30  # one judge call a label
     dev, holdout = report["splits"]
     assert dev["split"] == "dev" and holdout["split"] == "holdout"
     assert dev["agreement"]["table"] == {
@@ -208,6 +209,7 @@ def test_repeats_measure_the_judges_flips(tmp_path: Path, cli: Callable[..., Cli
     config = write_project(tmp_path / "p", rows=rows, judge={"min_labels": 1})
     code, out, err = cli("judge", "check", "--config", str(config), "--repeats", "2", "--json")
     assert code in (0, 1), err
+    assert json.loads(out)["calls"] == 40  # 20 labels, 2 calls each
     flips = json.loads(out)["splits"][0]["flips"]
     assert flips == {"repeats": 2, "rate": pytest.approx(0.2), "labels_flipped": 4}
 
