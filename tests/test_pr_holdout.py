@@ -305,3 +305,29 @@ def test_a_local_gate_with_base_ref_uses_the_base_split(
     assert verdict["kind"] == "inconclusive", err
     assert "this pull request changes the holdout" in verdict["reasons"][0]
     assert hidden and not hidden & set(out.split('"'))
+
+
+def test_a_pull_request_that_trims_the_sealed_file_changes_the_holdout(
+    repo: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    from test_release import seal_the_holdout
+
+    seal_the_holdout(cli, repo / FOLDER)
+    _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "add", "-A")
+    _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "seal")
+    base = _base(repo, "HEAD", tmp_path)
+    sealed = repo / FOLDER / "holdout.sealed.jsonl"
+    lines = sealed.read_text().splitlines()
+    loaded = load_config(repo / CONFIG)
+    _, suite = loaded.suite(None)
+    plain = load_cases(loaded.expand(suite.cases, "case"), suite.fields, root=loaded.root)
+
+    # Adding sealed cases (anyone may, with the public key) is not a change of the holdout.
+    sealed.write_text("\n".join([*lines, lines[0].replace('"v": 1', '"v": 1 ')]) + "\n")
+    _, grown = hold_out(base, "bike-shop", suite, plain.cases, loaded.root)
+    assert not grown.changed
+    # Removing some is.
+    sealed.write_text("\n".join(lines[:10]) + "\n")
+    _, trimmed = hold_out(base, "bike-shop", suite, plain.cases, loaded.root)
+    assert trimmed.changed and trimmed.sealed_removed == len(lines) - 10
+    assert f"{len(lines) - 10} sealed cases removed or altered" in trimmed.line()

@@ -262,14 +262,22 @@ def release_version(
         store = loaded.root / suite.sealed_holdout.file
         sealed = sealed_digests(store)
         usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
-        earlier = [r for r in usable if r.name != tag and r.sealed_lines is not None]
+        earlier = [
+            r for r in usable if r.name != tag and r.sealed_lines is not None and r.sealed_ok
+        ]
         if earlier:
             changes = read_changes(loaded.root / suite.sealed_holdout.changes)
             integrity = unrecorded_changes(
                 earlier[-1].sealed_lines or [], sealed, changes, key, since=earlier[-1].name
             )
     record = make_record(
-        tag, run, run.created_at, holdout_sha(cases, key), key=key, sealed_lines=sealed
+        tag,
+        run,
+        run.created_at,
+        holdout_sha(cases, key),
+        key=key,
+        sealed_lines=sealed,
+        sealed_ok=not integrity,
     )
     reads = reads_of(read_ledger(ledger), record.holdout_sha256)
     report = release_report(
