@@ -75,24 +75,33 @@ def judge_in_pr(
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evalgate-base-judge-") as tmp:
         folder = Path(tmp)
+        # The labels, their split, the floor and alpha are the base branch's when it has a
+        # judge section: the head's config is the pull request's to change, not to be trusted.
         labels_suite = base if base is not None and base.judge is not None else suite
         assert labels_suite.judge is not None
+        alpha = labels_suite.gate.alpha
+        if labels_suite.judge != suite.judge or alpha != suite.gate.alpha:
+            notes.append(
+                "the judge's floor, label split and alpha are the base branch's: changes to them "
+                "take effect once this pull request is merged"
+            )
+        checked = suite.model_copy(update={"judge": labels_suite.judge})
         base_labels = read_base(loaded.root / labels_suite.judge.labels)
         if base_labels is not None:
             path = folder / "labels" / Path(labels_suite.judge.labels).name
             path.parent.mkdir(parents=True)
             path.write_text(base_labels, encoding="utf-8")
             labels = suite_labels(loaded, labels_suite, path)
-            head_text = (loaded.root / suite.judge.labels).read_text(encoding="utf-8")
-            moved = (labels_suite.judge, labels_suite.fields) != (suite.judge, suite.fields)
-            if head_text != base_labels or moved:
+            head_path = loaded.root / suite.judge.labels
+            head_text = head_path.read_text(encoding="utf-8") if head_path.is_file() else None
+            if head_text != base_labels or labels_suite.fields != suite.fields:
                 notes.append(
                     "the labels are the base branch's: label changes in this pull request take "
                     "effect once it is merged"
                 )
         else:
             labels = suite_labels(loaded, suite)
-        report, head = check_judge(ctx, loaded, name, suite, labels, splits=both, show=SHOWN)
+        report, head = check_judge(ctx, loaded, name, checked, labels, splits=both, show=SHOWN)
         change = None
         if base is not None:
             for relative in file_names(base.scorer):
@@ -118,7 +127,7 @@ def judge_in_pr(
                 change = agreement_change(
                     [old[i].passes[0] == human[i] for i in ids],
                     [head[i].passes[0] == human[i] for i in ids],
-                    suite.gate.alpha,
+                    alpha,
                 )
         else:
             notes.append("the judge or its labels are new in this pull request: nothing to pair")
@@ -133,7 +142,7 @@ def judge_in_pr(
             f"the judge change lowers its agreement with people: {change.head.hits:g} of "
             f"{change.n} labels agree, {change.base.hits:g} with the base branch's judge (lost "
             f"{change.lost}, gained {change.gained}; one-sided exact McNemar p = "
-            f"{change.p_value:.2g} < {suite.gate.alpha:g})"
+            f"{change.p_value:.2g} < {alpha:g})"
         )
     elif change is not None and change.kind == "unproven":
         outcome.doubts.append(

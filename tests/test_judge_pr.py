@@ -12,7 +12,18 @@ import json
 from pathlib import Path
 
 from conftest import EXAMPLE, copy_example
-from test_action import FOLDER, REPO, api, api_env, comments, gh, open_pull, pr_event, run_action
+from test_action import (
+    FOLDER,
+    REPO,
+    api,
+    api_env,
+    comments,
+    example_tree,
+    gh,
+    open_pull,
+    pr_event,
+    run_action,
+)
 
 from evalgate.testing.github_server import GitHubServer
 
@@ -99,3 +110,24 @@ def test_relabelling_in_the_same_pull_request_does_not_hide_a_drop(
     assert code == 1, log
     assert "**Agreement dropped significantly**" in body
     assert "the labels are the base branch" in body
+
+
+def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> None:
+    # The default branch asks for kappa's low end at 0.95, which this judge does not reach
+    # (0.81 on the holdout); the pull request lowers the floor to 0.1 in its own config.
+    config = f"{FOLDER}/judge.yml"
+    strict = (
+        (EXAMPLE / "judge.yml")
+        .read_text(encoding="utf-8")
+        .replace("min_kappa: 0.6", "min_kappa: 0.95")
+    )
+    tree = example_tree() | {config: strict}
+    with GitHubServer() as server:
+        server.add_repo(REPO, files=tree)
+        lowered = strict.replace("min_kappa: 0.95", "min_kappa: 0.1")
+        code, body, log = judge_pr(tmp_path, server, {config: lowered})
+    assert code == 0, log  # inconclusive does not fail the job unless fail_on says so
+    text = body.replace("\\", "")  # Markdown escapes, e.g. min\_kappa
+    assert "is inconclusive: the judge agrees too little with people to gate" in text
+    assert "judge.min_kappa = 0.95" in text
+    assert "the judge's floor, label split and alpha are the base branch's" in text
