@@ -177,7 +177,7 @@ class JudgeReport(BaseModel):
         return next((s for s in self.splits if s.split == name), None)
 
 
-def check_split(
+def measure_split(
     split: LabelSplit,
     labels: Sequence[Label],
     graded: Sequence[Graded],
@@ -230,6 +230,19 @@ def floor_of(checks: Sequence[SplitCheck], judge: JudgeCalibration) -> Floor:
     reasons: list[str] = []
     n = chosen.agreement.n
     kappa = chosen.agreement.kappa
+    if n == 0:
+        return Floor(
+            split=chosen.split,
+            n=0,
+            min_labels=judge.min_labels,
+            kappa_low=None,
+            min_kappa=judge.min_kappa,
+            ok=False,
+            reasons=[
+                f"no {chosen.split} label could be graded (every judge call failed or was "
+                "unreadable): see the errors above"
+            ],
+        )
     if n < judge.min_labels:
         reasons.append(
             f"the judge is checked on {n} {chosen.split} labels, under judge.min_labels = "

@@ -478,3 +478,20 @@ def test_doctor_checks_the_judge_labels(tmp_path: Path, cli: Callable[..., CliRe
     findings = {f["check"]: f for f in json.loads(out)["findings"]}
     found = findings["suite bike-shop-judged: judge labels"]
     assert found["status"] == "FAIL" and "missing reply field 'reply'" in found["message"]
+
+
+def test_a_judge_that_always_fails_leaves_nothing_to_trust(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    rows = label_rows("dev", 1, 0, 0, 1, "d") + label_rows("holdout", 1, 0, 0, 1, "h")
+    config = write_project(tmp_path / "p", rows=rows)
+    (tmp_path / "p" / "judge.py").write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
+    code, out, err = cli("judge", "check", "--config", str(config), "--json")
+    assert code == 1, err
+    report = json.loads(out)
+    assert [s["errored"] for s in report["splits"]] == [2, 2]
+    assert report["floor"]["reasons"] == [
+        "no holdout label could be graded (every judge call failed or was unreadable): see the "
+        "errors above"
+    ]
+    assert any("2 dev labels errored" in w for w in report["warnings"])

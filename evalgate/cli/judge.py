@@ -21,12 +21,12 @@ from evalgate.judge_check import (
     Graded,
     JudgeReport,
     LabelSplit,
-    check_split,
     corrected_accuracy,
     floor_of,
     floor_reasons,
     grade,
     judge_sha256,
+    measure_split,
     read_report,
     save_report,
 )
@@ -72,7 +72,6 @@ def check_judge(
     repeats: int = 1,
     show: int = 20,
     base_dir: Path | None = None,
-    record_read: bool = True,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
     label's grades by id (for pairing two judges). A holdout read goes in the ledger."""
@@ -98,7 +97,7 @@ def check_judge(
         if split == "holdout" and not mine:
             continue
         checks.append(
-            check_split(
+            measure_split(
                 split,
                 mine,
                 [by_id[x.id] for x in mine],
@@ -138,7 +137,7 @@ def check_judge(
         warnings=warnings,
     )
     holdout = next((c for c in checks if c.split == "holdout"), None)
-    if holdout is not None and record_read:
+    if holdout is not None:
         commit, ref = git_info(loaded.root)
         reads = append_ledger(
             ledger_path(loaded),
