@@ -388,9 +388,9 @@ class LoadedConfig(BaseModel):
         if suite.judge is not None:
             paths.append(self.root / suite.judge.labels)
         if suite.scorer.kind == "judge":
-            for key, value in suite.scorer.model.options.items():
-                if key.endswith("_file") and isinstance(value, str):
-                    paths.append(self.root / value)
+            from evalgate.scorers.base import file_names
+
+            paths += [self.root / name for name in file_names(suite.scorer)]
         if suite.scorer.kind == "python":
             paths.append(
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")

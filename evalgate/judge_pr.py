@@ -23,7 +23,7 @@ from evalgate.cli.judge import check_judge, suite_labels
 from evalgate.config import LoadedConfig, Suite, parse_config
 from evalgate.judge_check import JudgeReport, judge_sha256
 from evalgate.report.render import render
-from evalgate.scorers.base import file_names
+from evalgate.scorers.base import command_argv, file_names
 
 # The base branch's text of a file in the checkout, or None where the base has none.
 ReadBase = Callable[[Path], str | None]
@@ -58,10 +58,15 @@ def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder:
             target = folder / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+    written = set(file_names(base.scorer))
     options = {
         k: str(folder / v) if k.endswith("_file") and isinstance(v, str) else v
         for k, v in scorer.model.options.items()
     }
+    if scorer.model.backend == "command":
+        # The base's program, by absolute path; it still runs in the config's folder.
+        argv = command_argv(scorer.model.options)
+        options["command"] = argv[:1] + [str(folder / a) if a in written else a for a in argv[1:]]
     model = scorer.model.model_copy(update={"options": options})
     return base.model_copy(update={"scorer": scorer.model_copy(update={"model": model})})
 

@@ -9,6 +9,7 @@ the shop's own words ("Category: repair status."), which people fail: agreement 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from conftest import EXAMPLE, copy_example
@@ -24,6 +25,7 @@ from test_action import (
     pr_event,
     run_action,
 )
+from test_judge_check import write_project
 
 from evalgate.testing.github_server import GitHubServer
 
@@ -131,3 +133,39 @@ def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> 
     assert "is inconclusive: the judge agrees too little with people to gate" in text
     assert "judge.min_kappa = 0.95" in text
     assert "the judge's floor, label split and alpha are the base branch's" in text
+
+
+def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
+    # The labelled project of tests/test_judge_check.py: a command judge that passes replies
+    # mentioning a refund agrees with people on 17 of 20 dev and 9 of 10 holdout labels. The
+    # pull request replaces its program with one that passes everything: it agrees on the 15
+    # human passes only. Lost: the 9 + 5 human fails the old judge failed; gained: the 2 + 1
+    # human passes it failed. One-sided p = P(Bin(17, 1/2) >= 14) = (680 + 136 + 17 + 1) / 2^17
+    # = 0.0064: a significant drop, though no config or rubric changed.
+    project = tmp_path / "project"
+    write_project(project)
+    tree = {
+        f"{FOLDER}/{p.relative_to(project).as_posix()}": p.read_text(encoding="utf-8")
+        for p in sorted(project.rglob("*"))
+        if p.is_file()
+    }
+    lenient = 'import json\nprint(json.dumps({"score": 1, "reason": "fine"}))\n'
+    with GitHubServer() as server:
+        server.add_repo(REPO, files=tree)
+        workspace = tmp_path / "workspace"
+        shutil.copytree(project, workspace / FOLDER)
+        (workspace / FOLDER / "judge.py").write_text(lenient, encoding="utf-8")
+        open_pull(server, {f"{FOLDER}/judge.py": lenient})
+        job = run_action(
+            workspace,
+            "pull_request",
+            pr_event(),
+            ref="refs/pull/7/merge",
+            inputs=api(server),
+            env=api_env(server),
+        )
+        [body] = comments(server)
+    assert job.code == 1, job.out + job.err
+    assert "**Agreement dropped significantly**" in body
+    assert "lost 14, gained 3" in body
+    assert "p = 0.0064" in body
