@@ -474,7 +474,7 @@ def run_pr(
             relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
             return gh.read_data_file(runner.repo, base_sha, relative)
 
-        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base)
+        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base, candidate)
         verdict = overrule(verdict, "inconclusive", judge.doubts)
         verdict = overrule(verdict, "fail", judge.failures)
     markdown = judge.markdown if judge else None

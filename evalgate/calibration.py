@@ -181,7 +181,11 @@ def rogan_gladen(passed: int, n: int, table: Table, confidence: float = 0.95) ->
     107:71), clipped to [0, 1]. The delta-method variance carries the run's sampling error and
     the calibration's (Greenland 1996; Lang & Reiczigel 2014, Prev Vet Med 113:13)::
 
-        var = [p(1 - p)/n + pi^2 Se(1 - Se)/n_pos + (1 - pi)^2 Sp(1 - Sp)/n_neg] / (Se + Sp - 1)^2
+        var = [V(p, n) + pi^2 V(Se, n_pos) + (1 - pi)^2 V(Sp, n_neg)] / (Se + Sp - 1)^2
+
+    Each binomial variance ``V`` is Agresti & Coull's (1998): ``q(1 - q)/(m + z^2)`` with
+    ``q = (x + z^2/2)/(m + z^2)`` for ``x`` of ``m``, so a judge that got all 23 human passes
+    right still carries the uncertainty of 23 labels instead of a zero-width interval.
 
     None when the labels hold no human pass or no human fail (Se or Sp unmeasured), when the
     judge is no better than a coin (Se + Sp <= 1), or when ``n == 0``.
@@ -197,10 +201,18 @@ def rogan_gladen(passed: int, n: int, table: Table, confidence: float = 0.95) ->
         return None
     p = passed / n
     pi = min(1.0, max(0.0, (p + sp - 1.0) / youden))
+    z = _z(confidence)
+
+    def v(x: int, m: int) -> float:
+        q = (x + z * z / 2) / (m + z * z)
+        return q * (1 - q) / (m + z * z)
+
     var = (
-        p * (1 - p) / n + pi * pi * se_ * (1 - se_) / n_pos + (1 - pi) ** 2 * sp * (1 - sp) / n_neg
+        v(passed, n)
+        + pi * pi * v(table.both_pass, n_pos)
+        + (1 - pi) ** 2 * v(table.both_fail, n_neg)
     ) / (youden * youden)
-    half = _z(confidence) * math.sqrt(var)
+    half = z * math.sqrt(var)
     return Corrected(
         raw=p,
         n=n,

@@ -21,8 +21,9 @@ from evalgate.calibration import AgreementChange, agreement_change
 from evalgate.cli.context import Context
 from evalgate.cli.judge import check_judge, suite_labels
 from evalgate.config import LoadedConfig, Suite, parse_config
-from evalgate.judge_check import JudgeReport, judge_sha256
+from evalgate.judge_check import JudgeReport, corrected_accuracy, judge_sha256
 from evalgate.report.render import render
+from evalgate.runs import Run
 from evalgate.scorers.base import command_argv, file_names
 
 # The base branch's text of a file in the checkout, or None where the base has none.
@@ -72,8 +73,14 @@ def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder:
 
 
 def judge_in_pr(
-    ctx: Context, loaded: LoadedConfig, name: str, suite: Suite, read_base: ReadBase
+    ctx: Context,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    read_base: ReadBase,
+    candidate: Run | None = None,
 ) -> JudgeInPR:
+    """``candidate``: the pull request's run, whose accuracy is shown corrected for judge error."""
     assert suite.judge is not None
     both = frozenset({"dev", "holdout"})
     base = _base_suite(loaded, name, read_base)
@@ -136,7 +143,10 @@ def judge_in_pr(
                 )
         else:
             notes.append("the judge or its labels are new in this pull request: nothing to pair")
-    report = report.model_copy(update={"warnings": [*report.warnings, *notes]})
+    update: dict[str, object] = {"warnings": [*report.warnings, *notes]}
+    if candidate is not None:
+        update["corrected"] = corrected_accuracy(candidate, report.splits, report.floor)
+    report = report.model_copy(update=update)
     outcome = JudgeInPR(
         report=report,
         change=change,

@@ -125,23 +125,45 @@ def test_mcnemar_names_the_lean() -> None:
     assert mcnemar(table(40, 1, 12, 45)).lean == "strict"
 
 
+def agresti_coull_variance(x: int, m: int) -> float:
+    # Agresti & Coull (1998): q = (x + z²/2) / (m + z²), variance q(1 - q) / (m + z²).
+    q = (x + Z975**2 / 2) / (m + Z975**2)
+    return q * (1 - q) / (m + Z975**2)
+
+
 def test_rogan_gladen_with_its_delta_method_interval() -> None:
     # Labels: 50 human passes of which the judge passes 45 (Se = 0.9), 50 human fails of which
     # it fails 40 (Sp = 0.8): table (45, 10, 5, 40). A run of 200 cases the judge passed 120
     # (p = 0.6). pi = (0.6 + 0.8 - 1) / (0.9 + 0.8 - 1) = 0.4 / 0.7 = 0.571429.
-    # var = [0.24/200 + pi^2 0.09/50 + (1-pi)^2 0.16/50] / 0.49
-    #     = [0.0012 + 0.32653*0.0018 + 0.18367*0.0032] / 0.49
-    #     = [0.0012 + 0.000587755 + 0.000587755] / 0.49 = 0.00484798; se = 0.0696275
+    # var = [V(120, 200) + pi^2 V(45, 50) + (1 - pi)^2 V(40, 50)] / 0.7^2, with z² = 3.8415:
+    #   V(120, 200): q = 121.92 / 203.84 = 0.59812, V = 0.24036 / 203.84 = 0.0011792
+    #   V(45, 50):   q = 46.921 / 53.841 = 0.87146, V = 0.11202 / 53.841 = 0.0020805
+    #   V(40, 50):   q = 41.921 / 53.841 = 0.77859, V = 0.17239 / 53.841 = 0.0032018
+    #   var = [0.0011792 + 0.00067934 + 0.00058807] / 0.49 = 0.00244661 / 0.49 = 0.0049931
     result = rogan_gladen(120, 200, table(45, 10, 5, 40))
     assert result is not None
     pi = 0.4 / 0.7
-    var = (0.0012 + pi * pi * 0.0018 + (1 - pi) ** 2 * 0.0032) / 0.49
-    assert var == pytest.approx(0.00484798, abs=1e-8)
+    var = (
+        agresti_coull_variance(120, 200)
+        + pi * pi * agresti_coull_variance(45, 50)
+        + (1 - pi) ** 2 * agresti_coull_variance(40, 50)
+    ) / 0.49
+    assert var == pytest.approx(0.0049931, abs=2e-7)
     assert (result.sensitivity, result.specificity) == pytest.approx((0.9, 0.8))
     assert result.raw == pytest.approx(0.6)
     assert result.value == pytest.approx(pi, abs=1e-12)
-    assert result.low == pytest.approx(pi - Z975 * math.sqrt(var), abs=1e-9)  # 0.43496
-    assert result.high == pytest.approx(pi + Z975 * math.sqrt(var), abs=1e-9)  # 0.70790
+    assert result.low == pytest.approx(pi - Z975 * math.sqrt(var), abs=1e-9)  # 0.43293
+    assert result.high == pytest.approx(pi + Z975 * math.sqrt(var), abs=1e-9)  # 0.70993
+
+
+def test_a_perfect_judge_still_has_an_interval() -> None:
+    # Se = 23/23 and Sp = 9/9 give plug-in variances of 0; the adjusted ones do not:
+    # p = 1, pi = 1; var = [V(143, 143) + V(23, 23)] / 1 (the Sp term has (1 - pi)^2 = 0).
+    result = rogan_gladen(143, 143, table(23, 0, 0, 9))
+    assert result is not None and result.value == 1.0
+    var = agresti_coull_variance(143, 143) + agresti_coull_variance(23, 23)
+    assert result.low == pytest.approx(1 - Z975 * math.sqrt(var), abs=1e-9)
+    assert result.low < 0.95
 
 
 def test_rogan_gladen_refuses_what_it_cannot_read() -> None:
