@@ -64,6 +64,8 @@ def test_a_rubric_change_that_lowers_agreement_fails_the_pull_request(
     assert code == 1, log
     assert "**Agreement dropped significantly**" in body
     assert "the judge change lowers its agreement with people" in body
+    # The run's accuracy beside its correction for the judge's errors (on the holdout labels).
+    assert "Accuracy corrected for the judge's errors (Rogan-Gladen" in body.replace("\\", "")
     # The base rubric's judge and the changed one both read the base branch's rubric file
     # from the contents API at the base commit.
     base_sha = gh.branch_sha(REPO, "main")
