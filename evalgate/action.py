@@ -21,6 +21,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -560,7 +561,7 @@ def publish_pr(
         f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
         f"--artifact {runner.inputs.baseline_artifact}\n"
         f"evalgate gate --suite {name} --baseline .evalgate/baseline/{name}.json "
-        f"--candidate {version}"
+        f"--candidate {version}{_base_ref_option(runner.event)}"
     )
     context = CommentContext(
         suite=name,
@@ -590,6 +591,14 @@ def publish_pr(
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _base_ref_option(event: dict[str, Any]) -> str:
+    """``--base-ref SHA``: locally too, the split is the pull request's base commit's."""
+    sha = ((event.get("pull_request") or {}).get("base") or {}).get("sha")
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        return f" --base-ref {sha}"
+    return ""
 
 
 def _annotate_verdict(runner: Runner, name: str, verdict: Verdict) -> None:

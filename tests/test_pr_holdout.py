@@ -274,6 +274,9 @@ def test_a_pull_request_that_keeps_the_split_is_not_flagged(
     )
     assert "changes the holdout" not in job.summary
     assert job.outputs["verdict"] != "inconclusive" or "holdout" not in job.summary
+    # The comment's command reproduces the job locally on the same base commit's split.
+    base = event["pull_request"]["base"]["sha"]
+    assert any(f"--base-ref {base}" in body for body in comments(gh, 9))
     assert not any("changes the holdout" in a for a in job.annotations("error"))
 
 
