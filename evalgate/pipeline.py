@@ -293,8 +293,8 @@ def run_suite(
             offline=bool(getattr(backend, "offline", False)),
         ),
         scorer=scorer_dump,
-        # A judge's rubric file and rules files are part of what it is (their names alone are
-        # in the config); configs that name no file keep the hash they always had.
+        # A judge's rubric file, rules files and command program are part of what it is (the
+        # config holds their names alone); configs that name no file keep the hash they had.
         scorer_sha256=sha256_json(
             {**scorer_dump, "files": files}
             if (files := read_files(suite.scorer, base_dir))
