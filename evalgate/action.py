@@ -56,6 +56,7 @@ from evalgate.errors import EvalgateError, UserError
 from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
 from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
+from evalgate.judge_pr import judge_in_pr
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.release import ReleaseRecord
@@ -412,6 +413,8 @@ class PendingSuite:
     number: int
     version: str
     fork: bool
+    # The judge's agreement section of the comment (suites with labels).
+    judge: str | None = None
 
 
 def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
@@ -496,7 +499,28 @@ def run_pr(
             "this pull request changes the holdout, which is decided on the default branch: "
             "the job fails whatever fail_on says (see the comment)"
         )
-    return PendingSuite(name, suite, candidate, verdict, found, number, version, fork)
+    judge = None
+    if suite.judge is not None:
+        # The judge, checked against its labels and, when the PR changed it, against the base's.
+        base_sha = pull.base_sha if pull is not None else None
+
+        def read_base(path: Path) -> str | None:
+            if runner.repo is None or base_sha is None:
+                return None
+            relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
+            return gh.read_data_file(runner.repo, base_sha, relative)
+
+        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base, candidate)
+        # Settled with the pull request's other tests (decide_pull_request): a judge that
+        # cannot be read makes the suite inconclusive, a judge that got worse fails it.
+        verdict = verdict.model_copy(
+            update={
+                "mismatch": [*judge.doubts, *verdict.mismatch],
+                "rule_failures": [*judge.failures, *verdict.rule_failures],
+            }
+        )
+    markdown = judge.markdown if judge else None
+    return PendingSuite(name, suite, candidate, verdict, found, number, version, fork, markdown)
 
 
 def publish_pull_request(
@@ -706,6 +730,7 @@ def publish_pr(
         pull_request_kind=decision.kind if decision else None,
         pull_request_tests=decision.tests if decision else None,
         suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if decision else [],
+        judge=pending.judge,
     )
     runner.add_summary(render_summary(context))
     comment_url = None

@@ -877,6 +877,19 @@ def sequential_threshold(policy: GatePolicy, others: int) -> float:
     return 2.0 / (policy.alpha * w_paired)
 
 
+def overrule(verdict: Verdict, kind: VerdictKind, reasons: Sequence[str]) -> Verdict:
+    """The verdict made ``kind`` for reasons found outside the comparison (a judge below its
+    floor, a judge change that lowered agreement); what the comparison said becomes a warning."""
+    if not reasons:
+        return verdict
+    kept = list(verdict.reasons) if verdict.kind == kind else []
+    said = [f"the comparison alone says {verdict.kind}: {r}" for r in verdict.reasons]
+    warnings = verdict.warnings + ([] if verdict.kind == kind else said)
+    return verdict.model_copy(
+        update={"kind": kind, "reasons": [*reasons, *kept], "warnings": warnings}
+    )
+
+
 class SequentialMonitor:
     """Watches candidate scores arrive and says when a fail verdict is already certain.
 

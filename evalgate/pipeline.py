@@ -20,7 +20,7 @@ from evalgate.errors import CaseFileError, ConfigError, UserError
 from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.scorers.base import build_scorer, needs_expected
+from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.split import assign_all
 from evalgate.templating import compile_template, render, render_turn
 
@@ -300,7 +300,13 @@ def run_suite(
             offline=bool(getattr(backend, "offline", False)),
         ),
         scorer=scorer_dump,
-        scorer_sha256=sha256_json(scorer_dump),
+        # A judge's rubric file, rules files and command program are part of what it is (the
+        # config holds their names alone); configs that name no file keep the hash they had.
+        scorer_sha256=sha256_json(
+            {**scorer_dump, "files": files}
+            if (files := read_files(suite.scorer, base_dir))
+            else scorer_dump
+        ),
         git_commit=spec.git_commit,
         git_ref=spec.git_ref,
         evalgate_version=__version__,

@@ -967,3 +967,25 @@ def test_cli_gate_markdown_is_the_job_summary(
     code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")
+
+
+def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
+    from evalgate.gate import overrule
+
+    base, cand = sign_pair(broken=0, fixed=0, same=10)
+    passed = decide(base, cand, policy())
+    assert passed.kind == "pass"
+    assert overrule(passed, "inconclusive", []) is passed
+    doubted = overrule(passed, "inconclusive", ["the judge is below its floor"])
+    assert doubted.kind == "inconclusive"
+    assert doubted.reasons == ["the judge is below its floor"]
+    assert doubted.warnings[-1] == f"the comparison alone says pass: {passed.reasons[0]}"
+    base, cand = sign_pair(broken=8, fixed=0, same=2)
+    failed = decide(base, cand, policy())
+    assert failed.kind == "fail"
+    # A failed comparison scored by an untrusted judge is not a fail either.
+    assert overrule(failed, "inconclusive", ["untrusted judge"]).kind == "inconclusive"
+    both = overrule(failed, "fail", ["the judge change lowers agreement"])
+    assert both.kind == "fail"
+    assert both.reasons == ["the judge change lowers agreement", *failed.reasons]
+    assert both.warnings == failed.warnings

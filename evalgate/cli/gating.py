@@ -14,6 +14,7 @@ from evalgate.cli.context import (
     execute_version,
     price_as_for,
 )
+from evalgate.cli.judge import floor_for_gate
 from evalgate.config import LoadedConfig
 from evalgate.errors import RunFileError, UserError
 from evalgate.gate import Verdict, decide, decide_pull_request
@@ -135,8 +136,12 @@ def cmd_gate(ctx: Context) -> int:
     for name, base, cand in parts:
         if name not in guards and _guard(ctx, loaded, name, guards) is not None:
             load_suite_cases(loaded, loaded.suite(name)[1], assign=guards[name][0])
-        verdict = decide(base, cand, loaded.suite(name)[1].gate)
-        verdicts.append((name, _with_holdout_guard(verdict, guards, name)))
+        suite = loaded.suite(name)[1]
+        verdict = _with_holdout_guard(decide(base, cand, suite.gate), guards, name)
+        # A judge below its floor (or unchecked) cannot be read, whatever the tests say.
+        doubts = floor_for_gate(loaded, name, suite)
+        verdict = verdict.model_copy(update={"mismatch": [*doubts, *verdict.mismatch]})
+        verdicts.append((name, verdict))
     decision = decide_pull_request(verdicts)
     several = len(parts) > 1
     for (name, baseline, candidate), part in zip(parts, decision.suites, strict=True):

@@ -102,6 +102,8 @@ class CommentContext(BaseModel):
     pull_request_kind: VerdictKind | None = None
     pull_request_tests: int | None = None
     suite_parts: list[tuple[str, VerdictKind]] = []
+    # The judge's agreement with human labels (judge.md.j2), for suites that have labels.
+    judge: str | None = None
     version: str = __version__
 
     @model_validator(mode="after")
@@ -292,6 +294,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         ),
         fixed(m.summary(v, s, _notes(v, s))),
         fixed(m.provenance(baseline, _baseline_lines(ctx))),
+        fixed(ctx.judge or ""),
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),
