@@ -374,8 +374,16 @@ def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -
     diffs = [p.diff for p in pairs]
     groups = [p.group() for p in pairs] if unit == "group" else None
     if not binary:
+        # A t bound alone passes two identical scores (SE 0). Scores in [0, 1] give d² <= |d|,
+        # so Tango's bound on the summed losses and gains bounds the variance from above too:
+        # the larger of the two is kept.
+        losses = sum(max(0.0, -d) for d in diffs)
+        gains = sum(max(0.0, d) for d in diffs)
         how = "cluster-robust t bound" if groups else "t bound"
-        return t_upper_drop(diffs, groups, alpha), how
+        bound = max(
+            t_upper_drop(diffs, groups, alpha), tango_upper_drop(losses, gains, len(diffs), alpha)
+        )
+        return bound, f"the larger of the {how} and Tango's score bound on the score changes"
     # Expected discordant pairs between one random baseline and one random candidate draw.
     b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
     c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)

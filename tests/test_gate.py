@@ -973,3 +973,17 @@ def test_cli_gate_markdown_is_the_job_summary(
     code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")
+
+
+def test_continuous_scores_need_enough_cases_to_pass() -> None:
+    # Two identical judge scores: SE 0, so a t bound alone would rule out every drop. The
+    # Tango bound on the score changes (none) is z²/(n + z²) = 57.5 points at n = 2.
+    base = run([case("a", [0.7]), case("b", [0.4])], name="baseline")
+    cand = run([case("a", [0.7]), case("b", [0.4])])
+    v = decide(base, cand, policy(tolerance=0.05))
+    assert v.kind == "inconclusive"
+    assert v.drop_bound == pytest.approx(2.705543 / 4.705543, abs=1e-6)
+    # 300 unchanged cases: z²/(300 + z²) = 0.9 points: a pass.
+    many_base = run([case(f"c{i}", [0.6]) for i in range(300)], name="baseline")
+    many = run([case(f"c{i}", [0.6]) for i in range(300)])
+    assert decide(many_base, many, policy(tolerance=0.05)).kind == "pass"
