@@ -288,6 +288,8 @@ def suite_config() -> dict[str, Any]:
     config = yaml.safe_load((EXAMPLE / "evalgate.yml").read_text(encoding="utf-8"))
     suite = config["suites"][SUITE]
     suite["model"] = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "temperature": 0}
+    # 40 cases cannot rule out a 5-point drop (docs/statistics.md): a small suite's tolerance.
+    suite["gate"]["tolerance"] = 0.15
     return dict(config)
 
 
@@ -746,8 +748,9 @@ def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
     exchanges = e2e.messages.requests[-run.model_requests :]
     assert {(x.status, x.outcome) for x in exchanges} == {(200, "ok")}
     assert {x.body["model"] for x in exchanges} == {MODEL}
-    # The baseline job needs no GitHub API.
-    assert e2e.gh.find_requests(path="/repos/*") == []
+    # The baseline job talks to GitHub only to keep the baseline in the data branch's history.
+    used = {r.path for r in e2e.gh.find_requests(path="/repos/*")}
+    assert used and all("/contents/" in p or "/git/ref" in p for p in used), used
     # The workflow's upload step took the file the run_file output names.
     assert f"E2E-ARTIFACT {ARTIFACT} {e2e.baseline_file.name}" in run.output
 
