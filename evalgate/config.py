@@ -6,6 +6,7 @@ Every error names the file, the line, the key path, what was found and what is a
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -19,14 +20,28 @@ from pydantic import (
     model_validator,
 )
 
-from evalgate.errors import ConfigError
+from evalgate import files
+from evalgate.errors import ConfigError, UserError
 from evalgate.yamlpos import line_of
 
 DEFAULT_CONFIG = "evalgate.yml"
 
 
+# Suite names and prompt versions become file names (runs, baselines, artefacts), marker
+# text and log lines: letters, digits, '.', '_' and '-', starting with a letter or digit.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+_NAME = re.compile(NAME_PATTERN)
+NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name)) and not name.endswith(".")
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `max_tokens: true` or `mid_p: 1` is an error, not a silent 1 or True. Integers
+    # are still accepted for float fields (`temperature: 0`).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Fields(Strict):
@@ -257,6 +272,14 @@ class Config(Strict):
     # Where runs, the cache and baselines are kept, relative to the config file.
     state_dir: str = ".evalgate"
 
+    @field_validator("suites")
+    @classmethod
+    def _suite_names(cls, suites: dict[str, Suite]) -> dict[str, Suite]:
+        for name in suites:
+            if not valid_name(name):
+                raise ValueError(f"suite name {name!r} is not allowed: {NAME_RULE}")
+        return suites
+
 
 class LoadedConfig(BaseModel):
     """A validated config and the directory its relative paths are resolved against."""
@@ -271,8 +294,19 @@ class LoadedConfig(BaseModel):
         return self.path.parent
 
     @property
+    def repository(self) -> Path:
+        """The repository the config belongs to: no path in it may lead out of this folder."""
+        return files.repository_root(self.root)
+
+    def inside(self, relative: str | Path, what: str) -> Path:
+        """A path of the config, resolved against its folder; refused if it leaves the repository."""
+        return files.contain(
+            self.root / relative, self.repository, what, str(self.path), ConfigError
+        )
+
+    @property
     def state_dir(self) -> Path:
-        return self.root / self.config.state_dir
+        return self.inside(self.config.state_dir, "state_dir")
 
     def suite(self, name: str | None) -> tuple[str, Suite]:
         suites = self.config.suites
@@ -301,7 +335,9 @@ class LoadedConfig(BaseModel):
                     where=str(self.path),
                     fix=f"paths are relative to {self.root}",
                 )
-            found.extend(Path(m) for m in matches if Path(m) not in found)
+            for match in map(Path, matches):
+                if match not in found:
+                    found.append(self.inside(match, what))
         return found
 
     def prompt_files(self, suite: Suite) -> dict[str, Path]:
@@ -313,6 +349,12 @@ class LoadedConfig(BaseModel):
                     f"two prompt files share the version name {path.stem!r}: "
                     f"{versions[path.stem]} and {path}",
                     fix="a version's name is its file stem; rename one",
+                )
+            if not valid_name(path.stem):
+                raise ConfigError(
+                    f"prompt version {path.stem!r} (the stem of {path.name!r}) is not allowed",
+                    where=str(self.path),
+                    fix=f"rename the file: a version's name is {NAME_RULE}",
                 )
             versions[path.stem] = path
         return versions
@@ -427,13 +469,25 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
-def parse_config(text: str, path: Path) -> Config:
+def load_yaml(text: str, path: Path, error: type[UserError] = ConfigError) -> Any:
+    """A YAML document (duplicate keys refused); every way it cannot be read is an ``error``."""
     try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
+        if files.yaml_depth(text) > files.MAX_DEPTH:
+            raise error(f"YAML nested too deeply (over {files.MAX_DEPTH} levels)", where=str(path))
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+        raise error(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+    except RecursionError:
+        raise error("YAML nested too deeply to read", where=str(path)) from None
+    except ValueError as exc:
+        # A value the loader itself refuses: an integer over 4,300 digits.
+        raise error(f"YAML that cannot be read: {exc}"[:300], where=str(path)) from None
+
+
+def parse_config(text: str, path: Path) -> Config:
+    data = load_yaml(text, path)
     if not isinstance(data, dict):
         raise ConfigError(
             "the config must be a mapping with a 'suites' key",
@@ -465,13 +519,31 @@ def parse_config(text: str, path: Path) -> Config:
 
 
 def load_config(path: Path) -> LoadedConfig:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(
             f"config file {path} does not exist",
             fix="pass --config PATH, or run `evalgate demo` to try the bundled example",
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a directory", fix="pass the path of evalgate.yml") from None
-    return LoadedConfig(config=parse_config(text, path), path=path.resolve())
+        )
+    text = files.read_text(path, "config file", ConfigError)
+    loaded = LoadedConfig(config=parse_config(text, path), path=path.resolve())
+    _check_paths(loaded)
+    return loaded
+
+
+def _check_paths(loaded: LoadedConfig) -> None:
+    """Every single path the config names stays inside the repository (globs: at expansion)."""
+    _ = loaded.state_dir
+    for suite in loaded.config.suites.values():
+        named: list[tuple[str, Any]] = [
+            ("rules_file", suite.model.options.get("rules_file")),
+            ("schema_file", getattr(suite.scorer, "schema_file", None)),
+            ("rubric_file", getattr(suite.scorer, "rubric_file", None)),
+        ]
+        if suite.sealed_holdout is not None:
+            named += [
+                ("sealed_holdout.file", suite.sealed_holdout.file),
+                ("sealed_holdout.public_key", suite.sealed_holdout.public_key),
+            ]
+        for what, value in named:
+            if isinstance(value, str):
+                loaded.inside(value, what)

@@ -1,0 +1,354 @@
+"""Hostile input: what a pull request (or an unlucky user) can put in the repository.
+
+Every case is data (``CASES``): files written over a copy of the bike-shop example, run with
+the real Anthropic backend against the loopback Messages stand-in. Each must end with exit 2
+and a one-line message (no traceback), before any call to the model, with nothing written
+outside the repository and nothing executed. Add a case by adding an entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import CliResult, copy_example
+
+from evalgate.testing.messages_server import MessagesServer
+
+KEY = "sk-ant-hostile-test-key-0000000000000000"
+# A payload's command creates this file (in the folder beside the repository) if it runs.
+PWNED = "pwned"
+
+
+def _nest(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _deep_yaml(levels: int) -> str:
+    return "version: 1\nsuites: " + "[" * levels + "]" * levels + "\n"
+
+
+def _case_line(**fields: Any) -> str:
+    record = {"id": "h1", "group": "g", "category": "parts", "message": "hi"} | fields
+    return json.dumps(record) + "\n"
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One hostile input: what is written, what the refusal must say."""
+
+    id: str
+    # The issue's item (1: templates, 5: file reads, 7: config strictness).
+    item: int
+    # Relative path -> content (str or bytes) written over the example.
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    # Relative path -> symlink target (relative to the link's folder, or absolute).
+    links: dict[str, str] = field(default_factory=dict)
+    # Key path (dots) -> value, set in the suite's config (``config.KEY`` sets a top-level key).
+    suite: dict[str, Any] = field(default_factory=dict)
+    # (old, new) text replacements in the written config, for what YAML cannot dump.
+    edit: tuple[tuple[str, str], ...] = ()
+    # Words the one-line message must contain.
+    says: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ("run", "v3", "--no-save")
+
+
+OUT = f"../{PWNED}"  # relative to the repository: a file beside it
+
+
+CASES = [
+    # 1. templates run in a sandbox: no code runs, an unsafe access is one line naming the file
+    Hostile(
+        "prompt-lipsum-globals",
+        1,
+        files={"prompts/v3.txt": f"{{{{ lipsum.__globals__['os'].system('touch {OUT}') }}}}"},
+        says=("prompts/v3.txt", "unsafe"),
+    ),
+    Hostile(
+        "prompt-cycler-os",
+        1,
+        files={"prompts/v3.txt": "{{ cycler.__init__.__globals__.os.popen('id').read() }}"},
+        says=("prompts/v3.txt", "unsafe"),
+    ),
+    Hostile(
+        "prompt-mro-subclasses",
+        1,
+        files={"prompts/v3.txt": "{{ ''.__class__.__mro__[1].__subclasses__() }}"},
+        says=("prompts/v3.txt", "unsafe"),
+    ),
+    Hostile(
+        "prompt-include-file",
+        1,
+        files={"prompts/v3.txt": "{% include '/etc/passwd' %}"},
+        says=("prompts/v3.txt", "cannot read other files"),
+    ),
+    Hostile(
+        "prompt-huge-string",
+        1,
+        files={"prompts/v3.txt": "{{ 'x' * 10 ** 12 }}"},
+        says=("prompts/v3.txt", "unsafe", "1,000,000,000,000"),
+    ),
+    Hostile(
+        "template-globals",
+        1,
+        suite={"template": f"{{{{ lipsum.__globals__.os.system('touch {OUT}') }}}}"},
+        says=("template", "unsafe"),
+    ),
+    Hostile(
+        "template-field-attribute",
+        1,
+        suite={"template": "{{ message.__class__.__base__.__subclasses__() }}"},
+        says=("template", "unsafe"),
+    ),
+    # 5. one reader: OS and decode errors named; paths that leave the repository refused
+    Hostile(
+        "case-file-symlink-loop",
+        5,
+        links={"cases.jsonl": "cases.jsonl"},
+        says=("cases.jsonl", "symbolic link loop"),
+    ),
+    Hostile(
+        "config-symlink-loop",
+        5,
+        links={"evalgate.yml": "evalgate.yml"},
+        says=("evalgate.yml", "symbolic link loop"),
+    ),
+    Hostile(
+        "config-not-utf8",
+        5,
+        files={"evalgate.yml": b"version: 1\nsuites: {}\n# caf\xe9\n"},
+        says=("evalgate.yml:3", "not valid UTF-8"),
+    ),
+    Hostile(
+        "prompt-not-utf8",
+        5,
+        files={"prompts/v3.txt": b"Classify.\n\xff\xfe\n"},
+        says=("prompts/v3.txt:2", "not valid UTF-8"),
+    ),
+    Hostile(
+        "prompt-is-a-folder",
+        5,
+        files={"prompts/v3.txt/inner": "x"},
+        says=("prompts/v3.txt", "is a directory"),
+    ),
+    Hostile(
+        "config-deep-yaml",
+        5,
+        files={"evalgate.yml": _deep_yaml(5_000)},
+        says=("evalgate.yml", "nested too deeply"),
+    ),
+    Hostile(
+        "config-huge-int",
+        5,
+        suite={"concurrency": "HUGE_INT"},
+        edit=(("HUGE_INT", "9" * 5_000),),
+        says=("evalgate.yml", "cannot be read"),
+    ),
+    Hostile(
+        "case-file-huge-int",
+        5,
+        files={"cases.jsonl": '{"id": "h", "category": "parts", "message": ' + "7" * 5000 + "}\n"},
+        says=("cases.jsonl:1", "cannot be read"),
+    ),
+    Hostile(
+        "case-input-900-deep",
+        5,
+        files={"cases.jsonl": _case_line(message=_nest(900))},
+        says=("cases.jsonl:1", "field 'message'", "levels deep"),
+    ),
+    Hostile(
+        "yaml-case-deep",
+        5,
+        suite={"cases": "cases.yml"},
+        files={"cases.yml": "- id: a\n  category: x\n  message: " + "[" * 3000 + "]" * 3000},
+        says=("cases.yml", "nested too deeply"),
+    ),
+    Hostile(
+        "suite-name-slash",
+        5,
+        suite={"config.suites": {"a/../../b": "SUITE"}},
+        says=("suite name", "'a/../../b'", "not allowed"),
+    ),
+    Hostile(
+        "suite-name-newline-command",
+        5,
+        suite={"config.suites": {"x\n::error title=pwned::forged": "SUITE"}},
+        says=("suite name", "not allowed"),
+    ),
+    Hostile(
+        "prompt-version-with-newline",
+        5,
+        files={"prompts/v9\n::warning::x.txt": "Classify."},
+        argv=("run", "v3", "--no-save"),
+        says=("prompt version", "not allowed"),
+    ),
+    Hostile(
+        "prompt-outside-repository",
+        5,
+        suite={"prompts": "../outside/*.txt"},
+        says=("prompt", "outside the repository"),
+    ),
+    Hostile(
+        "case-file-absolute-outside",
+        5,
+        suite={"cases": "ABSOLUTE_OUTSIDE/cases.jsonl"},
+        says=("case file", "outside the repository"),
+    ),
+    Hostile(
+        "case-file-symlink-out",
+        5,
+        links={"cases.jsonl": "../outside/cases.jsonl"},
+        says=("case file", "outside the repository"),
+    ),
+    Hostile(
+        "state-dir-outside",
+        5,
+        suite={"config.state_dir": "../outside/state"},
+        argv=("run", "v3"),
+        says=("state_dir", "outside the repository"),
+    ),
+    Hostile(
+        "rules-file-outside",
+        5,
+        suite={"model.backend": "fake", "model.options.rules_file": "../outside/rules.yml"},
+        says=("rules_file", "outside the repository"),
+    ),
+    # 7. config strictness and duplicate keys
+    Hostile(
+        "max-tokens-true",
+        7,
+        suite={"model.max_tokens": True},
+        says=("max_tokens", "valid integer"),
+    ),
+    Hostile(
+        "concurrency-string",
+        7,
+        suite={"concurrency": "8"},
+        says=("concurrency", "valid integer"),
+    ),
+    Hostile(
+        "mid-p-one",
+        7,
+        suite={"gate.mid_p": 1},
+        says=("gate.mid_p", "valid boolean"),
+    ),
+    Hostile(
+        "yaml-case-duplicate-key",
+        7,
+        suite={"cases": "cases.yml"},
+        files={"cases.yml": "- id: a\n  category: parts\n  category: complaint\n  message: hi\n"},
+        says=("cases.yml:3", "duplicate key 'category'"),
+    ),
+]
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *path, last = dotted.split(".")
+    for part in path:
+        data = data.setdefault(part, {})
+    data[last] = value
+
+
+def build(case: Hostile, tmp_path: Path) -> Path:
+    """The example with the case's changes, on the Anthropic backend; returns its config."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "v1.txt").write_text("a prompt from elsewhere\n", encoding="utf-8")
+    (outside / "cases.jsonl").write_text(_case_line(), encoding="utf-8")
+    (outside / "rules.yml").write_text("rules: []\n", encoding="utf-8")
+    root = copy_example(tmp_path / "repo")
+    config_path = root / "evalgate.yml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    suite = config["suites"]["bike-shop"]
+    suite["model"] |= {"backend": "anthropic", "name": "claude-haiku-4-5", "options": {}}
+    for dotted, value in case.suite.items():
+        if isinstance(value, str):
+            value = value.replace("ABSOLUTE_OUTSIDE", str(outside))
+        if dotted.startswith("config."):
+            if value and isinstance(value, dict) and "SUITE" in value.values():
+                value = {k: suite for k in value}
+            config[dotted.removeprefix("config.")] = value
+        else:
+            _set(suite, dotted, value)
+    text = yaml.safe_dump(config, width=10**6)
+    for old, new in case.edit:
+        text = text.replace(old, new)
+    config_path.write_text(text, encoding="utf-8")
+    for relative, content in case.files.items():
+        path = root / relative
+        if path.parent.is_file():
+            path.parent.unlink()  # a folder where the example has a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    for relative, target in case.links.items():
+        link = root / relative
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    return config_path
+
+
+def _listing(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input_is_refused_before_any_call(
+    case: Hostile,
+    tmp_path: Path,
+    srv: MessagesServer,
+    cli: Callable[..., CliResult],
+) -> None:
+    config = build(case, tmp_path)
+    outside_before = _listing(tmp_path / "outside")
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    code, out, err = cli(*case.argv, "--config", str(config), env=env)
+    assert code == 2, (out, err)
+    assert "Traceback" not in err
+    message = err.strip()
+    assert len(message.splitlines()) == 1, message
+    for word in case.says:
+        assert word in message, (word, message)
+    # Refused before any call to the model, with nothing run and nothing written outside.
+    assert srv.stats().requests == 0
+    assert not (tmp_path / PWNED).exists()
+    assert _listing(tmp_path / "outside") == outside_before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "repo"]
+
+
+def test_every_refusal_case_has_its_own_id() -> None:
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+    assert {c.item for c in CASES} >= {1, 5, 7}
+
+
+def test_a_sandboxed_prompt_still_renders_plain_jinja(
+    tmp_path: Path, srv: MessagesServer, cli: Callable[..., CliResult]
+) -> None:
+    """The sandbox refuses internals, not the template language: loops, filters, ranges."""
+    case = Hostile(
+        "plain",
+        1,
+        files={
+            "prompts/v3.txt": "{% for w in ['parts', 'complaint'] %}{{ w|upper }} {% endfor %}"
+            "{{ range(3)|list|length }} {{ 'ab' * 2 }}\nAnswer as JSON.\n"
+        },
+    )
+    config = build(case, tmp_path)
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    code, _, err = cli("run", "v3", "--no-save", "--limit", "2", "--config", str(config), env=env)
+    assert "Traceback" not in err
+    assert code == 0, err
+    system = srv.requests[-1].body["system"]
+    text = system if isinstance(system, str) else system[0]["text"]
+    assert text.startswith("PARTS COMPLAINT 3 abab\n")
