@@ -18,6 +18,8 @@ import pytest
 import yaml
 from conftest import CliResult, copy_example
 
+from evalgate.errors import UserError
+from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
 from evalgate.testing.messages_server import MessagesServer
 
 KEY = "sk-ant-hostile-test-key-0000000000000000"
@@ -352,3 +354,16 @@ def test_a_sandboxed_prompt_still_renders_plain_jinja(
     system = srv.requests[-1].body["system"]
     text = system if isinstance(system, str) else system[0]["text"]
     assert text.startswith("PARTS COMPLAINT 3 abab\n")
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", True, None, [1]])
+def test_a_sealed_record_of_an_unknown_version_is_refused(version: Any) -> None:
+    """Item 7: a sealed line whose ``v`` this evalgate does not know is refused by name."""
+    secret_text, public_text = keygen()
+    box = json.loads(seal({"id": "a", "category": "parts"}, load_public_key(public_text)))
+    line = json.dumps(box | {"v": version})
+    with pytest.raises(UserError, match="unknown format version") as caught:
+        unseal(line, load_secret_key(secret_text), "holdout.sealed.jsonl:3")
+    assert caught.value.where == "holdout.sealed.jsonl:3"
+    # The same line with v = 1 opens: the refusal is the version's, not damage.
+    assert unseal(json.dumps(box), load_secret_key(secret_text), "x")["id"] == "a"
