@@ -58,6 +58,7 @@ from evalgate.report.comment import (
     render_comment,
     render_summary,
 )
+from evalgate.report.escape import escape
 from evalgate.report.render import render, render_model
 from evalgate.runs import Run, read_run, save_run
 from evalgate.summary import summarise
@@ -173,13 +174,16 @@ class Runner:
     # --- what the job shows --------------------------------------------------------------
 
     def log(self, text: str) -> None:
-        self.out.write(text.rstrip("\n") + "\n")
+        # One line each; names, reasons and paths in it cannot start a workflow command.
+        self._write(escape(text, "log"))
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
         self.out.flush()
 
     def annotate(self, level: Literal["error", "warning", "notice"], text: str) -> None:
         # Workflow commands end at a newline; % and newlines are escaped as GitHub documents.
-        escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        self.log(f"::{level} title=evalgate::{escaped}")
+        self._write(f"::{level} title=evalgate::{escape(text, 'command')}")
 
     def add_summary(self, markdown: str) -> None:
         self.summary.append(markdown.rstrip("\n") + "\n")
@@ -460,11 +464,16 @@ def publish_pr(
     fork: bool,
 ) -> None:
     summary = summarise(candidate, price_as=suite.price_as)
+    repo, artifact = (
+        runner.env.get("GITHUB_REPOSITORY", "OWNER/REPO"),
+        runner.inputs.baseline_artifact,
+    )
     reproduce = (
-        f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
-        f"--artifact {runner.inputs.baseline_artifact}\n"
-        f"evalgate gate --suite {name} --baseline .evalgate/baseline/{name}.json "
-        f"--candidate {version}"
+        f"evalgate baseline pull --repo {escape(repo, 'shell')} "
+        f"--artifact {escape(artifact, 'shell')}\n"
+        f"evalgate gate --suite {escape(name, 'shell')} "
+        f"--baseline {escape(f'.evalgate/baseline/{name}.json', 'shell')} "
+        f"--candidate {escape(version, 'shell')}"
     )
     context = CommentContext(
         suite=name,
@@ -717,7 +726,7 @@ def _report_failure(
     # What was already reported (a verdict before a failed comment) stays in the summary.
     runner = runner or Runner(env=env, inputs=Inputs(), out=out, err=err, event={})
     runner.annotate("error", line)
-    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {line}\n")
+    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {escape(line, 'markdown')}\n")
     runner.flush()
 
 

@@ -8,6 +8,7 @@ outside the repository and nothing executed. Add a case by adding an entry.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CliResult, copy_example
+from test_action import edit_config, make_workspace, pr_event, run_action
 
+from evalgate.action import Inputs, Runner
 from evalgate.errors import UserError
 from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
 from evalgate.testing.messages_server import MessagesServer
@@ -367,3 +370,36 @@ def test_a_sealed_record_of_an_unknown_version_is_refused(version: Any) -> None:
     assert caught.value.where == "holdout.sealed.jsonl:3"
     # The same line with v = 1 opens: the refusal is the version's, not damage.
     assert unseal(json.dumps(box), load_secret_key(secret_text), "x")["id"] == "a"
+
+
+# ------------------------------------------------------------------ 2. the log and the summary
+
+FORGED = "x\n::error title=forged::pwned\n::add-mask::secret\n"
+
+
+def _commands(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.lstrip().startswith("::")]
+
+
+def test_a_suite_name_cannot_write_workflow_commands(tmp_path: Path) -> None:
+    """A suite name from the PR's own config with a newline and ``::error``: one line of ours."""
+    workspace = make_workspace(tmp_path)
+    edit_config(workspace, lambda c: c.update(suites={FORGED: c["suites"]["bike-shop"]}))
+    job = run_action(workspace, "pull_request", pr_event(), ref="refs/pull/7/merge")
+    assert job.code == 2
+    assert "Traceback" not in job.out + job.err
+    commands = _commands(job.out)
+    assert commands and all(line.startswith("::error title=evalgate::") for line in commands)
+    # The summary quotes it escaped: no line of it starts a command or a block.
+    assert all(not line.startswith("::") for line in job.summary.splitlines())
+
+
+def test_untrusted_text_in_log_lines_and_annotations_stays_on_its_line() -> None:
+    out = io.StringIO()
+    runner = Runner(env={}, inputs=Inputs(), out=out, err=io.StringIO(), event={})
+    runner.log(f"suite {FORGED}: PASS")
+    runner.annotate("warning", f"category {FORGED}")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert not lines[0].startswith("::") and "::" not in lines[0]
+    assert lines[1].startswith("::warning title=evalgate::category x%0A::error")
