@@ -48,6 +48,7 @@ from evalgate.gate import Verdict, decide
 from evalgate.holdout import read_ledger, reads_of
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
+from evalgate.redact import hold_environment, redact
 from evalgate.release import ReleaseRecord, make_record, release_report
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -669,6 +670,8 @@ def action(
 ) -> int:
     """Run the action; returns the exit code. ``connect`` builds the GitHub repository handle."""
     runner: Runner | None = None
+    # INPUT_GITHUB_TOKEN, INPUT_ANTHROPIC_API_KEY, ...: kept out of every text shown or saved.
+    hold_environment(env)
     try:
         inputs = Inputs.from_env(env)
         runner = Runner(env=env, inputs=inputs, out=out, err=err, event=read_event(env))
@@ -714,8 +717,10 @@ def action(
         _report_failure(runner, env, out, err, f"error: {exc}")
         return exc.exit_code
     except Exception as exc:
-        _report_failure(runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {exc}")
-        traceback.print_exc(file=err)
+        _report_failure(
+            runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {redact(str(exc))}"
+        )
+        err.write(redact(traceback.format_exc()))
         return 1
 
 

@@ -21,8 +21,11 @@ from conftest import CliResult, copy_example
 from test_action import edit_config, make_workspace, pr_event, run_action
 
 from evalgate.action import Inputs, Runner
+from evalgate.backends.base import Reply
 from evalgate.errors import UserError
 from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.redact import REDACTED, hold, redact
+from evalgate.runs import Outcome
 from evalgate.testing.messages_server import MessagesServer
 
 KEY = "sk-ant-hostile-test-key-0000000000000000"
@@ -403,3 +406,77 @@ def test_untrusted_text_in_log_lines_and_annotations_stays_on_its_line() -> None
     assert len(lines) == 2
     assert not lines[0].startswith("::") and "::" not in lines[0]
     assert lines[1].startswith("::warning title=evalgate::category x%0A::error")
+
+
+# ------------------------------------------------------------------ 4. secrets echoed upstream
+
+
+def test_an_upstream_that_echoes_the_key_never_gets_it_shown_or_saved(
+    tmp_path: Path, srv: MessagesServer, cli: Callable[..., CliResult]
+) -> None:
+    """A proxy quoting the request's x-api-key in its error bodies: the key appears nowhere
+    evalgate writes (stderr, stdout, the run file, the Markdown and HTML reports)."""
+    srv.knobs = srv.knobs.model_copy(
+        update={"bad_request": 1.0, "echo_credentials": True, "api_key": KEY}
+    )
+    srv.script(["ok"])  # the first answers (a refused first request stops the run at once)
+    config = build(Hostile("echo", 4), tmp_path)
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    code, out, err = cli(
+        "run", "v3", "--limit", "3", "--concurrency", "1", "--config", str(config), env=env
+    )
+    assert "Traceback" not in err
+    assert srv.stats().requests == 3, err
+    assert KEY in json.dumps(srv.requests[-1].headers)  # the stand-in was sent it, and echoed it
+    runs = sorted((config.parent / ".evalgate" / "runs").glob("*.json"))
+    assert len(runs) == 1, (code, out, err)
+    saved = runs[0].read_text(encoding="utf-8")
+    assert "[redacted]" in saved and "request headers" in saved
+    shown = [out, err, saved]
+    for fmt in ("markdown", "text", "json"):
+        shown.append(cli("report", runs[0].stem, "--config", str(config), "--format", fmt)[1])
+    page = tmp_path / "page.html"
+    cli("report", runs[0].stem, "--config", str(config), "--html", str(page))
+    shown.append(page.read_text(encoding="utf-8"))
+    for text in shown:
+        assert KEY not in text
+        assert KEY[12:30] not in text  # not even a part of it
+
+
+# Texts an upstream may send back, and what must be gone from them (None: left as it is).
+ECHOES = [
+    ("anthropic-key", "invalid x-api-key sk-ant-api03-AbCdEf0123456789_xyz-QQ", "sk-ant-api03"),
+    ("openai-key", "Incorrect API key provided: sk-proj-abcdefghijklmnop1234", "sk-proj-abc"),
+    ("actions-token", "Bad credentials for ghs_16C7e42F292c6912E7710c838347Ae178B4a", "ghs_16C7"),
+    ("pat", "token github_pat_11ABCDEFG0123456789_abcdefghijkl rejected", "github_pat_11"),
+    ("bearer-header", "echo: Authorization: Bearer abc.def-ghi_jkl~mno", "abc.def-ghi"),
+    ("basic-header", "authorization: Basic dXNlcjpwYXNzd29yZDEyMw==", "dXNlcjpw"),
+    ("json-field", '{"api_key": "k3y-v4lu3-xyz", "model": "m"}', "k3y-v4lu3"),
+    ("query", "GET /v1/x?access_token=s3cr3tvalue&page=2 failed", "s3cr3tvalue"),
+    ("url-password", "proxy https://bot:hunter2hunter2@proxy.example:8080 refused", "hunter2"),
+    ("holdout-key", "EVALGATE-HOLDOUT-KEY-1-q83vEjWf9YfR0KcA3Lx0uXWkN1", "q83vEjWf"),
+    ("plain-counts", "rate limited: 120 input tokens, max_tokens: 64, retry in 2 s", None),
+]
+
+
+@pytest.mark.parametrize(("text", "gone"), [e[1:] for e in ECHOES], ids=[e[0] for e in ECHOES])
+def test_the_redactor_removes_key_shaped_text(text: str, gone: str | None) -> None:
+    cleaned = redact(text)
+    if gone is None:
+        assert cleaned == text
+    else:
+        assert gone not in cleaned and REDACTED in cleaned
+
+
+def test_held_secrets_go_in_any_error_and_in_replies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret this process holds, of no known shape, in an error or a reply: removed."""
+    secret = "plain-words-correct-horse-battery"
+    hold(secret)
+    error = UserError(f"GitHub answered 401: {secret} is not valid", where=secret, fix=secret)
+    assert secret not in str(error) and error.one_line().count(REDACTED) == 3
+    reply = Reply(text=f"the key is {secret}", error=f"echo {secret}")
+    outcome = Outcome(text=f"x {secret}", error=secret)
+    for value in (reply.text, reply.error, outcome.text, outcome.error):
+        assert value is not None and secret not in value
+    # A key-shaped answer of a model is its answer: only held secrets leave a reply.
+    assert Reply(text="sk-ant-api03-not-ours-0123456789").text.startswith("sk-ant-api03")

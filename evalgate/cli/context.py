@@ -31,6 +31,7 @@ from evalgate.pipeline import (
     run_suite,
 )
 from evalgate.progress import ProgressPrinter
+from evalgate.redact import hold_environment
 from evalgate.runs import Run
 from evalgate.terminal import colourise, wants_colour
 
@@ -45,6 +46,16 @@ class Context:
         self.out = out
         self.err = err
         self.env = dict(os.environ)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self._env
+
+    @env.setter
+    def env(self, value: dict[str, str]) -> None:
+        # The secrets among them are kept out of every error text printed or saved.
+        hold_environment(value)
+        self._env = value
 
     def config(self) -> LoadedConfig:
         return load_config(Path(self.args.config))
