@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.config import GatePolicy
+from evalgate.limits import label
 from evalgate.noise import NoiseFloor, measure_noise
 from evalgate.runs import CaseResult, Outcome, Run
 from evalgate.stats import (
@@ -120,10 +121,6 @@ def _mean_score(outcomes: Sequence[Outcome]) -> float:
     return sum(o.score or 0.0 for o in outcomes) / len(outcomes)
 
 
-def _text(value: object) -> str:
-    return "(none)" if value is None else str(value)
-
-
 @dataclass(frozen=True)
 class _Pair:
     """A baseline and a candidate case compared over the same number of repeats, ``k``."""
@@ -170,9 +167,9 @@ def _paired(base: CaseResult | None, cand: CaseResult, k: int | None = None) -> 
         id=cand.id,
         category=cand.category,
         group=cand.group,
-        expected=_text(cand.expected),
-        baseline_answer=_text(base.answer) if base else "",
-        candidate_answer=_text(cand.answer),
+        expected=label(cand.expected),
+        baseline_answer=label(base.answer) if base else "",
+        candidate_answer=label(cand.answer),
         baseline_score=score(base) if base else None,
         candidate_score=score(cand),
         message=cand.message(),

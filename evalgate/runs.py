@@ -5,7 +5,6 @@ A versioned pydantic schema, saved as JSON under ``<state_dir>/runs/``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalgate.errors import RunFileError
+from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import redact, redact_held
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -113,8 +113,7 @@ class CaseResult(BaseModel):
         """A one-line excerpt of the input, for reports."""
         if not self.input:
             return ""
-        text = " ".join(str(v) for v in self.input.values())
-        return re.sub(r"\s+", " ", text).strip()
+        return excerpt(" ".join(str(v) for v in self.input.values()), MESSAGE)
 
 
 class PromptInfo(BaseModel):

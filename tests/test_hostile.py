@@ -22,10 +22,18 @@ from test_action import edit_config, make_workspace, pr_event, run_action
 
 from evalgate.action import Inputs, Runner
 from evalgate.backends.base import Reply
+from evalgate.compare import compare_runs
+from evalgate.config import GatePolicy
 from evalgate.errors import UserError
+from evalgate.gate import decide
 from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.limits import LABEL, MATRIX_COLUMNS, REPLY, clip, excerpt
 from evalgate.redact import REDACTED, hold, redact
-from evalgate.runs import Outcome
+from evalgate.report.comment import CommentContext, render_comment
+from evalgate.report.html import render_compare_html, render_run_html
+from evalgate.report.render import render_model
+from evalgate.runs import Outcome, read_run, save_run
+from evalgate.summary import summarise
 from evalgate.testing.messages_server import MessagesServer
 
 KEY = "sk-ant-hostile-test-key-0000000000000000"
@@ -480,3 +488,47 @@ def test_held_secrets_go_in_any_error_and_in_replies(monkeypatch: pytest.MonkeyP
         assert value is not None and secret not in value
     # A key-shaped answer of a model is its answer: only held secrets leave a reply.
     assert Reply(text="sk-ant-api03-not-ours-0123456789").text.startswith("sk-ant-api03")
+
+
+# ------------------------------------------------------------------ 3. bounded output
+
+HUGE = 1_000_000
+
+
+def test_a_huge_answer_is_capped_everywhere_it_is_shown_and_kept_in_the_run_file(
+    make_case: Callable[..., Any], make_run: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A 1 MB label (and a 1 MB answer per distinct column, 30 of them): every report is
+    small, the matrix has at most MATRIX_COLUMNS answer columns, the run file keeps it all."""
+    rambling = [f"{i:02d}" + "x" * HUGE for i in range(30)]
+    cases = [make_case(f"c{i}", "parts", answer) for i, answer in enumerate(rambling)]
+    cases += [make_case(f"ok{i}", "parts", "parts") for i in range(5)]
+    baseline = make_run([make_case(c.id, "parts", "parts") for c in cases])
+    candidate = make_run(cases, prompt={"name": "v2"})
+    summary = summarise(candidate)
+    assert summary.confusion is not None
+    assert len(summary.confusion.answers) <= MATRIX_COLUMNS + 1
+    assert all(len(a) <= LABEL for a in summary.confusion.answers)
+    shown = {fmt: render_model("run", summary, fmt) for fmt in ("text", "markdown")}  # type: ignore[arg-type]
+    shown["html"] = render_run_html(candidate, summary)
+    comparison = compare_runs(baseline, candidate)
+    shown["compare"] = render_model("compare", comparison, "markdown")
+    shown["compare-html"] = render_compare_html(baseline, candidate, comparison)
+    verdict = decide(baseline, candidate, GatePolicy())
+    ctx = CommentContext(suite="bike-shop", verdict=verdict, candidate=summary)
+    shown["comment"] = render_comment(ctx)
+    for name, text in shown.items():
+        # 30 answers of 1 MB: each report shows excerpts only (a page, its replies' starts).
+        assert len(text) < 30 * (REPLY + 2_000) + 60_000, (name, len(text))
+    path = save_run(candidate, tmp_path / "state")
+    assert path.stat().st_size > 30 * HUGE  # the full text is kept
+    assert read_run(path).cases[0].outcomes[0].answer == rambling[0]
+
+
+def test_excerpts_cost_nothing_more_for_a_longer_text() -> None:
+    assert excerpt("a  b\n c", 10) == "a b c"
+    assert excerpt("x" * 10, 10) == "x" * 10
+    assert excerpt("x" * 11, 10) == "x" * 9 + "…"
+    # A text longer than what is looked at, but all whitespace after the start: still marked.
+    assert excerpt("ab" + " " * 1_000, 10) == "ab…"
+    assert clip("y" * 5, 4).startswith("yyyy…\n[1 more characters")

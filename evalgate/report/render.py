@@ -6,14 +6,13 @@ it cannot ping people, open HTML, break tables or forge a marker.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 import jinja2
 import markupsafe
 from pydantic import BaseModel
 
-from evalgate import __version__
+from evalgate import __version__, limits
 from evalgate.report.escape import escape, visible
 
 Format = Literal["text", "markdown", "json"]
@@ -47,8 +46,7 @@ def pvalue(value: float) -> str:
 
 
 def excerpt(text: str, limit: int = 90) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return limits.excerpt(str(text), limit)
 
 
 def md(text: object) -> str:
