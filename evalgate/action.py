@@ -176,6 +176,15 @@ class Runner:
         return str(repo.get("default_branch") or "main")
 
     @property
+    def workflow_path(self) -> str | None:
+        """This workflow's file (``.github/workflows/x.yml``): its runs are searched first for
+        a baseline. Only an order: which runs are trusted does not depend on it."""
+        ref = self.env.get("GITHUB_WORKFLOW_REF", "")
+        repo = self.env.get("GITHUB_REPOSITORY", "")
+        path = ref.removeprefix(f"{repo}/").partition("@")[0]
+        return path if repo and ref.startswith(f"{repo}/") and path else None
+
+    @property
     def run_url(self) -> str | None:
         server = self.env.get("GITHUB_SERVER_URL", "https://github.com")
         repo, run_id = self.env.get("GITHUB_REPOSITORY"), self.env.get("GITHUB_RUN_ID")
@@ -338,7 +347,11 @@ def find_baseline_run(
     if runner.repo is None:
         return Baseline(None, None, no_baseline=True)
     ref = gh.find_baseline(
-        runner.repo, runner.inputs.baseline_artifact, runner.default_branch, prefer_sha=merge_base
+        runner.repo,
+        runner.inputs.baseline_artifact,
+        runner.default_branch,
+        prefer_sha=merge_base,
+        workflow_path=runner.workflow_path,
     )
     if ref is None:
         return Baseline(None, None, no_baseline=True)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -36,6 +37,14 @@ NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or d
 
 def valid_name(name: str) -> bool:
     return bool(_NAME.match(name)) and not name.endswith(".")
+
+
+def _no_bool(value: Any) -> Any:
+    """Integer literals (``version: 1``, ``inconclusive_exit: 0``) are not booleans, which
+    YAML's ``true`` would otherwise equal."""
+    if isinstance(value, bool):
+        raise ValueError("Input should be an integer, not a boolean")
+    return value
 
 
 class Strict(BaseModel):
@@ -183,7 +192,7 @@ class GatePolicy(Strict):
     # More than this share of the candidate's cases unpaired (new, edited) -> inconclusive.
     max_unpaired_share: float = Field(default=0.2, ge=0.0, le=1.0)
     # Exit code of `evalgate gate` for an inconclusive verdict (0 with a warning, or 1).
-    inconclusive_exit: Literal[0, 1] = 0
+    inconclusive_exit: Annotated[Literal[0, 1], BeforeValidator(_no_bool)] = 0
     # Repeats for a baseline run (the noise floor needs at least 2).
     baseline_repeats: int = Field(default=2, ge=1, le=50)
     # A baseline older than this is used with a warning (artefacts also expire, 90 days).
@@ -270,7 +279,7 @@ class Suite(Strict):
 
 class Config(Strict):
     # The config format's version.
-    version: Literal[1] = 1
+    version: Annotated[Literal[1], BeforeValidator(_no_bool)] = 1
     # Tags (glob) whose push runs the release gate in the action.
     release_tags: str = "v*"
     # One or more suites by name.

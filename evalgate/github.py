@@ -29,7 +29,11 @@ from urllib.parse import urlsplit
 import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.Artifact import Artifact
-from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+from github.GithubException import (
+    RateLimitExceededExceedsMaxWait,
+    RateLimitExceededException,
+    UnknownObjectException,
+)
 from github.Repository import Repository
 from github.WorkflowRun import WorkflowRun
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -413,7 +417,9 @@ def find_baseline(
     prefer_sha: str | None = None,
     *,
     events: Collection[str] = BASELINE_EVENTS,
-    max_runs: int = 30,
+    workflow_path: str | None = None,
+    max_runs: int = 100,
+    max_lookups: int = 30,
 ) -> BaselineRef | None:
     """The baseline artefact ``name`` to compare a pull request against, or None.
 
@@ -421,29 +427,57 @@ def find_baseline(
     repository qualifies: pull-request runs upload artefacts under the same name, and one must
     not be able to plant its own baseline, nor hide the real one under a flood of decoys. So
     the workflow runs are listed, filtered by branch and event by GitHub (and checked again
-    here), newest first, at most ``max_runs`` of each event; the artefacts are looked up run
-    by run. The run built from ``prefer_sha`` (the PR's merge base) wins, else the newest.
+    here), newest first, at most ``max_runs`` of each event, of the workflow ``workflow_path``
+    (the one that makes baselines) when it is given; then the artefacts are looked up run by
+    run, at most ``max_lookups`` runs, the run built from ``prefer_sha`` (the PR's merge base)
+    first, then the newest.
     """
     where = f"{repo.full_name} artefacts named {name!r}"
     now = datetime.now(UTC)
-    runs: list[WorkflowRun] = []
-    with _calling("list the workflow runs", f"{repo.full_name} workflow runs", PERM_ACTIONS_READ):
-        for event in events:
-            listed = repo.get_workflow_runs(branch=default_branch, event=event)  # type: ignore[arg-type]
-            runs.extend(
-                run
-                for run in itertools.islice(listed, max_runs)
-                if _trusted_run(repo, run, default_branch, events)
-            )
+    runs = _listed_runs(repo, default_branch, events, workflow_path, max_runs)
+    runs = [run for run in runs if _trusted_run(repo, run, default_branch, events)]
     runs.sort(key=lambda run: (run.created_at, run.id), reverse=True)
     if prefer_sha is not None:
         runs.sort(key=lambda run: run.head_sha != prefer_sha)  # stable: newest first in each
     with _calling("list a workflow run's artefacts", where, PERM_ACTIONS_READ):
-        for run in runs:
+        for run in runs[:max_lookups]:
             for art in run.get_artifacts():
                 if art.name == name and not art.expired and art.expires_at > now:
                     return _baseline_ref(art, run)
     return None
+
+
+def _listed_runs(
+    repo: Repository,
+    branch: str,
+    events: Collection[str],
+    workflow_path: str | None,
+    max_runs: int,
+) -> list[WorkflowRun]:
+    """The newest runs of each event on ``branch``: of the workflow ``workflow_path`` when it
+    is given and known to GitHub (so other workflows' runs take no room), else of any."""
+    where = f"{repo.full_name} workflow runs"
+    with _calling("list the workflow runs", where, PERM_ACTIONS_READ):
+        if workflow_path is not None:
+            try:
+                workflow = repo.get_workflow(workflow_path.rsplit("/", 1)[-1])  # fetches at once
+                return [
+                    run
+                    for event in events
+                    for run in itertools.islice(
+                        workflow.get_runs(branch=branch, event=event), max_runs
+                    )
+                ]
+            except UnknownObjectException:
+                pass  # a workflow renamed or new in this PR: search every workflow's runs
+        return [
+            run
+            for event in events
+            for run in itertools.islice(
+                repo.get_workflow_runs(branch=branch, event=event),  # type: ignore[arg-type]
+                max_runs,
+            )
+        ]
 
 
 def _trusted_run(

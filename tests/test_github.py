@@ -385,10 +385,45 @@ def test_baseline_search_is_bounded(gh: GitHubServer, repo: Repository) -> None:
         gh.add_workflow_run(
             REPO, event="push", head_branch="main", created_at=T0 + timedelta(hours=h)
         )
-    # 149 newer runs on main made no baseline (another workflow): only the newest are read.
-    assert find_baseline(repo, BASELINE, "main", max_runs=120) is None
-    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 120
-    assert find_baseline(repo, BASELINE, "main", max_runs=200) is not None
+    # 149 newer runs on main made no baseline (another workflow, not named): at most
+    # max_lookups of the newest are read, in one listing page per event.
+    assert find_baseline(repo, BASELINE, "main", max_lookups=120) is None
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 100
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs")) == 3
+    assert find_baseline(repo, BASELINE, "main", max_runs=200, max_lookups=200) is not None
+
+
+def test_the_baseline_workflow_is_searched_alone_when_named(
+    gh: GitHubServer, repo: Repository
+) -> None:
+    """Other workflows' runs on the default branch (CI on every push) take no lookups."""
+    _, real = push_run(gh, 0)
+    for h in range(1, 150):
+        gh.add_workflow_run(
+            REPO,
+            event="push",
+            head_branch="main",
+            path=".github/workflows/ci.yml",
+            created_at=T0 + timedelta(hours=h),
+        )
+    found = find_baseline(repo, BASELINE, "main", workflow_path=".github/workflows/evalgate.yml")
+    assert found is not None and found.artifact_id == real.id
+    listed = gh.find_requests("GET", f"/repos/{REPO}/actions/workflows/*/runs")
+    assert sorted(r.query["event"][0] for r in listed) == ["push", "schedule", "workflow_dispatch"]
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 1
+    # A workflow GitHub does not know (renamed in the PR): every workflow's runs are searched.
+    assert find_baseline(repo, BASELINE, "main", workflow_path=".github/workflows/new.yml") is None
+    assert (
+        find_baseline(
+            repo,
+            BASELINE,
+            "main",
+            workflow_path=".github/workflows/new.yml",
+            max_runs=200,
+            max_lookups=200,
+        )
+        is not None
+    )
 
 
 def ref_for(gh: GitHubServer, art: Artifact) -> BaselineRef:

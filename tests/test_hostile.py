@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from evalgate.compare import compare_runs
 from evalgate.config import GatePolicy
 from evalgate.errors import UserError
 from evalgate.gate import decide
+from evalgate.github import connect, find_baseline, get_repository
 from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
 from evalgate.limits import LABEL, MATRIX_COLUMNS, REPLY, clip, excerpt
 from evalgate.redact import REDACTED, hold, redact
@@ -34,6 +36,7 @@ from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import render_model
 from evalgate.runs import Outcome, read_run, save_run
 from evalgate.summary import summarise
+from evalgate.testing.github_server import GitHubServer
 from evalgate.testing.messages_server import MessagesServer
 
 KEY = "sk-ant-hostile-test-key-0000000000000000"
@@ -255,6 +258,36 @@ CASES = [
         7,
         suite={"gate.mid_p": 1},
         says=("gate.mid_p", "valid boolean"),
+    ),
+    Hostile(
+        "inconclusive-exit-true",
+        7,
+        suite={"gate.inconclusive_exit": True},
+        says=("gate.inconclusive_exit", "not a boolean"),
+    ),
+    Hostile(
+        "version-true",
+        7,
+        suite={"config.version": True},
+        says=("version", "not a boolean"),
+    ),
+    Hostile(
+        "temperature-true",
+        7,
+        suite={"model.temperature": True},
+        says=("model.temperature", "valid number"),
+    ),
+    Hostile(
+        "alpha-string",
+        7,
+        suite={"gate.alpha": "0.05"},
+        says=("gate.alpha", "valid number"),
+    ),
+    Hostile(
+        "seed-float",
+        7,
+        suite={"gate.seed": 1.5},
+        says=("gate.seed", "valid integer"),
     ),
     Hostile(
         "yaml-case-duplicate-key",
@@ -532,3 +565,96 @@ def test_excerpts_cost_nothing_more_for_a_longer_text() -> None:
     # A text longer than what is looked at, but all whitespace after the start: still marked.
     assert excerpt("ab" + " " * 1_000, 10) == "ab…"
     assert clip("y" * 5, 4).startswith("yyyy…\n[1 more characters")
+
+
+# ------------------------------------------------------------------ 6. baseline decoys
+
+GH_REPO, GH_FORK, BASELINE = "octo/widgets", "forker/widgets", "evalgate-baseline"
+
+
+@dataclass(frozen=True)
+class Decoy:
+    """100 newer artefacts named like the baseline, made by runs a PR controls."""
+
+    id: str
+    event: str = "pull_request"
+    branch: str = "main"
+    fork: bool = False
+    # Another workflow's runs: trusted, but they hold no baseline.
+    path: str = ".github/workflows/evalgate.yml"
+    artefact: bool = True
+
+
+DECOYS = [
+    Decoy("pull-request-feature-branch", branch="feature"),
+    Decoy("pull-request-head-main"),
+    Decoy("pull-request-target-main", event="pull_request_target"),
+    Decoy("workflow-run-main", event="workflow_run"),
+    Decoy("fork-pull-request-head-main", fork=True),
+    Decoy("fork-pull-request-target-main", event="pull_request_target", fork=True),
+    Decoy("push-to-another-branch", event="push", branch="release"),
+    # Not decoys but noise: 100 newer pushes to main whose workflow (CI) makes no baseline.
+    Decoy("other-workflow-pushes", event="push", path=".github/workflows/ci.yml", artefact=False),
+]
+
+
+@pytest.mark.parametrize("real_event", ["push", "schedule", "workflow_dispatch"])
+@pytest.mark.parametrize("decoy", DECOYS, ids=[d.id for d in DECOYS])
+def test_the_real_baseline_is_found_under_100_decoys(decoy: Decoy, real_event: str) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    with GitHubServer() as gh:
+        gh.add_repo(GH_REPO, files={"prompts/v1.txt": "v1\n"})
+        gh.create_branch(GH_REPO, "feature")
+        gh.create_branch(GH_REPO, "release")
+        gh.add_repo(GH_FORK, fork_of=GH_REPO)
+        real_run = gh.add_workflow_run(
+            GH_REPO, event=real_event, head_branch="main", created_at=now - timedelta(days=3)
+        )
+        real = gh.add_artifact(GH_REPO, BASELINE, files={"run.json": "{}"}, run=real_run)
+        for i in range(100):
+            run = gh.add_workflow_run(
+                GH_REPO,
+                event=decoy.event,
+                head_branch=decoy.branch,
+                head_repo=GH_FORK if decoy.fork else None,
+                head_sha=None if decoy.branch != "main" or not decoy.fork else "a" * 40,
+                path=decoy.path,
+                created_at=now - timedelta(hours=60 - i / 2),
+            )
+            if decoy.artefact:
+                gh.add_artifact(GH_REPO, BASELINE, files={"run.json": "{}"}, run=run)
+        client = connect(gh.write_token, gh.url)
+        try:
+            found = find_baseline(
+                get_repository(client, GH_REPO),
+                BASELINE,
+                "main",
+                workflow_path=".github/workflows/evalgate.yml",
+            )
+        finally:
+            client.close()
+        assert found is not None and found.artifact_id == real.id and found.event == real_event
+        # Found in a bounded number of requests, however many decoys there are.
+        assert len(gh.find_requests("GET", f"/repos/{GH_REPO}/actions/runs/*/artifacts")) <= 31
+
+
+@pytest.mark.parametrize(
+    ("ref", "path"),
+    [
+        (
+            "octo/widgets/.github/workflows/evalgate.yml@refs/pull/7/merge",
+            ".github/workflows/evalgate.yml",
+        ),
+        (
+            "other/repo/.github/workflows/evalgate.yml@refs/heads/main",
+            None,
+        ),  # a reusable one's caller
+        ("", None),
+    ],
+)
+def test_the_action_names_its_own_workflow_for_the_baseline_search(
+    ref: str, path: str | None
+) -> None:
+    env = {"GITHUB_WORKFLOW_REF": ref, "GITHUB_REPOSITORY": GH_REPO}
+    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    assert runner.workflow_path == path
