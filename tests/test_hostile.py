@@ -240,6 +240,67 @@ CASES = [
         suite={"model.backend": "fake", "model.options.rules_file": "../outside/rules.yml"},
         says=("rules_file", "outside the repository"),
     ),
+    Hostile(
+        "rules-file-symlink-loop",
+        5,
+        suite={"model.backend": "fake", "model.options.rules_file": "loop.yml"},
+        links={"loop.yml": "loop.yml"},
+        says=("loop.yml", "symbolic link loop"),
+    ),
+    Hostile(
+        "schema-file-is-a-folder",
+        5,
+        suite={"scorer": {"kind": "json_schema", "schema_file": "schema.json"}},
+        files={"schema.json/inner": "{}"},
+        says=("schema.json", "is a directory"),
+    ),
+    Hostile(
+        "schema-file-deep-json",
+        5,
+        suite={"scorer": {"kind": "json_schema", "schema_file": "schema.json"}},
+        files={"schema.json": "[" * 100_000 + "]" * 100_000},
+        says=("schema.json", "cannot be read"),
+    ),
+    Hostile(
+        "rubric-not-utf8",
+        5,
+        suite={
+            "scorer": {
+                "kind": "judge",
+                "rubric_file": "rubric.txt",
+                "model": {"backend": "anthropic", "name": "claude-haiku-4-5"},
+            }
+        },
+        files={"rubric.txt": b"Grade it.\n\xc3\x28\n"},
+        says=("rubric.txt:2", "not valid UTF-8"),
+    ),
+    Hostile(
+        "rubric-outside",
+        5,
+        suite={
+            "scorer": {
+                "kind": "judge",
+                "rubric_file": "../outside/v1.txt",
+                "model": {"backend": "anthropic", "name": "claude-haiku-4-5"},
+            }
+        },
+        says=("rubric_file", "outside the repository"),
+    ),
+    Hostile(
+        "promptfoo-var-file-outside",
+        5,
+        suite={
+            "cases_format": "promptfoo",
+            "cases": "promptfooconfig.yaml",
+            "scorer": {"kind": "contains"},
+            "fields": {"input": ["message"], "expected": "expected"},
+        },
+        files={
+            "promptfooconfig.yaml": "tests:\n  - vars:\n      message: file://../outside/v1.txt\n"
+            "    assert:\n      - type: icontains\n        value: parts\n"
+        },
+        says=("var file", "outside the repository"),
+    ),
     # 7. config strictness and duplicate keys
     Hostile(
         "max-tokens-true",
