@@ -21,6 +21,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -40,6 +41,7 @@ from evalgate.base_split import (
     Tree,
     guard,
     read_tree,
+    relative_config,
 )
 from evalgate.cases import CaseSet
 from evalgate.cli.context import (
@@ -54,7 +56,7 @@ from evalgate.errors import EvalgateError, UserError
 from evalgate.gate import Verdict, decide
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
-from evalgate.pipeline import Prompt, sha256_text
+from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.redact import hold_environment, redact
 from evalgate.release import ReleaseRecord
 from evalgate.report.comment import (
@@ -159,6 +161,9 @@ class Runner:
     verdicts: list[VerdictKind] = field(default_factory=list)
     # Set when a pull request changes the holdout: the job fails whatever fail_on says.
     must_fail: bool = False
+    # The pull request's check run: annotations on the case files, and whether to make one.
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    check: bool = False
 
     # --- the GitHub environment ------------------------------------------------------------
 
@@ -410,16 +415,12 @@ def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
             "the event names no base commit, so the default branch's split cannot be read",
             fix="run pr mode on pull_request events",
         )
-    top = toplevel(loaded.root) or runner.workspace.resolve()
-    try:
-        config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
-        raise BaseUnavailable(
-            "the config is outside the repository", where=str(loaded.path)
-        ) from None
+    top = runner.workspace
+    # The config's path as the inputs name it, not as resolved: a symbolic link is refused.
+    config = relative_config(top, top / runner.inputs.working_directory / runner.inputs.config)
     tree: Tree
     try:
-        tree = GitTree.open(top, sha, fetch=True)
+        tree = GitTree.open(toplevel(top) or top, sha, fetch=True)
     except BaseUnavailable as exc:
         if runner.repo is None:
             raise BaseUnavailable(
@@ -427,7 +428,7 @@ def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
                 fix="pass github_token to the action, or check out with fetch-depth: 0",
             ) from None
         tree = gh.ContentsTree(runner.repo, sha)
-    return read_tree(tree, config)
+    return read_tree(tree, config, loaded)
 
 
 def run_pr(
@@ -439,6 +440,8 @@ def run_pr(
 ) -> None:
     number = _pr_number(runner.event)
     fork = _is_fork(runner.event)
+    # A fork's token is read-only: it can write no check run (nor a comment).
+    runner.check = runner.check or not fork
     pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
     if pull is not None:
         touched = {(runner.workspace / p).resolve() for p in pull.changed_files}
@@ -473,6 +476,7 @@ def run_pr(
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
     verdict = decide(found.run, candidate, suite.gate)
+    runner.annotations += _broken_annotations(runner, loaded, suite, assign, verdict)
     if change.changed:
         # The job ran on the default branch's split, which is safe; but a change of the
         # holdout is for the default branch to make, after review: it cannot pass here.
@@ -569,7 +573,7 @@ def publish_pr(
         f"--artifact {escape(artifact, 'shell')}\n"
         f"evalgate gate --suite {escape(name, 'shell')} "
         f"--baseline {escape(f'.evalgate/baseline/{name}.json', 'shell')} "
-        f"--candidate {escape(version, 'shell')}"
+        f"--candidate {escape(version, 'shell')}{_base_ref_option(runner.event)}"
     )
     context = CommentContext(
         suite=name,
@@ -598,6 +602,88 @@ def publish_pr(
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _broken_annotations(
+    runner: Runner,
+    loaded: LoadedConfig,
+    suite: Suite,
+    assign: Callable[[CaseSet], CaseSet],
+    verdict: Verdict,
+) -> list[dict[str, Any]]:
+    """An annotation at each broken case's file:line, with its expected, baseline and pull
+    request answers (cut short; annotations are plain text, so nothing there renders)."""
+    if not verdict.broken:
+        return []
+    sources = {
+        c.id: c.source
+        for c in load_suite_cases(loaded, suite, assign=assign).cases
+        if c.split != "holdout"
+    }
+    notes = []
+    for case in verdict.broken:
+        path, _, line = sources.get(case.id, "").rpartition(":")
+        try:
+            relative = Path(path).resolve().relative_to(runner.workspace.resolve()).as_posix()
+        except ValueError:
+            continue
+        notes.append(
+            {
+                "path": relative,
+                "start_line": int(line) if line.isdigit() else 1,
+                "end_line": int(line) if line.isdigit() else 1,
+                "annotation_level": "failure",
+                "title": f"broken: {case.id}"[:200],
+                "message": (
+                    f"expected {case.expected!s:.200}; the baseline answered "
+                    f"{case.baseline_answer!s:.200}; this pull request answered "
+                    f"{case.candidate_answer!s:.200}"
+                ),
+            }
+        )
+    return notes
+
+
+def _publish_check(runner: Runner, worst: VerdictKind) -> None:
+    """One check run named evalgate on the pull request's head: the verdict teams can require."""
+    pr = runner.event.get("pull_request") or {}
+    head = (pr.get("head") or {}).get("sha")
+    if runner.repo is None or not isinstance(head, str) or not runner.check:
+        return
+    failing = runner.must_fail or worst in set(runner.inputs.fail_on)
+    conclusion: gh.CheckConclusion = {
+        "pass": "success",
+        "fail": "failure",
+        "inconclusive": "failure" if failing else "neutral",
+        "skipped": "skipped",
+    }[worst]
+    title = f"evalgate: {worst.upper()}"
+    summary = "\n".join(runner.summary) or title
+    kind, url = gh.publish_check(
+        runner.repo,
+        head,
+        "evalgate",
+        conclusion,
+        title,
+        summary,
+        runner.annotations,
+        details_url=runner.run_url,
+    )
+    if kind == "status":
+        runner.log(
+            "the token cannot create check runs (it needs checks: write): set the commit "
+            "status evalgate instead, without annotations"
+        )
+    else:
+        runner.log(f"check run evalgate: {conclusion}: {url}")
+
+
+def _base_ref_option(event: dict[str, Any]) -> str:
+    """``--base-ref SHA``: locally too, the split is the pull request's base commit's."""
+    sha = ((event.get("pull_request") or {}).get("base") or {}).get("sha")
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        return f" --base-ref {sha}"
+    return ""
 
 
 def _annotate_verdict(runner: Runner, name: str, verdict: Verdict) -> None:
@@ -674,7 +760,14 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
     ledger = ledger_path(loaded)
     if runner.repo is not None:
         text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
-        history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
+        try:
+            history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
+        except (ValueError, TypeError):
+            raise UserError(
+                "the release history on the data branch is not a list of release records",
+                where=f"{DATA_BRANCH}:{history_file}",
+                fix="restore it from the data branch's git history",
+            ) from None
         remote_ledger = gh.read_data_file(runner.repo, DATA_BRANCH, ledger_file)
         if remote_ledger is not None:
             ledger.parent.mkdir(parents=True, exist_ok=True)
@@ -800,6 +893,8 @@ def action(
         if files:
             runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
         runner.outputs.set("verdict", worst)
+        if mode == "pr":
+            _publish_check(runner, worst)
         if runner.must_fail:
             runner.annotate(
                 "error",
