@@ -15,6 +15,10 @@ LABEL = 40
 MESSAGE = 200
 # A reply or a case's input shown whole on an HTML page.
 REPLY = 4_000
+# Any one value a Markdown or text report prints (a backstop behind the caps above).
+VALUE = 1_000
+# Any one value an HTML page prints that is not markup the page made itself.
+PAGE_VALUE = 10_000
 # Answer columns of a confusion matrix; rarer answers are counted under OTHER.
 MATRIX_COLUMNS = 12
 OTHER = "(other)"

@@ -29,11 +29,12 @@ from evalgate.errors import UserError
 from evalgate.gate import decide
 from evalgate.github import connect, find_baseline, get_repository
 from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
-from evalgate.limits import LABEL, MATRIX_COLUMNS, REPLY, clip, excerpt
+from evalgate.limits import LABEL, MATRIX_COLUMNS, PAGE_VALUE, REPLY, VALUE, clip, excerpt
 from evalgate.redact import REDACTED, hold, redact
 from evalgate.report.comment import CommentContext, render_comment
+from evalgate.report.escape import escape
 from evalgate.report.html import render_compare_html, render_run_html
-from evalgate.report.render import render_model
+from evalgate.report.render import HTML_ENV, code, md, render_model
 from evalgate.runs import Outcome, read_run, save_run
 from evalgate.summary import summarise
 from evalgate.testing.github_server import GitHubServer
@@ -719,3 +720,14 @@ def test_the_action_names_its_own_workflow_for_the_baseline_search(
     env = {"GITHUB_WORKFLOW_REF": ref, "GITHUB_REPOSITORY": GH_REPO}
     runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
     assert runner.workflow_path == path
+
+
+def test_every_escaped_value_has_a_cap() -> None:
+    """Behind the caps of each place: no single Markdown value, code span or page text is
+    longer than its backstop, however long the text."""
+    huge = "word " * 1_000_000
+    assert len(md(huge)) <= VALUE + 10 and md(huge).endswith("…")
+    assert len(code(huge)) <= VALUE + 10
+    page = HTML_ENV.from_string("<p>{{ text }}</p>").render(text=huge)
+    assert len(page) < PAGE_VALUE + 200
+    assert md("short @user") == escape("short @user", "markdown")  # short text: the escaper's own

@@ -50,13 +50,18 @@ def excerpt(text: str, limit: int = 90) -> str:
 
 
 def md(text: object) -> str:
-    """Untrusted text as one line of GitHub Markdown (see :func:`escape.escape`)."""
-    return escape(text, "markdown")
+    """Untrusted text as one line of GitHub Markdown (see :func:`escape.escape`), at most
+    ``limits.VALUE`` characters of it."""
+    return escape(_capped(str(text)), "markdown")
 
 
 def code(text: object) -> str:
-    """Untrusted text as an inline code span (see :func:`escape.escape`)."""
-    return escape(text, "code")
+    """Untrusted text as an inline code span (see :func:`escape.escape`), capped likewise."""
+    return escape(_capped(str(text)), "code")
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= limits.VALUE else limits.excerpt(text, limits.VALUE)
 
 
 def duration(seconds: float) -> str:
@@ -94,10 +99,11 @@ def _environment() -> jinja2.Environment:
 
 
 def _shown(value: Any) -> Any:
-    """Every value a page prints, with invisible and bidi characters shown (then escaped)."""
+    """Every value a page prints, with invisible and bidi characters shown (then escaped);
+    text (not the page's own markup) at most ``limits.PAGE_VALUE`` characters."""
     if isinstance(value, markupsafe.Markup):
         return markupsafe.Markup(visible(str(value)))
-    return visible(value) if isinstance(value, str) else value
+    return visible(limits.clip(value, limits.PAGE_VALUE)) if isinstance(value, str) else value
 
 
 _ENV = _environment()
