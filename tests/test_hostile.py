@@ -1,9 +1,17 @@
-"""Hostile input: what a pull request (or an unlucky user) can put in the repository.
+"""Hostile input and hostile upstreams: what a pull request, an API or a proxy can send.
 
-Every case is data (``CASES``): files written over a copy of the bike-shop example, run with
-the real Anthropic backend against the loopback Messages stand-in. Each must end with exit 2
-and a one-line message (no traceback), before any call to the model, with nothing written
-outside the repository and nothing executed. Add a case by adding an entry.
+Each item of the issue is a table of data cases, so more can be added by adding an entry:
+
+- ``CASES`` (templates, file reads, names, depth, strictness): files written over a copy of the
+  bike-shop example, run with the real Anthropic backend against the loopback Messages
+  stand-in; each ends with exit 2 and a one-line message (no traceback), before any call to
+  the model, with nothing written outside the repository and nothing executed.
+- ``FORGED`` text in names and log lines: no workflow command but ours.
+- A huge answer: every report capped, the run file whole.
+- ``ECHOES``: keys and tokens an upstream sends back, redacted (and an echoing stand-in).
+- ``DECOYS``: 100 newer artefacts of runs a pull request controls; the real baseline found.
+
+The escaping itself is checked against cmark-gfm in tests/test_escaping.py.
 """
 
 from __future__ import annotations
@@ -731,3 +739,27 @@ def test_every_escaped_value_has_a_cap() -> None:
     page = HTML_ENV.from_string("<p>{{ text }}</p>").render(text=huge)
     assert len(page) < PAGE_VALUE + 200
     assert md("short @user") == escape("short @user", "markdown")  # short text: the escaper's own
+
+
+def test_a_github_error_that_echoes_the_token_is_redacted(
+    tmp_path: Path, make_run: Callable[..., Any]
+) -> None:
+    """GitHub (or a proxy in front of it) quoting the token in an error body: the one-line
+    error names the failure, never the token."""
+    with GitHubServer() as gh:
+        gh.add_repo(GH_REPO, files={"prompts/v1.txt": "v1\n"})
+        token = gh.write_token
+        hold(token)
+        echoed = {"message": f"Bad credentials: {token} (Authorization: token {token})"}
+        gh.fail_next("GET", f"/repos/{GH_REPO}/actions/workflows/*", status=401, body=echoed)
+        gh.fail_next("GET", f"/repos/{GH_REPO}/actions/runs", status=401, body=echoed, times=3)
+        client = connect(token, gh.url)
+        try:
+            with pytest.raises(UserError) as caught:
+                find_baseline(
+                    get_repository(client, GH_REPO), BASELINE, "main", workflow_path="x.yml"
+                )
+        finally:
+            client.close()
+    message = caught.value.one_line()
+    assert "401" in message and token not in message and REDACTED in message
