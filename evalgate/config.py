@@ -558,6 +558,7 @@ def _check_paths(loaded: LoadedConfig) -> None:
             named += [
                 ("sealed_holdout.file", suite.sealed_holdout.file),
                 ("sealed_holdout.public_key", suite.sealed_holdout.public_key),
+                ("sealed_holdout.changes", suite.sealed_holdout.changes),
             ]
         for what, value in named:
             if isinstance(value, str):

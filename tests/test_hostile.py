@@ -250,6 +250,18 @@ CASES = [
         says=("rules_file", "outside the repository"),
     ),
     Hostile(
+        "sealed-holdout-outside",
+        5,
+        suite={"sealed_holdout": {"file": "../outside/sealed.jsonl"}},
+        says=("sealed_holdout.file", "outside the repository"),
+    ),
+    Hostile(
+        "sealed-ledger-outside",
+        5,
+        suite={"sealed_holdout": {"changes": "/tmp/ledger.jsonl"}},
+        says=("sealed_holdout.changes", "outside the repository"),
+    ),
+    Hostile(
         "rules-file-symlink-loop",
         5,
         suite={"model.backend": "fake", "model.options.rules_file": "loop.yml"},
