@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import re
+import secrets
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -234,7 +235,14 @@ class Runner:
         if path and self.outputs.values:
             with open(path, "a", encoding="utf-8") as handle:
                 for name, value in self.outputs.values.items():
-                    handle.write(f"{name}={value}\n")
+                    text = str(value)
+                    if "\n" in text or "\r" in text:
+                        # A line break would start another output: GitHub's multi-line form,
+                        # with a delimiter no value can contain.
+                        mark = f"EVALGATE_{secrets.token_hex(12)}"
+                        handle.write(f"{name}<<{mark}\n{text}\n{mark}\n")
+                    else:
+                        handle.write(f"{name}={text}\n")
 
     def context(self, **args: Any) -> Context:
         """A CLI context for the shared pipeline, with the action's secrets as environment."""

@@ -775,3 +775,18 @@ def test_a_github_error_that_echoes_the_token_is_redacted(
             client.close()
     message = caught.value.one_line()
     assert "401" in message and token not in message and REDACTED in message
+
+
+def test_an_output_with_a_line_break_cannot_set_another_output(tmp_path: Path) -> None:
+    out_file = tmp_path / "output"
+    env = {"GITHUB_OUTPUT": str(out_file)}
+    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    runner.outputs.set("run_file", "runs/x.json\nverdict=pass")
+    runner.outputs.set("verdict", "fail")
+    runner.flush()
+    lines = out_file.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("run_file<<EVALGATE_") and lines[1:3] == [
+        "runs/x.json",
+        "verdict=pass",
+    ]
+    assert lines[3] == lines[0].removeprefix("run_file<<") and lines[4] == "verdict=fail"
