@@ -49,6 +49,7 @@ from evalgate.release import (
     release_report,
     usable_history,
 )
+from evalgate.report.escape import escape
 from evalgate.runs import Run
 from evalgate.terminal import colourise, wants_colour
 
@@ -83,7 +84,8 @@ class Context:
         self.out.write(text if text.endswith("\n") else text + "\n")
 
     def warn(self, text: str) -> None:
-        line = f"warning: {text}"
+        # One line, whatever it quotes (a case's text, an importer's note): no workflow command.
+        line = f"warning: {escape(text, 'log')}"
         self.err.write((colourise(line) if wants_colour(self.err, self.env) else line) + "\n")
 
 
