@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import re
+import secrets
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -60,6 +61,7 @@ from evalgate.history import appended, pool, read_history, record_of
 from evalgate.judge_pr import judge_in_pr
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
+from evalgate.redact import hold_environment, redact
 from evalgate.release import ReleaseRecord
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -70,6 +72,7 @@ from evalgate.report.comment import (
     render_comment,
     render_summary,
 )
+from evalgate.report.escape import escape
 from evalgate.report.render import render, render_model
 from evalgate.runs import Run, read_run, save_run
 from evalgate.summary import summarise
@@ -193,6 +196,15 @@ class Runner:
         return str(repo.get("default_branch") or "main")
 
     @property
+    def workflow_path(self) -> str | None:
+        """This workflow's file (``.github/workflows/x.yml``): its runs are searched first for
+        a baseline. Only an order: which runs are trusted does not depend on it."""
+        ref = self.env.get("GITHUB_WORKFLOW_REF", "")
+        repo = self.env.get("GITHUB_REPOSITORY", "")
+        path = ref.removeprefix(f"{repo}/").partition("@")[0]
+        return path if repo and ref.startswith(f"{repo}/") and path else None
+
+    @property
     def run_url(self) -> str | None:
         server = self.env.get("GITHUB_SERVER_URL", "https://github.com")
         repo, run_id = self.env.get("GITHUB_REPOSITORY"), self.env.get("GITHUB_RUN_ID")
@@ -201,13 +213,16 @@ class Runner:
     # --- what the job shows --------------------------------------------------------------
 
     def log(self, text: str) -> None:
-        self.out.write(text.rstrip("\n") + "\n")
+        # One line each; names, reasons and paths in it cannot start a workflow command.
+        self._write(escape(text, "log"))
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
         self.out.flush()
 
     def annotate(self, level: Literal["error", "warning", "notice"], text: str) -> None:
         # Workflow commands end at a newline; % and newlines are escaped as GitHub documents.
-        escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        self.log(f"::{level} title=evalgate::{escaped}")
+        self._write(f"::{level} title=evalgate::{escape(text, 'command')}")
 
     def add_summary(self, markdown: str) -> None:
         self.summary.append(markdown.rstrip("\n") + "\n")
@@ -222,7 +237,14 @@ class Runner:
         if path and self.outputs.values:
             with open(path, "a", encoding="utf-8") as handle:
                 for name, value in self.outputs.values.items():
-                    handle.write(f"{name}={value}\n")
+                    text = str(value)
+                    if "\n" in text or "\r" in text:
+                        # A line break would start another output: GitHub's multi-line form,
+                        # with a delimiter no value can contain.
+                        mark = f"EVALGATE_{secrets.token_hex(12)}"
+                        handle.write(f"{name}<<{mark}\n{text}\n{mark}\n")
+                    else:
+                        handle.write(f"{name}={text}\n")
 
     def context(self, **args: Any) -> Context:
         """A CLI context for the shared pipeline, with the action's secrets as environment."""
@@ -401,7 +423,11 @@ def find_baseline_run(
     if runner.repo is None:
         return Baseline(None, None, no_baseline=True)
     ref = gh.find_baseline(
-        runner.repo, runner.inputs.baseline_artifact, runner.default_branch, prefer_sha=merge_base
+        runner.repo,
+        runner.inputs.baseline_artifact,
+        runner.default_branch,
+        prefer_sha=merge_base,
+        workflow_path=runner.workflow_path,
     )
     if ref is None:
         return Baseline(None, None, no_baseline=True)
@@ -771,11 +797,16 @@ def publish_pr(
     name, suite, candidate, found = pending.name, pending.suite, pending.candidate, pending.found
     number, version, fork = pending.number, pending.version, pending.fork
     summary = summarise(candidate, price_as=suite.price_as)
+    repo, artifact = (
+        runner.env.get("GITHUB_REPOSITORY", "OWNER/REPO"),
+        runner.inputs.baseline_artifact,
+    )
     reproduce = (
-        f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
-        f"--artifact {runner.inputs.baseline_artifact}\n"
-        f"evalgate gate --suite {name} --baseline .evalgate/baseline/{name}.json "
-        f"--candidate {version}{_base_ref_option(runner.event)}"
+        f"evalgate baseline pull --repo {escape(repo, 'shell')} "
+        f"--artifact {escape(artifact, 'shell')}\n"
+        f"evalgate gate --suite {escape(name, 'shell')} "
+        f"--baseline {escape(f'.evalgate/baseline/{name}.json', 'shell')} "
+        f"--candidate {escape(version, 'shell')}{_base_ref_option(runner.event)}"
     )
     context = CommentContext(
         suite=name,
@@ -1053,6 +1084,8 @@ def action(
 ) -> int:
     """Run the action; returns the exit code. ``connect`` builds the GitHub repository handle."""
     runner: Runner | None = None
+    # INPUT_GITHUB_TOKEN, INPUT_ANTHROPIC_API_KEY, ...: kept out of every text shown or saved.
+    hold_environment(env)
     try:
         inputs = Inputs.from_env(env)
         runner = Runner(env=env, inputs=inputs, out=out, err=err, event=read_event(env))
@@ -1119,8 +1152,10 @@ def action(
         _report_failure(runner, env, out, err, f"error: {exc}")
         return exc.exit_code
     except Exception as exc:
-        _report_failure(runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {exc}")
-        traceback.print_exc(file=err)
+        _report_failure(
+            runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {redact(str(exc))}"
+        )
+        err.write(redact(traceback.format_exc()))
         return 1
 
 
@@ -1131,7 +1166,7 @@ def _report_failure(
     # What was already reported (a verdict before a failed comment) stays in the summary.
     runner = runner or Runner(env=env, inputs=Inputs(), out=out, err=err, event={})
     runner.annotate("error", line)
-    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {line}\n")
+    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {escape(line, 'markdown')}\n")
     runner.flush()
 
 

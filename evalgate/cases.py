@@ -14,7 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.config import Fields
+from evalgate import files
+from evalgate.config import Fields, load_yaml
 from evalgate.errors import CaseFileError
 
 SplitName = Literal["dev", "holdout", "regression"]
@@ -100,22 +101,10 @@ def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
 
 
 def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaseFileError(f"not valid UTF-8 at byte {exc.start}", where=str(path)) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise CaseFileError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
-    except RecursionError:
-        raise CaseFileError("YAML nested too deeply to read", where=str(path)) from None
-    except ValueError as exc:
-        # A value the YAML loader itself refuses: an integer over 4,300 digits.
-        raise CaseFileError(f"YAML that cannot be read: {exc}", where=str(path)) from None
+    text = files.decode(data, path, CaseFileError)
+    # Duplicate keys are refused, as in evalgate.yml: YAML would let the last one win silently.
+    loaded = load_yaml(text, path, CaseFileError)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
     if isinstance(loaded, dict) and list(loaded) == ["cases"]:
         loaded = loaded["cases"]
         assert isinstance(root, yaml.MappingNode)
@@ -142,6 +131,15 @@ def _field(record: dict[str, Any], name: str, where: str, *, kinds: tuple[type, 
 def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) -> Case:
     if not isinstance(record, dict):
         raise CaseFileError(f"a case must be an object, found {type(record).__name__}", where=where)
+    for key, value in record.items():
+        if files.depth(value) >= files.MAX_DEPTH:
+            # Refused here, before any call: a run file could not hold it (nor could most APIs).
+            raise CaseFileError(
+                f"field {key!r} nests lists and objects more than {files.MAX_DEPTH} levels deep "
+                "(or refers to itself)",
+                where=where,
+                fix="flatten the case's fields",
+            )
     if fields.id not in record:
         raise CaseFileError(
             f"missing id field {fields.id!r}",
@@ -229,14 +227,7 @@ def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:
 
 def read_case_bytes(path: Path) -> bytes:
     """A case file's bytes; a CaseFileError for a missing, empty or BOM-prefixed file."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CaseFileError("case file does not exist", where=str(path)) from None
-    except IsADirectoryError:
-        raise CaseFileError(
-            "is a directory, not a case file", where=str(path), fix="name .jsonl or .yaml files"
-        ) from None
+    data = files.read_bytes(path, "case file", CaseFileError)
     if data.startswith(_BOM):
         raise CaseFileError(
             "file starts with a byte-order mark",

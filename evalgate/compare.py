@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.limits import label
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import sign_test_two_sided
 
@@ -40,17 +41,13 @@ class Comparison(BaseModel):
     warnings: list[str]
 
 
-def _text(value: object) -> str:
-    return "(none)" if value is None else str(value)
-
-
 def _row(a: CaseResult, b: CaseResult) -> PairRow:
     return PairRow(
         id=a.id,
         category=b.category,
-        expected=_text(b.expected),
-        a_answer=_text(a.answer),
-        b_answer=_text(b.answer),
+        expected=label(b.expected),
+        a_answer=label(a.answer),
+        b_answer=label(b.answer),
         message=b.message() or a.message(),
     )
 

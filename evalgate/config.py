@@ -6,12 +6,14 @@ Every error names the file, the line, the key path, what was found and what is a
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -19,14 +21,36 @@ from pydantic import (
     model_validator,
 )
 
-from evalgate.errors import ConfigError
+from evalgate import files
+from evalgate.errors import ConfigError, UserError
 from evalgate.yamlpos import line_of
 
 DEFAULT_CONFIG = "evalgate.yml"
 
 
+# Suite names and prompt versions become file names (runs, baselines, artefacts), marker
+# text and log lines: letters, digits, '.', '_' and '-', starting with a letter or digit.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+_NAME = re.compile(NAME_PATTERN)
+NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name)) and not name.endswith(".")
+
+
+def _no_bool(value: Any) -> Any:
+    """Integer literals (``version: 1``, ``inconclusive_exit: 0``) are not booleans, which
+    YAML's ``true`` would otherwise equal."""
+    if isinstance(value, bool):
+        raise ValueError("Input should be an integer, not a boolean")
+    return value
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `max_tokens: true` or `mid_p: 1` is an error, not a silent 1 or True. Integers
+    # are still accepted for float fields (`temperature: 0`).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Fields(Strict):
@@ -176,7 +200,7 @@ class GatePolicy(Strict):
     # More than this share of the candidate's cases unpaired (new, edited) -> inconclusive.
     max_unpaired_share: float = Field(default=0.2, ge=0.0, le=1.0)
     # Exit code of `evalgate gate` for an inconclusive verdict (0 with a warning, or 1).
-    inconclusive_exit: Literal[0, 1] = 0
+    inconclusive_exit: Annotated[Literal[0, 1], BeforeValidator(_no_bool)] = 0
     # Repeats for a baseline run (the noise floor needs at least 2).
     baseline_repeats: int = Field(default=2, ge=1, le=50)
     # A baseline older than this is used with a warning (artefacts also expire, 90 days).
@@ -296,13 +320,21 @@ class Suite(Strict):
 
 class Config(Strict):
     # The config format's version.
-    version: Literal[1] = 1
+    version: Annotated[Literal[1], BeforeValidator(_no_bool)] = 1
     # Tags (glob) whose push runs the release gate in the action.
     release_tags: str = "v*"
     # One or more suites by name.
     suites: dict[str, Suite] = Field(min_length=1)
     # Where runs, the cache and baselines are kept, relative to the config file.
     state_dir: str = ".evalgate"
+
+    @field_validator("suites")
+    @classmethod
+    def _suite_names(cls, suites: dict[str, Suite]) -> dict[str, Suite]:
+        for name in suites:
+            if not valid_name(name):
+                raise ValueError(f"suite name {name!r} is not allowed: {NAME_RULE}")
+        return suites
 
 
 class LoadedConfig(BaseModel):
@@ -318,8 +350,19 @@ class LoadedConfig(BaseModel):
         return self.path.parent
 
     @property
+    def repository(self) -> Path:
+        """The repository the config belongs to: no path in it may lead out of this folder."""
+        return files.repository_root(self.root)
+
+    def inside(self, relative: str | Path, what: str) -> Path:
+        """A path of the config, resolved against its folder; refused if it leaves the repository."""
+        return files.contain(
+            self.root / relative, self.repository, what, str(self.path), ConfigError
+        )
+
+    @property
     def state_dir(self) -> Path:
-        return self.root / self.config.state_dir
+        return self.inside(self.config.state_dir, "state_dir")
 
     def suite(self, name: str | None) -> tuple[str, Suite]:
         suites = self.config.suites
@@ -348,7 +391,9 @@ class LoadedConfig(BaseModel):
                     where=str(self.path),
                     fix=f"paths are relative to {self.root}",
                 )
-            found.extend(Path(m) for m in matches if Path(m) not in found)
+            for match in map(Path, matches):
+                if match not in found:
+                    found.append(self.inside(match, what))
         return found
 
     def prompt_files(self, suite: Suite) -> dict[str, Path]:
@@ -360,6 +405,12 @@ class LoadedConfig(BaseModel):
                     f"two prompt files share the version name {path.stem!r}: "
                     f"{versions[path.stem]} and {path}",
                     fix="a version's name is its file stem; rename one",
+                )
+            if not valid_name(path.stem):
+                raise ConfigError(
+                    f"prompt version {path.stem!r} (the stem of {path.name!r}) is not allowed",
+                    where=str(self.path),
+                    fix=f"rename the file: a version's name is {NAME_RULE}",
                 )
             versions[path.stem] = path
         return versions
@@ -480,13 +531,25 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
-def parse_config(text: str, path: Path) -> Config:
+def load_yaml(text: str, path: Path, error: type[UserError] = ConfigError) -> Any:
+    """A YAML document (duplicate keys refused); every way it cannot be read is an ``error``."""
     try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
+        if files.yaml_depth(text) > files.MAX_DEPTH:
+            raise error(f"YAML nested too deeply (over {files.MAX_DEPTH} levels)", where=str(path))
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+        raise error(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+    except RecursionError:
+        raise error("YAML nested too deeply to read", where=str(path)) from None
+    except ValueError as exc:
+        # A value the loader itself refuses: an integer over 4,300 digits.
+        raise error(f"YAML that cannot be read: {exc}"[:300], where=str(path)) from None
+
+
+def parse_config(text: str, path: Path) -> Config:
+    data = load_yaml(text, path)
     if not isinstance(data, dict):
         raise ConfigError(
             "the config must be a mapping with a 'suites' key",
@@ -518,13 +581,32 @@ def parse_config(text: str, path: Path) -> Config:
 
 
 def load_config(path: Path) -> LoadedConfig:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(
             f"config file {path} does not exist",
             fix="pass --config PATH, or run `evalgate demo` to try the bundled example",
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a directory", fix="pass the path of evalgate.yml") from None
-    return LoadedConfig(config=parse_config(text, path), path=path.resolve())
+        )
+    text = files.read_text(path, "config file", ConfigError)
+    loaded = LoadedConfig(config=parse_config(text, path), path=path.resolve())
+    _check_paths(loaded)
+    return loaded
+
+
+def _check_paths(loaded: LoadedConfig) -> None:
+    """Every single path the config names stays inside the repository (globs: at expansion)."""
+    _ = loaded.state_dir
+    for suite in loaded.config.suites.values():
+        named: list[tuple[str, Any]] = [
+            ("rules_file", suite.model.options.get("rules_file")),
+            ("schema_file", getattr(suite.scorer, "schema_file", None)),
+            ("rubric_file", getattr(suite.scorer, "rubric_file", None)),
+        ]
+        if suite.sealed_holdout is not None:
+            named += [
+                ("sealed_holdout.file", suite.sealed_holdout.file),
+                ("sealed_holdout.public_key", suite.sealed_holdout.public_key),
+                ("sealed_holdout.changes", suite.sealed_holdout.changes),
+            ]
+        for what, value in named:
+            if isinstance(value, str):
+                loaded.inside(value, what)

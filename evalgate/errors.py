@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from evalgate.redact import redact
+
 
 class EvalgateError(Exception):
     """Base of every error evalgate raises on purpose."""
@@ -13,9 +15,10 @@ class UserError(EvalgateError):
     """A mistake in the user's input: config, cases, arguments, files. Exit 2, no traceback."""
 
     def __init__(self, what: str, *, where: str | None = None, fix: str | None = None) -> None:
-        self.what = what
-        self.where = where
-        self.fix = fix
+        # Messages quote upstream answers (an API's, GitHub's, a command's): no secret in them.
+        self.what = redact(what)
+        self.where = None if where is None else redact(where)
+        self.fix = None if fix is None else redact(fix)
         super().__init__(self.one_line())
 
     def one_line(self) -> str:

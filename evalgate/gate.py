@@ -44,6 +44,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.config import GatePolicy
+from evalgate.limits import label
 from evalgate.noise import NoiseFloor, measure_noise
 from evalgate.runs import CaseResult, Outcome, Run
 from evalgate.stats import (
@@ -188,10 +189,6 @@ def _mean_score(outcomes: Sequence[Outcome]) -> float:
     return sum(o.score or 0.0 for o in outcomes) / len(outcomes)
 
 
-def _text(value: object) -> str:
-    return "(none)" if value is None else str(value)
-
-
 def _passed(o: Outcome) -> bool:
     return (o.score or 0.0) >= 0.5
 
@@ -263,9 +260,9 @@ def _paired(base: CaseResult | None, cand: CaseResult, pair: _Pair | None = None
         id=cand.id,
         category=cand.category,
         group=cand.group,
-        expected=_text(cand.expected),
-        baseline_answer=_text(base.answer) if base else "",
-        candidate_answer=_text(cand.answer),
+        expected=label(cand.expected),
+        baseline_answer=label(base.answer) if base else "",
+        candidate_answer=label(cand.answer),
         baseline_score=pair.base_score if pair else (base.score if base else None),
         candidate_score=pair.cand_score if pair else cand.score,
         message=cand.message(),

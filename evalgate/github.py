@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import re
 import shutil
 import stat
@@ -28,7 +29,11 @@ from urllib.parse import urlsplit
 import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.Artifact import Artifact
-from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+from github.GithubException import (
+    RateLimitExceededExceedsMaxWait,
+    RateLimitExceededException,
+    UnknownObjectException,
+)
 from github.Repository import Repository
 from github.WorkflowRun import WorkflowRun
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -380,7 +385,8 @@ def upsert_comment(
 
 
 class BaselineRef(BaseModel):
-    """A baseline artefact made by a trusted run (a push to the default branch)."""
+    """A baseline artefact made by a trusted run (a push, schedule or manual run on the default
+    branch)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -398,70 +404,98 @@ class BaselineRef(BaseModel):
     """The workflow run's page."""
 
 
+# The events whose runs on the default branch may make a baseline: a push, the weekly
+# schedule, a manual run. Never pull_request, pull_request_target or workflow_run: their code
+# (or what they download) comes from a pull request.
+BASELINE_EVENTS = ("push", "schedule", "workflow_dispatch")
+
+
 def find_baseline(
     repo: Repository,
     name: str,
     default_branch: str,
     prefer_sha: str | None = None,
     *,
-    events: Collection[str] = ("push",),
-    max_scan: int = 50,
+    events: Collection[str] = BASELINE_EVENTS,
+    workflow_path: str | None = None,
+    max_runs: int = 100,
+    max_lookups: int = 30,
 ) -> BaselineRef | None:
     """The baseline artefact ``name`` to compare a pull request against, or None.
 
-    Only an unexpired artefact made by a ``push`` run on ``default_branch`` of this repository
-    qualifies: pull-request runs upload artefacts under the same name, and one must not be
-    able to plant its own baseline. Among those, the one built from ``prefer_sha`` (the PR's
-    merge base) wins, else the newest. At most ``max_scan`` artefacts (newest first) are
-    looked at, and a workflow run is fetched only for a candidate that could be returned.
+    Only an unexpired artefact made by a run of ``events`` on ``default_branch`` of this
+    repository qualifies: pull-request runs upload artefacts under the same name, and one must
+    not be able to plant its own baseline, nor hide the real one under a flood of decoys. So
+    the workflow runs are listed, filtered by branch and event by GitHub (and checked again
+    here), newest first, at most ``max_runs`` of each event, of the workflow ``workflow_path``
+    (the one that makes baselines) when it is given; then the artefacts are looked up run by
+    run, at most ``max_lookups`` runs, the run built from ``prefer_sha`` (the PR's merge base)
+    first, then the newest.
     """
     where = f"{repo.full_name} artefacts named {name!r}"
     now = datetime.now(UTC)
-    fallback: BaselineRef | None = None
-    runs: dict[int, WorkflowRun] = {}
-    with _calling("list the workflow artefacts", where, PERM_ACTIONS_READ):
-        for scanned, art in enumerate(repo.get_artifacts(name=name)):
-            if scanned >= max_scan:
-                break
-            if art.name != name or art.expired or art.expires_at <= now:
-                continue
-            nested = art.raw_data.get("workflow_run") or {}
-            if nested.get("head_branch") != default_branch:
-                continue
-            if nested.get("head_repository_id") not in (None, repo.id):
-                continue
-            matches = prefer_sha is not None and nested.get("head_sha") == prefer_sha
-            if fallback is not None and not matches:
-                continue  # only a merge-base match can beat the fallback we already have
-            run_id = nested.get("id")
-            if not isinstance(run_id, int):
-                continue
-            if run_id not in runs:
-                runs[run_id] = repo.get_workflow_run(run_id)  # fetches at once
-            ref = _trusted_ref(repo, art, runs[run_id], default_branch, events)
-            if ref is None:
-                continue
-            if prefer_sha is None or ref.head_sha == prefer_sha:
-                return ref
-            fallback = fallback or ref
-    return fallback
+    runs = _listed_runs(repo, default_branch, events, workflow_path, max_runs)
+    runs = [run for run in runs if _trusted_run(repo, run, default_branch, events)]
+    runs.sort(key=lambda run: (run.created_at, run.id), reverse=True)
+    if prefer_sha is not None:
+        runs.sort(key=lambda run: run.head_sha != prefer_sha)  # stable: newest first in each
+    with _calling("list a workflow run's artefacts", where, PERM_ACTIONS_READ):
+        for run in runs[:max_lookups]:
+            for art in run.get_artifacts():
+                if art.name == name and not art.expired and art.expires_at > now:
+                    return _baseline_ref(art, run)
+    return None
 
 
-def _trusted_ref(
+def _listed_runs(
     repo: Repository,
-    art: Artifact,
-    run: WorkflowRun,
-    default_branch: str,
+    branch: str,
     events: Collection[str],
-) -> BaselineRef | None:
-    """The artefact as a BaselineRef when its run is trusted, else None."""
+    workflow_path: str | None,
+    max_runs: int,
+) -> list[WorkflowRun]:
+    """The newest runs of each event on ``branch``: of the workflow ``workflow_path`` when it
+    is given and known to GitHub (so other workflows' runs take no room), else of any."""
+    where = f"{repo.full_name} workflow runs"
+    with _calling("list the workflow runs", where, PERM_ACTIONS_READ):
+        if workflow_path is not None:
+            try:
+                workflow = repo.get_workflow(workflow_path.rsplit("/", 1)[-1])  # fetches at once
+                return [
+                    run
+                    for event in events
+                    for run in itertools.islice(
+                        workflow.get_runs(branch=branch, event=event), max_runs
+                    )
+                ]
+            except UnknownObjectException:
+                pass  # a workflow renamed or new in this PR: search every workflow's runs
+        return [
+            run
+            for event in events
+            for run in itertools.islice(
+                repo.get_workflow_runs(branch=branch, event=event),  # type: ignore[arg-type]
+                max_runs,
+            )
+        ]
+
+
+def _trusted_run(
+    repo: Repository, run: WorkflowRun, default_branch: str, events: Collection[str]
+) -> bool:
+    """Whether a run was made by the default branch of this repository, on a trusted event."""
     data: dict[str, Any] = run.raw_data
     head_repo = data.get("head_repository") or {}
     head_repo_id = head_repo.get("id", data.get("head_repository_id"))
-    if data.get("event") not in events or data.get("head_branch") != default_branch:
-        return None
-    if head_repo_id != repo.id:
-        return None
+    return (
+        data.get("event") in events
+        and data.get("head_branch") == default_branch
+        and head_repo_id == repo.id
+    )
+
+
+def _baseline_ref(art: Artifact, run: WorkflowRun) -> BaselineRef:
+    data: dict[str, Any] = run.raw_data
     return BaselineRef(
         artifact_id=art.id,
         name=art.name,
@@ -475,6 +509,18 @@ def _trusted_ref(
         event=data["event"],
         html_url=data["html_url"],
     )
+
+
+class _Bearer(requests.auth.AuthBase):
+    """Exactly this token: an explicit auth, so requests never looks in ~/.netrc (which it
+    does, and lets win over our header, when a request has no auth of its own)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        r.headers["Authorization"] = f"Bearer {self.token}"
+        return r
 
 
 class _NoAuthorization(requests.auth.AuthBase):
@@ -541,7 +587,6 @@ def _fetch_zip(
 ) -> None:
     action = "download the baseline artefact"
     api_headers = {
-        "Authorization": f"Bearer {token}",
         "Accept": "application/vnd.github+json",
         "X-GitHub-Api-Version": API_VERSION,
         "User-Agent": f"evalgate/{__version__}",
@@ -550,6 +595,7 @@ def _fetch_zip(
         with http.get(
             ref.archive_download_url,
             headers=api_headers,
+            auth=_Bearer(token),
             allow_redirects=False,
             stream=True,
             timeout=timeout,

@@ -273,8 +273,21 @@ def seal(record: dict[str, Any], public: X25519PublicKey) -> str:
 
 
 def unseal(line: str, secret: X25519PrivateKey, where: str) -> dict[str, Any]:
+    box: Any = None
+    version: Any = 1  # no version to read: damaged, as said below
     try:
         box = json.loads(line)
+        version = box["v"] if isinstance(box, dict) else 1
+    except (ValueError, KeyError):
+        pass
+    if version != 1 or isinstance(version, bool):
+        # A record of another format would be read as this one's: refuse it by name.
+        raise UserError(
+            f"sealed holdout record of unknown format version {version!r} (this evalgate reads 1)",
+            where=where,
+            fix="upgrade evalgate, or restore the sealed file from version control",
+        )
+    try:
         epk = base64.b64decode(box["epk"])
         nonce = base64.b64decode(box["nonce"])
         sealed = base64.b64decode(box["ct"])

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evalgate import __version__
+from evalgate import __version__, files
 from evalgate.backends.base import Backend, Message, Request
 from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
@@ -61,7 +61,7 @@ def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
             fix=f"versions of this suite: {', '.join(sorted(versions))}",
         )
     path = versions[version]
-    raw = path.read_text(encoding="utf-8")
+    raw = files.read_text(path, "prompt file")
     text = render(compile_template(raw, str(path)), {}, str(path))
     return Prompt(name=version, text=text, path=path.relative_to(loaded.root).as_posix())
 
@@ -141,7 +141,7 @@ def read_suite_cases(
                 raise CaseFileError(f"duplicate case id {case.id!r}", where=where)
             seen.add(case.id)
             cases.append(case.model_copy(update={"split": "holdout"}))
-        hashes[suite.sealed_holdout.file] = sha256_text(path.read_text(encoding="utf-8"))
+        hashes[suite.sealed_holdout.file] = sha256_text(files.read_text(path, "sealed holdout"))
     return CaseSet(cases=tuple(cases), file_hashes=hashes)
 
 

@@ -5,15 +5,16 @@ A versioned pydantic schema, saved as JSON under ``<state_dir>/runs/``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalgate.errors import RunFileError
+from evalgate.limits import MESSAGE, excerpt
+from evalgate.redact import redact, redact_held
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -41,6 +42,18 @@ class Outcome(BaseModel):
     judge_calls: int = 0
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
+
+    # Saved in the run file (an artefact) and summarised: no held secret, no key-shaped text
+    # in an error, whatever the upstream echoed.
+    @field_validator("error")
+    @classmethod
+    def _redact_error(cls, value: str | None) -> str | None:
+        return None if value is None else redact(value)
+
+    @field_validator("text")
+    @classmethod
+    def _redact_text(cls, value: str | None) -> str | None:
+        return None if value is None else redact_held(value)
 
 
 class CaseResult(BaseModel):
@@ -100,8 +113,7 @@ class CaseResult(BaseModel):
         """A one-line excerpt of the input, for reports."""
         if not self.input:
             return ""
-        text = " ".join(str(v) for v in self.input.values())
-        return re.sub(r"\s+", " ", text).strip()
+        return excerpt(" ".join(str(v) for v in self.input.values()), MESSAGE)
 
 
 class PromptInfo(BaseModel):

@@ -8,11 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
 from evalgate.pricing import Usage, cost, uncached_cost
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import wilson_interval
-
-NO_ANSWER = "(none)"
 
 
 class Rate(BaseModel):
@@ -131,6 +130,24 @@ def _label(value: object) -> str:
     return NO_ANSWER if value is None else str(value)
 
 
+def _confusion(scored: list[CaseResult]) -> Confusion:
+    """Expected labels by answers, each shortened, at most MATRIX_COLUMNS answer columns: the
+    expected labels first, then the commonest other answers, the rest counted as (other)."""
+    pairs = [(label(c.expected), label(c.answer)) for c in scored]
+    expected = sorted({e for e, _ in pairs})
+    common = [a for a, _ in Counter(a for _, a in pairs).most_common() if a not in expected]
+    kept = [e for e in expected if any(a == e for _, a in pairs)] + common
+    kept = sorted(kept[:MATRIX_COLUMNS], key=lambda a: (a not in expected, a))
+    shown = set(kept)
+    counter = Counter((e, a if a in shown else OTHER) for e, a in pairs)
+    answers = kept + ([OTHER] if any(a not in shown for _, a in pairs) else [])
+    return Confusion(
+        expected=expected,
+        answers=answers,
+        counts=[[counter[(e, a)] for a in answers] for e in expected],
+    )
+
+
 def p95(values: list[float]) -> float:
     """The 95th percentile, nearest-rank (no interpolation)."""
     if not values:
@@ -172,28 +189,19 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
         worst = WorstCategory(
             category=low.category,
             accuracy=low.accuracy,
-            answered_as=Counter(_label(c.answer) for c in wrong).most_common(),
+            answered_as=Counter(label(c.answer) for c in wrong).most_common(),
             wrong=[
                 WrongCase(
                     id=c.id,
-                    expected=_label(c.expected),
-                    answer=_label(c.answer),
+                    expected=label(c.expected),
+                    answer=label(c.answer),
                     message=c.message(),
                 )
                 for c in wrong[:worst_examples]
             ],
         )
 
-    confusion = None
-    if run.scorer.get("kind") == "label" and scored:
-        expected = sorted({_label(c.expected) for c in scored})
-        answers = sorted({_label(c.answer) for c in scored}, key=lambda a: (a not in expected, a))
-        counter = Counter((_label(c.expected), _label(c.answer)) for c in scored)
-        confusion = Confusion(
-            expected=expected,
-            answers=answers,
-            counts=[[counter[(e, a)] for a in answers] for e in expected],
-        )
+    confusion = _confusion(scored) if run.scorer.get("kind") == "label" and scored else None
 
     outcomes = [o for c in run.cases for o in c.outcomes]
     usage = Usage()

@@ -277,7 +277,7 @@ def test_a_missing_file_and_a_directory_are_named(tmp_path: Path) -> None:
     )
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    assert error_of(folder).startswith(f"{folder}: is a directory")
+    assert error_of(folder).startswith(f"{folder}: case file is a directory")
 
 
 # ------------------------------------------------------------------------------------------

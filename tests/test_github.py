@@ -307,7 +307,7 @@ def push_run(
     return run, art
 
 
-def test_baseline_is_the_newest_trusted_push(gh: GitHubServer, repo: Repository) -> None:
+def test_baseline_is_the_newest_trusted_run(gh: GitHubServer, repo: Repository) -> None:
     _, old = push_run(gh, 1)
     _, new = push_run(gh, 2)
     push_run(gh, 3, branch="release")  # another branch
@@ -322,10 +322,15 @@ def test_baseline_is_the_newest_trusted_push(gh: GitHubServer, repo: Repository)
     assert (found.event, found.head_branch, found.name) == ("push", "main", BASELINE)
     assert found.head_sha == new.head_sha and found.html_url.endswith(f"/runs/{found.run_id}")
     assert found.archive_download_url.endswith(f"/actions/artifacts/{new.id}/zip")
-    listed = gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts")
-    assert len(listed) == 1 and listed[0].query["name"] == [BASELINE]
-    # runs are fetched only for candidates the listing could not rule out
-    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*")) == 2
+    # Runs are listed by GitHub's own filters, one list per trusted event; the artefacts of
+    # the newest trusted runs are looked up until one has the baseline.
+    listed = gh.find_requests("GET", f"/repos/{REPO}/actions/runs")
+    assert sorted(r.query["event"][0] for r in listed) == ["push", "schedule", "workflow_dispatch"]
+    assert all(r.query["branch"] == ["main"] for r in listed)
+    assert not gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts")
+    # The fork's run (hour 7) is ruled out from its listing; the coverage upload's run (made
+    # now) and the expired one (hour 4) after their artefacts were read: three lookups.
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 3
 
     preferred = find_baseline(repo, BASELINE, "main", prefer_sha=old.head_sha)
     assert preferred is not None and preferred.artifact_id == old.id
@@ -338,18 +343,87 @@ def test_no_trusted_baseline_gives_none(gh: GitHubServer, repo: Repository) -> N
     push_run(gh, 1, event="pull_request")
     push_run(gh, 2, expired=True)
     push_run(gh, 3, branch="release")
+    for hours, event in enumerate(("pull_request_target", "workflow_run", "issue_comment"), 4):
+        push_run(gh, hours, event=event)  # on main, but their code or input is a PR's
     assert find_baseline(repo, BASELINE, "main") is None
     assert find_baseline(repo, BASELINE, "release") is not None
 
 
-def test_baseline_scan_is_bounded(gh: GitHubServer, repo: Repository) -> None:
+@pytest.mark.parametrize("event", ["schedule", "workflow_dispatch"])
+def test_scheduled_and_manual_runs_make_baselines(
+    gh: GitHubServer, repo: Repository, event: str
+) -> None:
+    """The README's weekly refresh (schedule) and a manual run on the default branch count."""
+    push_run(gh, 1)
+    _, weekly = push_run(gh, 2, event=event)
+    found = find_baseline(repo, BASELINE, "main")
+    assert found is not None and found.artifact_id == weekly.id and found.event == event
+
+
+def test_a_flood_of_decoys_cannot_hide_the_baseline(gh: GitHubServer, repo: Repository) -> None:
+    """100 newer artefacts of the same name from pull-request runs (on branches named main in
+    forks, on feature branches, on main itself) do not push the real one out of reach."""
+    _, real = push_run(gh, 0, event="schedule")
+    for h in range(1, 101):
+        kind = h % 3
+        if kind == 0:
+            push_run(gh, h, event="pull_request", branch=f"decoy-{h}")
+        elif kind == 1:
+            push_run(gh, h, event="pull_request")  # head branch "main"
+        else:
+            push_run(gh, h, head_repo=FORK)  # a fork's push to its own main
+    found = find_baseline(repo, BASELINE, "main")
+    assert found is not None and found.artifact_id == real.id
+    # The decoys cost nothing: three listings and the one artefact lookup that found it.
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs")) == 3
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 1
+
+
+def test_baseline_search_is_bounded(gh: GitHubServer, repo: Repository) -> None:
     push_run(gh, 0)
     for h in range(1, 150):
-        push_run(gh, h, branch="release")
-    assert find_baseline(repo, BASELINE, "main", max_scan=120) is None
-    # 120 artefacts need two pages of 100; the third is never asked for
-    assert len(gh.find_requests("GET", "*/actions/artifacts")) == 2
-    assert find_baseline(repo, BASELINE, "main", max_scan=200) is not None
+        gh.add_workflow_run(
+            REPO, event="push", head_branch="main", created_at=T0 + timedelta(hours=h)
+        )
+    # 149 newer runs on main made no baseline (another workflow, not named): at most
+    # max_lookups of the newest are read, in one listing page per event.
+    assert find_baseline(repo, BASELINE, "main", max_lookups=120) is None
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 100
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs")) == 3
+    assert find_baseline(repo, BASELINE, "main", max_runs=200, max_lookups=200) is not None
+
+
+def test_the_baseline_workflow_is_searched_alone_when_named(
+    gh: GitHubServer, repo: Repository
+) -> None:
+    """Other workflows' runs on the default branch (CI on every push) take no lookups."""
+    _, real = push_run(gh, 0)
+    for h in range(1, 150):
+        gh.add_workflow_run(
+            REPO,
+            event="push",
+            head_branch="main",
+            path=".github/workflows/ci.yml",
+            created_at=T0 + timedelta(hours=h),
+        )
+    found = find_baseline(repo, BASELINE, "main", workflow_path=".github/workflows/evalgate.yml")
+    assert found is not None and found.artifact_id == real.id
+    listed = gh.find_requests("GET", f"/repos/{REPO}/actions/workflows/*/runs")
+    assert sorted(r.query["event"][0] for r in listed) == ["push", "schedule", "workflow_dispatch"]
+    assert len(gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")) == 1
+    # A workflow GitHub does not know (renamed in the PR): every workflow's runs are searched.
+    assert find_baseline(repo, BASELINE, "main", workflow_path=".github/workflows/new.yml") is None
+    assert (
+        find_baseline(
+            repo,
+            BASELINE,
+            "main",
+            workflow_path=".github/workflows/new.yml",
+            max_runs=200,
+            max_lookups=200,
+        )
+        is not None
+    )
 
 
 def ref_for(gh: GitHubServer, art: Artifact) -> BaselineRef:
@@ -395,6 +469,34 @@ def test_download_keeps_the_token_away_from_storage(
 
     # again, with a session of its own (closed afterwards), into the same place
     assert download_artifact(ref, gh.write_token, tmp_path / "dl") == folder
+
+
+def test_download_sends_our_token_whatever_netrc_says(
+    gh: GitHubServer,
+    repo: Repository,
+    tmp_path: Path,
+    make_run: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ~/.netrc entry for the API host must not replace the token evalgate chose (requests
+    reads netrc when a request has no auth of its own), nor reach the storage host."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text(
+        f"machine 127.0.0.1 login someone password {gh.read_token}\n"
+        f"machine localhost login someone password {gh.read_token}\n",
+        encoding="utf-8",
+    )
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    gh.add_artifact(REPO, BASELINE, files={"runs/baseline.json": make_run().model_dump_json()})
+    ref = find_baseline(repo, BASELINE, "main")
+    assert ref is not None
+    with requests.Session() as fresh:
+        download_artifact(ref, gh.write_token, tmp_path / "dl", fresh)
+    download_artifact(ref, gh.write_token, tmp_path / "dl2")
+    calls = gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts/{ref.artifact_id}/zip")
+    assert [c.token for c in calls] == ["write", "write"]
+    assert [c.has_authorization for c in gh.find_requests(server="storage")] == [False, False]
 
 
 def test_expired_and_missing_artefacts(

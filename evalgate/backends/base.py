@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalgate.errors import BackendError, MissingExtraError
+from evalgate.redact import redact, redact_held
 
 
 class Message(BaseModel):
@@ -72,6 +73,17 @@ class Reply(BaseModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     attempts: int = 1
+
+    # An upstream's error text (or reply) may echo the key it was sent: never keep it.
+    @field_validator("error")
+    @classmethod
+    def _redact_error(cls, value: str | None) -> str | None:
+        return None if value is None else redact(value)
+
+    @field_validator("text")
+    @classmethod
+    def _redact_text(cls, value: str) -> str:
+        return redact_held(value)
 
 
 @dataclass(frozen=True)

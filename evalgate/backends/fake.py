@@ -26,11 +26,11 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalgate import files
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.config import ModelSettings
+from evalgate.config import ModelSettings, load_yaml
 from evalgate.errors import BackendError
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
@@ -128,16 +128,13 @@ def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJud
         FakeRules if opts.rules_file is not None else FakeJudgeRules
     )
     path = base_dir / name
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise BackendError(
             "the fake backend's rules file does not exist",
             where=str(path),
             fix="fix the rules file's path in model.options (it is relative to evalgate.yml)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise BackendError(f"invalid YAML: {exc}", where=str(path)) from None
+        )
+    data = load_yaml(files.read_text(path, "rules file", BackendError), path, BackendError)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

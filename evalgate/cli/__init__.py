@@ -39,6 +39,7 @@ from evalgate.cli.splits import cmd_audit, cmd_holdout, cmd_release, cmd_split
 from evalgate.config import DEFAULT_CONFIG
 from evalgate.errors import EvalgateError
 from evalgate.importers import FORMATS
+from evalgate.report.escape import escape
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -405,7 +406,8 @@ def main(
         code: int = args.func(ctx)
         return code
     except EvalgateError as exc:
-        err.write(f"error: {exc}\n")
+        # One line, whatever the message quotes: no text of a case can start a workflow command.
+        err.write(f"error: {escape(str(exc), 'log')}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         err.write("interrupted\n")

@@ -179,7 +179,8 @@ def cmd_baseline_pull(ctx: Context) -> int:
     ref = gh.find_baseline(repo, ctx.args.artifact, branch, prefer_sha=ctx.args.sha)
     if ref is None:
         raise UserError(
-            f"no unexpired {ctx.args.artifact!r} artefact from a push to {branch}",
+            f"no unexpired {ctx.args.artifact!r} artefact from a push, scheduled or manual run "
+            f"on {branch}",
             fix="run the baseline job on the default branch (or wait for its weekly run)",
         )
     out = Path(ctx.args.out)

@@ -41,6 +41,7 @@ from evalgate.pipeline import (
     run_suite,
 )
 from evalgate.progress import ProgressPrinter
+from evalgate.redact import hold_environment
 from evalgate.release import (
     ReleaseRecord,
     ReleaseReport,
@@ -48,6 +49,7 @@ from evalgate.release import (
     release_report,
     usable_history,
 )
+from evalgate.report.escape import escape
 from evalgate.runs import Run
 from evalgate.terminal import colourise, wants_colour
 
@@ -63,6 +65,16 @@ class Context:
         self.err = err
         self.env = dict(os.environ)
 
+    @property
+    def env(self) -> dict[str, str]:
+        return self._env
+
+    @env.setter
+    def env(self, value: dict[str, str]) -> None:
+        # The secrets among them are kept out of every error text printed or saved.
+        hold_environment(value)
+        self._env = value
+
     def config(self) -> LoadedConfig:
         return load_config(Path(self.args.config))
 
@@ -72,7 +84,8 @@ class Context:
         self.out.write(text if text.endswith("\n") else text + "\n")
 
     def warn(self, text: str) -> None:
-        line = f"warning: {text}"
+        # One line, whatever it quotes (a case's text, an importer's note): no workflow command.
+        line = f"warning: {escape(text, 'log')}"
         self.err.write((colourise(line) if wants_colour(self.err, self.env) else line) + "\n")
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from evalgate import files
+from evalgate.config import load_yaml
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
 from evalgate.importers.core import Check, Draft, Notes, Source
@@ -143,6 +145,8 @@ _OPTION_FIXES = {
 class _Reader:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # Files a config refers to (file://...) must stay in its repository, as evalgate.yml's.
+        self.root = files.repository_root(path.parent)
         self.notes = Notes()
         self.files: list[Path] = []
         self.drafts: list[Draft] = []
@@ -151,7 +155,13 @@ class _Reader:
 
     # ----------------------------------------------------------------------------- files
 
+    def text(self, file: Path, what: str) -> str:
+        """A referenced file's text: inside the repository, read by the one reader."""
+        files.contain(file, self.root, what, str(self.path), CaseFileError)
+        return files.read_text(file, what, CaseFileError)
+
     def document(self, path: Path) -> tuple[Any, yaml.Node | _FakeSequence | None]:
+        files.contain(path, self.root, "test file", str(self.path), CaseFileError)
         self.files.append(path)
         if path.suffix.lower() == ".json":
             data = read.json_items(path, keys=()) if _starts_with(path, "[") else None
@@ -160,7 +170,7 @@ class _Reader:
             whole = read.json_document(path)
             try:
                 node: yaml.Node | None = yaml.compose(
-                    path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader
+                    self.text(path, "test file"), Loader=yaml.SafeLoader
                 )
             except yaml.YAMLError:
                 node = None
@@ -312,7 +322,7 @@ class _Reader:
             if raw.startswith("file://"):
                 file = path.parent / raw[len("file://") :]
                 if file.suffix.lower() in (".txt", ".md", ".j2") and file.is_file():
-                    texts.append(file.read_text(encoding="utf-8").strip())
+                    texts.append(self.text(file, "prompt file").strip())
                     continue
             texts.append(raw)
         if not texts:
@@ -399,8 +409,9 @@ class _Reader:
         if isinstance(value, str) and value.startswith("file://"):
             file = base.parent / value[len("file://") :]
             if file.suffix.lower() in (".txt", ".md") and file.is_file():
+                text = self.text(file, "var file")
                 self.files.append(file)
-                return file.read_text(encoding="utf-8")
+                return text
             self.notes.add(
                 "var read from a file",
                 "only .txt and .md files are read; paste the value into the test",
@@ -416,7 +427,7 @@ class _Reader:
                 fix="write assertions as {type: icontains, value: ...}",
             )
         kind = assertion["type"]
-        value = _file_value(assertion.get("value"), base, self.files)
+        value = _file_value(assertion.get("value"), base, self)
         mapped = MAPPED.get(kind)
         for key in assertion:
             if key not in _ASSERT_KEYS and mapped is not None:
@@ -458,7 +469,7 @@ def _schema(value: Any, where: str) -> Any:
     raise CaseFileError("is-json's value must be a JSON schema", where=where)
 
 
-def _file_value(value: Any, base: Path, files: list[Path]) -> Any:
+def _file_value(value: Any, base: Path, reader: _Reader) -> Any:
     if not (isinstance(value, str) and value.startswith("file://")):
         return value
     file = base.parent / value[len("file://") :]
@@ -466,11 +477,13 @@ def _file_value(value: Any, base: Path, files: list[Path]) -> Any:
         return value
     suffix = file.suffix.lower()
     if suffix in (".txt", ".md"):
-        files.append(file)
-        return file.read_text(encoding="utf-8")
+        text = reader.text(file, "assertion file")
+        reader.files.append(file)
+        return text
     if suffix in (".json", ".yaml", ".yml"):
-        files.append(file)
-        return yaml.safe_load(file.read_text(encoding="utf-8"))
+        text = reader.text(file, "assertion file")
+        reader.files.append(file)
+        return load_yaml(text, file, CaseFileError)
     return value
 
 

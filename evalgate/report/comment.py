@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalgate import __version__
 from evalgate.gate import Verdict, VerdictKind
+from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros
 from evalgate.summary import RunSummary
 
@@ -161,11 +162,6 @@ def _shown_baseline(p: BaselineProvenance | None) -> BaselineProvenance | None:
     )
 
 
-def _fence(command: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", command)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def _days(age: float | None) -> str:
     if age is None:
         return "some"
@@ -302,7 +298,8 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
     run_url = _safe_url(ctx.links.workflow_run)
     artifact = _safe_url(ctx.links.artifact)
     baseline = _shown_baseline(ctx.baseline)
-    reproduce = ctx.reproduce or ""
+    # A fenced block shows its text literally: bidi and invisible characters too, unless shown.
+    reproduce = visible(ctx.reproduce or "")
     links = [
         (label, url)
         for label, url in (("Workflow run", run_url), ("Run artefact", artifact))
@@ -351,7 +348,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
             lambda k: m.categories(v.categories, k, CATEGORY_ROWS_OPEN, where),
             rows=min(len(v.categories), ROW_CAP),
         ),
-        fixed(m.reproduce(reproduce, _fence(reproduce))),
+        fixed(m.reproduce(reproduce, fence(reproduce))),
         fixed(m.links(links)),
         fixed(m.footer(ctx.version)),
     ]

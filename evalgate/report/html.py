@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.compare import Comparison
+from evalgate.limits import NO_ANSWER, clip, label
 from evalgate.report.render import HTML_ENV
 from evalgate.runs import CaseResult, Run
-from evalgate.summary import NO_ANSWER, CategoryRow, Confusion, RunSummary, summarise
+from evalgate.summary import CategoryRow, Confusion, RunSummary, summarise
 
 # Kinds of listed case, in the order the page shows them, with their labels.
 COMPARE_KINDS = {
@@ -93,12 +94,9 @@ class CategoryPair:
     b: CategoryRow | None
 
 
-def _label(value: object) -> str:
-    return NO_ANSWER if value is None else str(value)
-
-
 def _input_text(case: CaseResult) -> str:
-    """The case's input in full: the one field's value, or ``name: value`` lines."""
+    """The case's input (up to REPLY characters): the one field's value, or ``name: value``
+    lines."""
     if not case.input:
         return ""
 
@@ -106,21 +104,22 @@ def _input_text(case: CaseResult) -> str:
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
     if len(case.input) == 1:
-        return text(next(iter(case.input.values())))
-    return "\n".join(f"{name}: {text(value)}" for name, value in case.input.items())
+        return clip(text(next(iter(case.input.values()))))
+    return clip("\n".join(f"{name}: {text(value)}" for name, value in case.input.items()))
 
 
 def _side(case: CaseResult) -> Side:
     replies = [
         Reply(
-            text=(o.error or "error") if o.error is not None else (o.text or "(no reply)"),
-            answer=_label(o.answer),
+            # The page shows the start of a reply; the run file keeps all of it.
+            text=clip((o.error or "error") if o.error is not None else (o.text or "(no reply)")),
+            answer=label(o.answer),
             passed=None if o.error is not None else (o.score or 0.0) >= 0.5,
             error=o.error is not None,
         )
         for o in case.outcomes
     ]
-    return Side(answer=_label(case.answer), passed=case.passed, error=case.error, replies=replies)
+    return Side(answer=label(case.answer), passed=case.passed, error=case.error, replies=replies)
 
 
 def _listed(*cases: CaseResult | None) -> bool:
@@ -197,7 +196,7 @@ def render_run_html(run: Run, summary: RunSummary) -> str:
                 kind=kind,
                 id=case.id,
                 category=case.category,
-                expected=_label(case.expected),
+                expected=label(case.expected),
                 message=_input_text(case),
                 a=_side(case),
             )
@@ -252,7 +251,7 @@ def render_compare_html(
                 kind=kind,
                 id=case_id,
                 category=shown.category,
-                expected=_label(shown.expected),
+                expected=label(shown.expected),
                 message=message,
                 a=_side(ca) if ca else None,
                 b=_side(cb) if cb else None,

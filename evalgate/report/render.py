@@ -6,14 +6,14 @@ it cannot ping people, open HTML, break tables or forge a marker.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any, Literal
 
 import jinja2
+import markupsafe
 from pydantic import BaseModel
 
-from evalgate import __version__
+from evalgate import __version__, limits
+from evalgate.report.escape import escape, visible
 
 Format = Literal["text", "markdown", "json"]
 
@@ -46,44 +46,22 @@ def pvalue(value: float) -> str:
 
 
 def excerpt(text: str, limit: int = 90) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
-_SPACE = re.compile(r"\s+")
-_MENTION = re.compile(r"@(?=\w)")
-_REFERENCE = re.compile(r"#(?=\d)")
+    return limits.excerpt(str(text), limit)
 
 
 def md(text: object) -> str:
-    """Escape untrusted text for one line of GitHub Markdown (a table cell or a list item).
-
-    Backslash-escapes Markdown and HTML punctuation (so no tags, links or tables break), breaks
-    @mentions and #references with a zero-width joiner, and folds newlines.
-    """
-    return _md(str(text))
-
-
-# Reports repeat the same labels, answers and ids thousands of times: escape each once.
-@lru_cache(maxsize=16_384)
-def _md(text: str) -> str:
-    value = _SPACE.sub(" ", text).strip()
-    value = _MD_SPECIAL.sub(r"\\\1", value)
-    value = _MENTION.sub("@\u200d", value)
-    # GitHub links #123 in the rendered text, after Markdown: a backslash does not stop it.
-    value = _REFERENCE.sub("#\u200d", value)
-    return value.replace("-->", "--\\>")
+    """Untrusted text as one line of GitHub Markdown (see :func:`escape.escape`), at most
+    ``limits.VALUE`` characters of it."""
+    return escape(_capped(str(text)), "markdown")
 
 
 def code(text: object) -> str:
-    """Untrusted text as an inline code span.
+    """Untrusted text as an inline code span (see :func:`escape.escape`), capped likewise."""
+    return escape(_capped(str(text)), "code")
 
-    Backslash escapes do not work inside code spans (GitHub would show the backslashes), and
-    need not: a code span's content is literal. Only a backtick could end it early.
-    """
-    value = re.sub(r"\s+", " ", str(text)).strip().replace("`", "'")
-    return f"`{value}`"
+
+def _capped(text: str) -> str:
+    return text if len(text) <= limits.VALUE else limits.excerpt(text, limits.VALUE)
 
 
 def duration(seconds: float) -> str:
@@ -120,11 +98,19 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _shown(value: Any) -> Any:
+    """Every value a page prints, with invisible and bidi characters shown (then escaped);
+    text (not the page's own markup) at most ``limits.PAGE_VALUE`` characters."""
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(visible(str(value)))
+    return visible(limits.clip(value, limits.PAGE_VALUE)) if isinstance(value, str) else value
+
+
 _ENV = _environment()
 # The same loader, filters and globals for HTML pages, with autoescaping on: what goes into a
 # page is escaped unless a template marks it safe. A template cache of its own, since the
 # parent's may hold templates compiled without escaping.
-HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400)
+HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400, finalize=_shown)
 
 
 def render(template: str, **context: Any) -> str:

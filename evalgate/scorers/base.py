@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalgate import files
 from evalgate.backends.base import Backend
 from evalgate.config import ScorerConfig
 
@@ -100,7 +101,7 @@ def read_files(config: ScorerConfig, base_dir: Path) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for name in file_names(config):
         path = base_dir / name
-        found[name] = path.read_text(encoding="utf-8") if path.is_file() else None
+        found[name] = files.read_text(path, "scorer file") if path.is_file() else None
     return found
 
 

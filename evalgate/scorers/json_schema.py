@@ -8,6 +8,7 @@ from typing import Any
 
 import jsonschema
 
+from evalgate import files
 from evalgate.config import JsonSchemaScorer
 from evalgate.errors import ConfigError
 from evalgate.scorers.base import Score, Scorer
@@ -19,11 +20,11 @@ def build(config: JsonSchemaScorer, base_dir: Path) -> Scorer:
         assert config.schema_file is not None
         path = base_dir / config.schema_file
         try:
-            schema = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("schema file does not exist", where=str(path)) from None
+            schema = json.loads(files.read_text(path, "schema file", ConfigError))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(f"JSON that cannot be read: {exc}"[:300], where=str(path)) from None
     try:
         validator_cls = jsonschema.validators.validator_for(schema)
         validator_cls.check_schema(schema)

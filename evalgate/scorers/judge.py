@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from evalgate import files
 from evalgate.backends.base import Backend, Message, Request
 from evalgate.config import JudgeScorer as JudgeConfig
 from evalgate.errors import ConfigError
@@ -56,10 +57,7 @@ class JudgeScorer:
         else:
             assert config.rubric_file is not None
             path = base_dir / config.rubric_file
-            try:
-                self.rubric = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise ConfigError("rubric file does not exist", where=str(path)) from None
+            self.rubric = files.read_text(path, "rubric file", ConfigError)
 
     def request(self, expected: Any, text: str, case_input: dict[str, Any] | None) -> Request:
         parts = [f"<rubric>\n{self.rubric.strip()}\n</rubric>"]

@@ -257,6 +257,11 @@ class WorkflowRun:
     updated_at: datetime = field(default_factory=_now)
 
 
+def _workflow_id(path: str) -> int:
+    """A workflow's id, stable for its file's path."""
+    return 100_000 + zlib.crc32(path.encode()) % 100_000
+
+
 @dataclass
 class Artifact:
     id: int
@@ -842,11 +847,13 @@ class GitHubServer:
         conclusion: str | None = "success",
         created_at: datetime | None = None,
         name: str = "evalgate",
+        path: str = ".github/workflows/evalgate.yml",
         id: int | None = None,
         actor: str = "octocat",
         pull_requests: list[int] | None = None,
     ) -> WorkflowRun:
-        """Record a workflow run; ``head_sha`` defaults to ``head_branch``'s head in ``head_repo``."""
+        """Record a workflow run; ``head_sha`` defaults to ``head_branch``'s head in ``head_repo``.
+        ``path`` is the workflow file's (another workflow's runs have another)."""
         with self.lock:
             repo = self.repo(full_name)
             source = self.repo(head_repo) if head_repo else repo
@@ -864,6 +871,7 @@ class GitHubServer:
                 status=status,
                 conclusion=conclusion if status == "completed" else None,
                 name=name,
+                path=path,
                 run_number=len(repo.runs) + 1,
                 actor=actor,
                 pull_requests=list(pull_requests or []),
@@ -1689,7 +1697,7 @@ class GitHubServer:
                     },
                 }
             )
-        workflow_id = 100_000 + zlib.crc32(run.path.encode()) % 100_000
+        workflow_id = _workflow_id(run.path)
         return {
             "id": run.id,
             "name": run.name,
@@ -1935,6 +1943,8 @@ class GitHubServer:
                 None,
             ),
             ("GET", rf"{r}/actions/runs$", self._h_runs, None),
+            ("GET", rf"{r}/actions/workflows/(?P<id>[^/]+)$", self._h_workflow, None),
+            ("GET", rf"{r}/actions/workflows/(?P<id>[^/]+)/runs$", self._h_workflow_runs, None),
             ("GET", rf"{r}/actions/runs/(?P<id>\d+)$", self._h_run, None),
             ("GET", rf"{r}/actions/runs/(?P<id>\d+)/artifacts$", self._h_run_artifacts, None),
             ("GET", rf"{r}/compare/(?P<basehead>.+)$", self._h_compare, None),
@@ -2136,7 +2146,45 @@ class GitHubServer:
 
     def _h_runs(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
         repo = self._need(repo)
-        runs = list(repo.runs.values())
+        return self._run_list(c, repo, list(repo.runs.values()), "actions/runs")
+
+    def _workflow_runs(self, repo: Repo, wanted: str) -> list[WorkflowRun]:
+        """The runs of the workflow named by its id or its file name (404 when it has none:
+        the stand-in knows a workflow by its runs)."""
+        runs = [
+            x
+            for x in repo.runs.values()
+            if wanted in (x.path.rsplit("/", 1)[-1], str(_workflow_id(x.path)))
+        ]
+        if not runs:
+            raise _HTTPError(404, "Not Found", doc=f"{_DOCS}/actions/workflows")
+        return runs
+
+    def _h_workflow(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        repo = self._need(repo)
+        first = min(self._workflow_runs(repo, g["id"]), key=lambda x: (x.created_at, x.id))
+        wid = _workflow_id(first.path)
+        data = {
+            "id": wid,
+            "node_id": _node_id("Workflow", wid),
+            "name": first.name,
+            "path": first.path,
+            "state": "active",
+            "created_at": _ts(first.created_at),
+            "updated_at": _ts(first.created_at),
+            "url": f"{c.api}/repos/{repo.full_name}/actions/workflows/{wid}",
+            "html_url": f"{c.web}/{repo.full_name}/blob/{repo.default_branch}/{first.path}",
+            "badge_url": f"{c.web}/{repo.full_name}/workflows/{quote(first.name)}/badge.svg",
+        }
+        return _json_response(200, data)
+
+    def _h_workflow_runs(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        """A workflow's runs, the workflow named by its id or its file name (as on GitHub)."""
+        repo = self._need(repo)
+        runs = self._workflow_runs(repo, g["id"])
+        return self._run_list(c, repo, runs, f"actions/workflows/{g['id']}/runs")
+
+    def _run_list(self, c: _Ctx, repo: Repo, runs: list[WorkflowRun], where: str) -> _Response:
         for key in ("event", "branch", "status", "head_sha", "actor"):
             want = c.q(key)
             if want is None:
@@ -2152,7 +2200,7 @@ class GitHubServer:
             else:
                 runs = [x for x in runs if x.actor == want]
         runs.sort(key=lambda x: (x.created_at, x.id), reverse=True)
-        page, links = self._paginate(c, runs, f"/repositories/{repo.id}/actions/runs")
+        page, links = self._paginate(c, runs, f"/repositories/{repo.id}/{where}")
         data = {
             "total_count": len(runs),
             "workflow_runs": [self._run_json(c, repo, x) for x in page],

@@ -195,6 +195,9 @@ class Knobs(BaseModel):
     unknown_model_status: Literal[400, 404] = 404
     api_key: str | None = None
     """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
+    echo_credentials: bool = False
+    """Error messages quote the request's ``x-api-key`` and ``authorization`` headers, as a
+    misconfigured proxy or gateway in front of the API may do (the real API never does)."""
 
     # --- rate limits: token buckets of capacity N refilled continuously at N a minute; their
     # anthropic-ratelimit-* headers go on answers and bucket 429s (None: unlimited, no headers)
@@ -1229,6 +1232,9 @@ class MessagesServer:
         headers: list[tuple[str, str]] | None = None,
     ) -> None:
         rid = _request_id()
+        if k.echo_credentials:
+            sent = {n: ex.headers[n] for n in ("x-api-key", "authorization") if n in ex.headers}
+            message += f" (request headers: {json.dumps(sent)})"
         body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": rid}
         extra = [("request-id", rid), *(headers or [])]
         if k.should_retry_header:

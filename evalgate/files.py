@@ -1,0 +1,126 @@
+"""The one reader of the user's files: OS and decode errors become a UserError naming the path.
+
+Config, prompts, case files, rules, schemas and rubrics all come from the repository, which a
+pull request can change: a symlink loop, a folder where a file is expected, a file that is not
+UTF-8 or a path that leaves the repository is a one-line error (exit 2), never a traceback, and
+never a read of a file elsewhere on the runner (a key, a token, another checkout).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalgate.errors import UserError
+
+# Nesting deeper than this in a YAML or JSON document is refused: the C parser would recurse
+# until the stack runs out, and nothing evalgate reads needs more than a dozen levels.
+MAX_DEPTH = 64
+
+
+def _reason(exc: OSError) -> tuple[str, str | None]:
+    """What went wrong, in words, and how to fix it."""
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link loop", "point the link at a real file"
+    if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
+        return "is a directory, not a file", "name a file, or a glob of files"
+    if isinstance(exc, FileNotFoundError):
+        return "does not exist", None
+    if isinstance(exc, PermissionError):
+        return "cannot be read (permission denied)", "check the file's permissions"
+    return f"cannot be read ({exc.strerror or type(exc).__name__})", None
+
+
+def read_bytes(path: Path, what: str = "file", error: type[UserError] = UserError) -> bytes:
+    """The bytes of ``path``; any OS error is an ``error`` naming it."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reason, fix = _reason(exc)
+        raise error(f"{what} {reason}", where=str(path), fix=fix) from None
+
+
+def decode(data: bytes, path: Path, error: type[UserError] = UserError) -> str:
+    """UTF-8 text; an ``error`` naming the line of the first bad byte otherwise."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            f"not valid UTF-8 at byte {exc.start}", where=f"{path}:{line}", fix="save it as UTF-8"
+        ) from None
+
+
+def read_text(path: Path, what: str = "file", error: type[UserError] = UserError) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped); OS and decode errors named."""
+    text = decode(read_bytes(path, what, error), path, error)
+    return text.removeprefix("\ufeff")
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, symbolic links followed, is ``root`` or under it.
+
+    A symbolic link loop leads nowhere, so not out either: reading it names the loop.
+    """
+    try:
+        target = path.resolve(strict=False)
+    except (OSError, RuntimeError):
+        return True
+    return target.is_relative_to(root.resolve())
+
+
+def contain(
+    path: Path, root: Path, what: str, where: str, error: type[UserError] = UserError
+) -> Path:
+    """``path`` when it stays inside ``root`` (symbolic links followed); refused otherwise."""
+    if not inside(path, root):
+        target = path.resolve()
+        shown = f"{path} (resolves to {target})" if target != path.absolute() else str(path)
+        raise error(
+            f"{what} {shown} is outside the repository {root}",
+            where=where,
+            fix="keep every path in evalgate.yml inside the repository; no '..', absolute "
+            "paths or symbolic links that lead out of it",
+        )
+    return path
+
+
+def repository_root(start: Path) -> Path:
+    """The repository a config belongs to: the nearest folder with ``.git``, or ``start``."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return start
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and mappings nest in ``value`` (stops counting past ``limit``)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            deepest = max(deepest, level)
+            if level > limit:
+                return level
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def yaml_depth(text: str) -> int:
+    """The nesting depth of a YAML text, from its events (no recursion, nothing built)."""
+    level = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            level += 1
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+        elif isinstance(event, yaml.CollectionEndEvent):
+            level -= 1
+    return deepest

@@ -1,0 +1,140 @@
+"""One escaping function for untrusted text, by where it goes: Markdown, HTML, the log, a shell.
+
+Text from cases, model replies, run files and a pull request's config is untrusted. Where it is
+shown, it must read as what it is, and do nothing else: no @mention that pings someone, no
+#reference, no link, no HTML, no broken table, no forged marker, no workflow command, no text
+that reads differently than it is (bidi overrides, zero-width characters).
+
+Checked against GitHub's own renderer (cmark-gfm with its extensions) over a corpus of payloads
+and generated text: tests/test_escaping.py.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import lru_cache
+from typing import Literal
+
+Target = Literal["markdown", "code", "html", "command", "property", "log", "shell"]
+
+# A zero-width joiner after '@' or before a reference's digits stops GitHub's mention and
+# reference filters (they run on the rendered text, after Markdown), and shows as nothing.
+# It is the one invisible character escaping adds; any in the input are shown, as below.
+JOINER = "\u200d"
+
+# Characters that change how text reads without being seen: bidi embeddings, overrides and
+# isolates, zero-width spaces and joiners, the BOM, soft hyphen, invisible operators, tag
+# characters, and every control character but tab and newline. Each is shown as <U+XXXX>.
+_INVISIBLE_RANGES = (
+    (0x00, 0x08),
+    (0x0B, 0x0C),
+    (0x0E, 0x1F),
+    (0x7F, 0x9F),
+    (0xAD, 0xAD),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFFB),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_INVISIBLE = re.compile(
+    "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _INVISIBLE_RANGES) + "]"
+)
+_SPACE = re.compile(r"\s+")
+
+# Markdown: every ASCII punctuation character that can start or end inline syntax is
+# backslash-escaped: emphasis, code, links, images, HTML, tables, strikethrough, math ('$')
+# and character references ('&').
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&$])")
+# The ':' of an autolink's scheme (http://, https://, ftp://, mailto:, xmpp:).
+_SCHEME = re.compile(r"(?i)(?::(?=/)|(?<=mailto):|(?<=xmpp):)")
+# The other autolink: a bare "www." (GitHub matches it in any case).
+_WWW = re.compile(r"(?i)(\bwww)\.")
+# At the start of a line: a list item, a setext underline or a thematic break.
+_LINE_START = re.compile(r"^(=|-(?=[\s-]|$))")
+_LIST_NUMBER = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
+_MENTION = re.compile(r"@")
+_REFERENCE = re.compile(r"#(?=\d)")
+# GH-123 links an issue too.
+_GH = re.compile(r"(?i)\bGH(?=-\d)")
+
+
+def _mark(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
+
+
+def visible(text: str) -> str:
+    """The text with every invisible or direction-changing character shown as <U+XXXX>."""
+    return _INVISIBLE.sub(_mark, text)
+
+
+def one_line(text: str) -> str:
+    return _SPACE.sub(" ", visible(text)).strip()
+
+
+@lru_cache(maxsize=16_384)
+def _markdown(text: str) -> str:
+    value = _MD_SPECIAL.sub(r"\\\1", one_line(text))
+    value = _SCHEME.sub(r"\\:", value)
+    value = _WWW.sub(r"\1\\.", value)
+    value = _LIST_NUMBER.sub(r"\1\\\2", value)
+    value = _LINE_START.sub(r"\\\1", value)
+    value = _MENTION.sub("@" + JOINER, value)
+    value = _REFERENCE.sub("#" + JOINER, value)
+    return _GH.sub("GH" + JOINER, value)
+
+
+def escape(text: object, to: Target) -> str:
+    """``text`` made safe and inert for one place it is shown.
+
+    - ``markdown``: one line of GitHub Markdown (a table cell, a list item, a heading);
+      newlines fold to spaces. Renders as the text itself, nothing more.
+    - ``code``: an inline code span, backticks included (a backtick inside becomes ``'``).
+    - ``html``: text between tags or in a quoted attribute.
+    - ``command``: the message of a workflow command (``::error::MESSAGE``), as GitHub
+      documents: ``%``, CR and LF percent-encoded, so it cannot end the command.
+    - ``property``: a workflow command's property value: also ``:`` and ``,``.
+    - ``log``: one plain line of the job log: newlines folded, and no ``::`` that could
+      start a workflow command.
+    - ``shell``: one shell word (POSIX quoting).
+
+    Every target shows invisible and bidi characters as ``<U+XXXX>``.
+    """
+    value = str(text)
+    if to == "markdown":
+        return _markdown(value)
+    if to == "code":
+        # An empty span would show its two backticks; a space shows as an empty code span.
+        return "`" + (one_line(value).replace("`", "'") or " ") + "`"
+    if to == "html":
+        value = visible(value)
+        for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&#34;")):
+            value = value.replace(char, entity)
+        return value.replace("'", "&#39;")
+    if to in ("command", "property"):
+        value = visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        if to == "property":
+            value = value.replace(":", "%3A").replace(",", "%2C")
+        return value
+    if to == "log":
+        return one_line(value).replace("::", ": :")
+    if to == "shell":
+        return shlex.quote(visible(value))
+    raise ValueError(f"unknown target {to!r}")
+
+
+def fence(content: str) -> str:
+    """A backtick fence longer than any backtick run in ``content``: the block cannot be ended
+    from inside (a fence closes only on a run at least as long as itself)."""
+    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
+    return "`" * max(3, longest + 1)
