@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import sign_test_two_sided
+from evalgate.trajectory import show_expected
 
 
 class PairRow(BaseModel):
@@ -48,7 +49,7 @@ def _row(a: CaseResult, b: CaseResult) -> PairRow:
     return PairRow(
         id=a.id,
         category=b.category,
-        expected=_text(b.expected),
+        expected=_text(show_expected(b.expected)),
         a_answer=_text(a.answer),
         b_answer=_text(b.answer),
         message=b.message() or a.message(),

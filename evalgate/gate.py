@@ -49,6 +49,7 @@ from evalgate.stats import (
     wilcoxon_pratt,
 )
 from evalgate.summary import Rate
+from evalgate.trajectory import show_expected
 
 VerdictKind = Literal["pass", "fail", "inconclusive"]
 
@@ -170,7 +171,7 @@ def _paired(base: CaseResult | None, cand: CaseResult, k: int | None = None) -> 
         id=cand.id,
         category=cand.category,
         group=cand.group,
-        expected=_text(cand.expected),
+        expected=_text(show_expected(cand.expected)),
         baseline_answer=_text(base.answer) if base else "",
         candidate_answer=_text(cand.answer),
         baseline_score=score(base) if base else None,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import RunFileError
+from evalgate.trajectory import Step
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -41,6 +42,8 @@ class Outcome(BaseModel):
     judge_calls: int = 0
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
+    # An agent case's steps: every model call, its tool calls, their inputs and results.
+    steps: list[Step] | None = None
 
 
 class CaseResult(BaseModel):

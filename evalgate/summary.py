@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.pricing import Usage, cost, uncached_cost
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import wilson_interval
+from evalgate.trajectory import show_expected
 
 NO_ANSWER = "(none)"
 
@@ -174,7 +175,7 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             wrong=[
                 WrongCase(
                     id=c.id,
-                    expected=_label(c.expected),
+                    expected=_label(show_expected(c.expected)),
                     answer=_label(c.answer),
                     message=c.message(),
                 )
@@ -184,9 +185,9 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
 
     confusion = None
     if run.scorer.get("kind") == "label" and scored:
-        expected = sorted({_label(c.expected) for c in scored})
+        expected = sorted({_label(show_expected(c.expected)) for c in scored})
         answers = sorted({_label(c.answer) for c in scored}, key=lambda a: (a not in expected, a))
-        counter = Counter((_label(c.expected), _label(c.answer)) for c in scored)
+        counter = Counter((_label(show_expected(c.expected)), _label(c.answer)) for c in scored)
         confusion = Confusion(
             expected=expected,
             answers=answers,

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import BackendError, MissingExtraError
+from evalgate.trajectory import AgentSpec, Step
 
 
 class Message(BaseModel):
@@ -41,6 +42,9 @@ class Request(BaseModel):
     # Opaque metadata for backends that need the case itself (the command backend); never
     # part of what a model sees unless the backend chooses to send it.
     case: dict[str, Any] = Field(default_factory=dict)
+    # An agent case: the tools offered, the case's fixtures and the loop's rules (None: a
+    # plain one-call case). Left out of the cache key when None, so plain keys do not change.
+    agent: AgentSpec | None = None
 
 
 ErrorKind = Literal[
@@ -55,6 +59,8 @@ ErrorKind = Literal[
     "malformed",
     "command",
     "interrupted",
+    "tool",
+    "max_steps",
     "other",
 ]
 
@@ -72,6 +78,9 @@ class Reply(BaseModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     attempts: int = 1
+    # An agent case's steps (every model call with its tool calls and their results); None
+    # for a plain reply. Scorers of trajectories read them; the run file keeps them.
+    steps: list[Step] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from evalgate.compare import Comparison
 from evalgate.report.render import HTML_ENV
 from evalgate.runs import CaseResult, Run
 from evalgate.summary import NO_ANSWER, CategoryRow, Confusion, RunSummary, summarise
+from evalgate.trajectory import show_expected
 
 # Kinds of listed case, in the order the page shows them, with their labels.
 COMPARE_KINDS = {
@@ -197,7 +198,7 @@ def render_run_html(run: Run, summary: RunSummary) -> str:
                 kind=kind,
                 id=case.id,
                 category=case.category,
-                expected=_label(case.expected),
+                expected=_label(show_expected(case.expected)),
                 message=_input_text(case),
                 a=_side(case),
             )

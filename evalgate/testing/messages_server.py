@@ -87,7 +87,17 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.backends.base import Message, Request
-from evalgate.backends.fake import FakeRules, fake_answer, rough_tokens
+from evalgate.backends.fake import (
+    AgentRule,
+    FakeRules,
+    agent_rule,
+    agent_turn,
+    conversation_text,
+    fake_answer,
+    plan_matches,
+    rough_tokens,
+)
+from evalgate.trajectory import TOOL_NAME_PATTERN, AgentSpec, ToolCall, ToolSpec
 
 __all__ = ["FAULTS", "Exchange", "Fault", "Knobs", "MessagesServer", "Stats"]
 
@@ -332,6 +342,15 @@ class _Parsed:
     request: Request
     cache_prefix: str | None
     ttl_1h: bool
+    # Tool use: (name, input, result) of every call answered so far, and the text the tool
+    # definitions and tool blocks add to the input (counted as input tokens).
+    history: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    tool_text: str = ""
+
+    @property
+    def input_tokens(self) -> int:
+        req = self.request
+        return rough_tokens(req.system + "".join(m.content for m in req.messages) + self.tool_text)
 
 
 class _Invalid(Exception):
@@ -707,7 +726,7 @@ class MessagesServer:
             etype = "not_found_error" if status == 404 else "invalid_request_error"
             self._error(h, ex, k, status, etype, f"model: {req.model}", "unknown_model")
             return
-        total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+        total = parsed.input_tokens
         if ex.path == _COUNT:
             self._json(h, ex, 200, {"input_tokens": total}, [], "ok")
             return
@@ -840,7 +859,7 @@ class MessagesServer:
             if req.model in k.unknown_models:
                 result = errored("not_found_error", f"model: {req.model}")
             else:
-                total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+                total = parsed.input_tokens
                 digest = _digest(params)
                 now = time.monotonic()
                 with self._lock:
@@ -949,7 +968,10 @@ class MessagesServer:
         message, flipped = self._compose(k, parsed, (uncached, written, read), digest, occurrence)
         usage = message["usage"]
         ex.flipped = flipped
-        ex.text = message["content"][0]["text"]
+        ex.text = "".join(
+            b["text"] if b["type"] == "text" else f"{b['name']}({json.dumps(b['input'])})"
+            for b in message["content"]
+        )
         ex.usage = {key: usage[key] for key in _USAGE_KEYS}
         with self._lock:
             if out_bucket is not None and "output-tokens" in self._buckets:
@@ -1016,20 +1038,39 @@ class MessagesServer:
         input, cache write, cache read)."""
         req = parsed.request
         uncached, written, read = tokens
-        text = fake_answer(req, self.rules)
-        flipped = False
         u, v, _ = _draws(k.seed, "flip", digest, occurrence)
-        if k.flip_rate > 0 and u < k.flip_rate:
-            alternatives = self._alternatives_for(req, text)
-            if alternatives:
-                text = alternatives[int(v * len(alternatives))]
-                flipped = True
+        content: list[dict[str, Any]]
+        if req.agent is not None:
+            move, flipped = self._agent_move(parsed, k.flip_rate > 0 and u < k.flip_rate, v)
+            if isinstance(move, ToolCall):
+                content = [
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                        "name": move.name,
+                        "input": move.input,
+                    }
+                ]
+                text = json.dumps(move.input)
+                stop_reason = "tool_use"
+            else:
+                text, stop_reason = move, "end_turn"
+        else:
+            text = fake_answer(req, self.rules)
+            flipped = False
+            stop_reason = "end_turn"
+            if k.flip_rate > 0 and u < k.flip_rate:
+                alternatives = self._alternatives_for(req, text)
+                if alternatives:
+                    text = alternatives[int(v * len(alternatives))]
+                    flipped = True
         output = rough_tokens(text)
-        stop_reason = "end_turn"
-        if output > req.max_tokens:
-            text = text[: req.max_tokens * 4]
-            output = req.max_tokens
-            stop_reason = "max_tokens"
+        if stop_reason == "end_turn":
+            if output > req.max_tokens:
+                text = text[: req.max_tokens * 4]
+                output = req.max_tokens
+                stop_reason = "max_tokens"
+            content = [{"type": "text", "text": text}]
         with self._lock:
             self._flips += flipped
             self._tokens["input"] += uncached
@@ -1052,7 +1093,7 @@ class MessagesServer:
             "type": "message",
             "role": "assistant",
             "model": req.model,
-            "content": [{"type": "text", "text": text}],
+            "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,
@@ -1068,7 +1109,6 @@ class MessagesServer:
         delay: float,
         headers: list[tuple[str, str]],
     ) -> None:
-        text: str = message["content"][0]["text"]
         usage: dict[str, Any] = message["usage"]
         start_usage = {**usage, "output_tokens": 1}
         start = {
@@ -1079,36 +1119,55 @@ class MessagesServer:
             "usage": start_usage,
         }
         groups: list[list[tuple[str, dict[str, Any]]]] = [
-            [
-                ("message_start", {"type": "message_start", "message": start}),
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                ),
-            ]
+            [("message_start", {"type": "message_start", "message": start})]
         ]
-        if k.ping:
-            groups[0].append(("ping", {"type": "ping"}))
-        for piece in _split(text, k.stream_chunks):
-            delta = {"type": "text_delta", "text": piece}
-            groups.append(
-                [
-                    (
-                        "content_block_delta",
-                        {"type": "content_block_delta", "index": 0, "delta": delta},
-                    )
+        # Each content block as the API streams it: a start with an empty block, deltas
+        # (text_delta pieces, or input_json_delta pieces of the tool input's JSON), a stop.
+        for index, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                empty: dict[str, Any] = {"type": "text", "text": ""}
+                pieces = [
+                    {"type": "text_delta", "text": p}
+                    for p in _split(block["text"], k.stream_chunks)
                 ]
+            else:
+                empty = {**block, "input": {}}
+                raw = json.dumps(block["input"])
+                pieces = [
+                    {"type": "input_json_delta", "partial_json": p}
+                    for p in _split(raw, k.stream_chunks)
+                ]
+            opening = (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": empty},
+            )
+            if index == 0:
+                groups[0].append(opening)
+                if k.ping:
+                    groups[0].append(("ping", {"type": "ping"}))
+            else:
+                groups[-1].append(opening)
+            for delta in pieces:
+                groups.append(
+                    [
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    ]
+                )
+            groups[-1].append(
+                ("content_block_stop", {"type": "content_block_stop", "index": index})
             )
         if ex.fault == "stream_error":
             error = {
                 "type": "error",
                 "error": {"type": "overloaded_error", "message": "Overloaded"},
             }
-            groups = [*groups[:2], [("error", error)]]
+            first = (
+                [e for e in groups[1] if e[0] != "content_block_stop"] if len(groups) > 1 else []
+            )
+            groups = [groups[0], *([first] if first else []), [("error", error)]]
         else:
             delta_usage = {
                 key: usage[key]
@@ -1120,7 +1179,6 @@ class MessagesServer:
                 )
             }
             groups[-1] += [
-                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 (
                     "message_delta",
                     {
@@ -1151,6 +1209,40 @@ class MessagesServer:
             h.wfile.write(head + _chunk(payload) + tail)
 
     # ------------------------------------------------------------------ helpers
+
+    def _agent_move(self, parsed: _Parsed, flip: bool, v: float) -> tuple[ToolCall | str, bool]:
+        """The fake agent's next move, and whether a flip chose it.
+
+        A flip happens at the first step only (no tool results yet): another agent rule's
+        plan (or none: the default answer) replaces the matching rule's, as a model that misread
+        the request would. Later steps continue whichever plan the calls so far follow, so a
+        flipped trajectory stays consistent without the server keeping any state."""
+        req, history = parsed.request, parsed.history
+        assert req.agent is not None
+        offered = req.agent.tool_names()
+        primary = agent_rule(conversation_text(req), self.rules)
+        others: list[AgentRule | None] = [r for r in self.rules.agents if r is not primary]
+        if primary is not None:
+            others.append(None)
+        if not history:
+            if flip and others:
+                chosen = others[int(v * len(others))]
+                return self._agent_answer(req, history, chosen), True
+            return self._agent_answer(req, history, primary), False
+        for rule in [primary, *others]:
+            if plan_matches(rule, req, history, offered):
+                return self._agent_answer(req, history, rule), rule is not primary
+        return self.rules.agent_default, False
+
+    def _agent_answer(
+        self,
+        req: Request,
+        history: list[tuple[str, dict[str, Any], str]],
+        rule: AgentRule | None,
+    ) -> ToolCall | str:
+        if rule is None:
+            return self.rules.agent_default
+        return agent_turn(req, history, self.rules, rule)
 
     def _alternatives_for(self, req: Request, original: str) -> list[str]:
         """The fake's answers for the other labels, under this system prompt."""
@@ -1333,7 +1425,12 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         raise _Invalid("messages: Field required")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise _Invalid("messages: at least one message is required")
+    tools = _tools(body.get("tools"))
     messages: list[Message] = []
+    history: list[tuple[str, dict[str, Any], str]] = []
+    tool_text = json.dumps(body["tools"]) if tools else ""
+    # tool_use blocks of the last assistant turn, by id, awaiting their tool_result blocks
+    pending: dict[str, tuple[str, dict[str, Any]]] = {}
     for i, item in enumerate(raw_messages):
         if not isinstance(item, dict):
             raise _Invalid(f"messages.{i}: Input should be an object")
@@ -1343,7 +1440,9 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         content = item.get("content")
         if isinstance(content, str):
             text = content
+            blocks: list[Any] = []
         elif isinstance(content, list):
+            blocks = content
             text = "\n".join(
                 str(block.get("text", ""))
                 for block in content
@@ -1351,6 +1450,40 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
             )
         else:
             raise _Invalid(f"messages.{i}.content: Field required")
+        answered: set[str] = set()
+        for j, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_use":
+                if role != "assistant":
+                    raise _Invalid(
+                        f"messages.{i}.content.{j}: tool_use blocks are assistant turns'"
+                    )
+                if not isinstance(block.get("id"), str) or not isinstance(block.get("input"), dict):
+                    raise _Invalid(f"messages.{i}.content.{j}.tool_use: id and input required")
+                pending[block["id"]] = (str(block.get("name")), block["input"])
+                tool_text += json.dumps(block["input"])
+            elif kind == "tool_result":
+                use_id = block.get("tool_use_id")
+                if role != "user" or use_id not in pending:
+                    raise _Invalid(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
+                result = _result_text(block.get("content"))
+                name, args = pending[use_id]
+                history.append((name, args, result))
+                answered.add(use_id)
+                tool_text += result
+        if role == "user" and pending:
+            missing = [u for u in pending if u not in answered]
+            if missing:
+                raise _Invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
+                    "a corresponding `tool_result` block in the next message."
+                )
+            pending = {}
         messages.append(Message(role=role, content=text))
     try:
         request = Request(
@@ -1359,12 +1492,55 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
             model=model,
             max_tokens=max_tokens,
             temperature=body.get("temperature", 0.0),
+            agent=AgentSpec(tools=tools) if tools else None,
         )
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise _Invalid(f"{loc}: {err['msg']}") from None
-    return _Parsed(request, cache_prefix, ttl_1h)
+    return _Parsed(request, cache_prefix, ttl_1h, history, tool_text)
+
+
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    """The body's ``tools``, validated as the API does (a name, an object input schema)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _Invalid("tools: Input should be a valid list")
+    tools: list[ToolSpec] = []
+    for i, tool in enumerate(raw):
+        if not isinstance(tool, dict):
+            raise _Invalid(f"tools.{i}: Input should be an object")
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise _Invalid(
+                f"tools.{i}.custom.name: String should match pattern '{TOOL_NAME_PATTERN}'"
+            )
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise _Invalid(f"tools.{i}.custom.input_schema.type: Input should be 'object'")
+        tools.append(
+            ToolSpec(name=name, description=str(tool.get("description", "")), input_schema=schema)
+        )
+    if len({t.name for t in tools}) != len(tools):
+        raise _Invalid("tools: Tool names must be unique.")
+    return tuple(tools)
+
+
+def _result_text(content: Any) -> str:
+    """A tool_result's content (a string or text blocks) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
 
 
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
