@@ -214,7 +214,9 @@ def test_the_tool_command_answers_calls_no_fixture_answers(
 
 
 def case(record: dict[str, Any]) -> Case:
-    return parse_case({"id": "c1", "expected": ["x"], **record}, Fields(), "cases.jsonl:1", need_expected=True)
+    return parse_case(
+        {"id": "c1", "expected": ["x"], **record}, Fields(), "cases.jsonl:1", need_expected=True
+    )
 
 
 def test_a_case_carries_a_conversation_and_fixtures_outside_its_input() -> None:
@@ -379,12 +381,15 @@ def test_the_two_prompt_versions_break_different_things() -> None:
         return sum(c.score for c in cases) / len(cases)
 
     # v1 hands cancellations to a person (the expected call is cancel_order); v2 cancels them
-    # but refunds without looking the order up first.
+    # but refunds and changes addresses without looking the order up first.
     assert (rate(v1, "cancel"), rate(v2, "cancel")) == (0.0, 1.0)
     assert (rate(v1, "refund"), rate(v2, "refund")) == (1.0, 0.0)
-    for category in ("tracking", "address", "escalation", "general"):
+    assert (rate(v1, "address"), rate(v2, "address")) == (1.0, 0.0)
+    for category in ("tracking", "escalation", "general"):
         assert rate(v1, category) == rate(v2, category) == 1.0
     broken = next(c for c in v2.cases if c.category == "refund")
     assert broken.answer == "issue_refund"
     assert broken.outcomes[0].reason is not None
-    assert broken.outcomes[0].reason.startswith("failed: tool_sequence (call 1: expected lookup_order")
+    assert broken.outcomes[0].reason.startswith(
+        "failed: tool_sequence (call 1: expected lookup_order"
+    )

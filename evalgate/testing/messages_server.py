@@ -346,6 +346,7 @@ class _Parsed:
     # definitions and tool blocks add to the input (counted as input tokens).
     history: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     tool_text: str = ""
+    use_ids: list[str] = field(default_factory=list)
 
     @property
     def input_tokens(self) -> int:
@@ -595,6 +596,8 @@ class MessagesServer:
         self._alternatives: dict[str, list[str]] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._batches: dict[str, _Batch] = {}
+        # tool_use id -> the agent rule (by name; "" for none) whose plan issued it
+        self._plans: dict[str, str] = {}
 
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
@@ -1041,15 +1044,13 @@ class MessagesServer:
         u, v, _ = _draws(k.seed, "flip", digest, occurrence)
         content: list[dict[str, Any]]
         if req.agent is not None:
-            move, flipped = self._agent_move(parsed, k.flip_rate > 0 and u < k.flip_rate, v)
+            move, flipped, plan = self._agent_move(parsed, k.flip_rate > 0 and u < k.flip_rate, v)
             if isinstance(move, ToolCall):
+                use_id = f"toolu_{uuid.uuid4().hex[:24]}"
+                with self._lock:
+                    self._plans[use_id] = plan
                 content = [
-                    {
-                        "type": "tool_use",
-                        "id": f"toolu_{uuid.uuid4().hex[:24]}",
-                        "name": move.name,
-                        "input": move.input,
-                    }
+                    {"type": "tool_use", "id": use_id, "name": move.name, "input": move.input}
                 ]
                 text = json.dumps(move.input)
                 stop_reason = "tool_use"
@@ -1210,29 +1211,39 @@ class MessagesServer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _agent_move(self, parsed: _Parsed, flip: bool, v: float) -> tuple[ToolCall | str, bool]:
-        """The fake agent's next move, and whether a flip chose it.
+    def _agent_move(
+        self, parsed: _Parsed, flip: bool, v: float
+    ) -> tuple[ToolCall | str, bool, str]:
+        """The fake agent's next move, whether a flip chose it, and the plan's rule name.
 
         A flip happens at the first step only (no tool results yet): another agent rule's
         plan (or none: the default answer) replaces the matching rule's, as a model that misread
-        the request would. Later steps continue whichever plan the calls so far follow, so a
-        flipped trajectory stays consistent without the server keeping any state."""
+        the request would. Later steps continue the plan that issued the conversation's last
+        tool_use id (the server remembers which plan issued each id, as it made them); a
+        conversation with ids it never issued continues the first plan its calls fit."""
         req, history = parsed.request, parsed.history
         assert req.agent is not None
         offered = req.agent.tool_names()
+        by_name = {r.name: r for r in self.rules.agents}
         primary = agent_rule(conversation_text(req), self.rules)
-        others: list[AgentRule | None] = [r for r in self.rules.agents if r is not primary]
-        if primary is not None:
-            others.append(None)
         if not history:
-            if flip and others:
-                chosen = others[int(v * len(others))]
-                return self._agent_answer(req, history, chosen), True
-            return self._agent_answer(req, history, primary), False
-        for rule in [primary, *others]:
-            if plan_matches(rule, req, history, offered):
-                return self._agent_answer(req, history, rule), rule is not primary
-        return self.rules.agent_default, False
+            chosen = primary
+            if flip:
+                others: list[AgentRule | None] = [r for r in self.rules.agents if r is not primary]
+                if primary is not None:
+                    others.append(None)
+                if others:
+                    chosen = others[int(v * len(others))]
+            return self._agent_answer(req, history, chosen), chosen is not primary, _name(chosen)
+        with self._lock:
+            issued = self._plans.get(parsed.use_ids[-1]) if parsed.use_ids else None
+        if issued is not None:
+            rule = by_name.get(issued)
+            return self._agent_answer(req, history, rule), False, issued
+        for candidate in [primary, *[r for r in self.rules.agents if r is not primary]]:
+            if plan_matches(candidate, req, history, offered):
+                return self._agent_answer(req, history, candidate), False, _name(candidate)
+        return self.rules.agent_default, False, ""
 
     def _agent_answer(
         self,
@@ -1431,6 +1442,7 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
     tool_text = json.dumps(body["tools"]) if tools else ""
     # tool_use blocks of the last assistant turn, by id, awaiting their tool_result blocks
     pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    use_ids: list[str] = []
     for i, item in enumerate(raw_messages):
         if not isinstance(item, dict):
             raise _Invalid(f"messages.{i}: Input should be an object")
@@ -1461,6 +1473,7 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
                 if not isinstance(block.get("id"), str) or not isinstance(block.get("input"), dict):
                     raise _Invalid(f"messages.{i}.content.{j}.tool_use: id and input required")
                 pending[block["id"]] = (str(block.get("name")), block["input"])
+                use_ids.append(block["id"])
                 tool_text += json.dumps(block["input"])
             elif kind == "tool_result":
                 use_id = block.get("tool_use_id")
@@ -1498,7 +1511,11 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise _Invalid(f"{loc}: {err['msg']}") from None
-    return _Parsed(request, cache_prefix, ttl_1h, history, tool_text)
+    return _Parsed(request, cache_prefix, ttl_1h, history, tool_text, use_ids)
+
+
+def _name(rule: AgentRule | None) -> str:
+    return "" if rule is None else rule.name
 
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
