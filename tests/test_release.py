@@ -21,7 +21,7 @@ from conftest import CliResult
 
 from evalgate.cases import Case
 from evalgate.config import GatePolicy, SplitPolicy, load_config
-from evalgate.holdout import read_ledger, redact
+from evalgate.holdout import HoldoutKey, read_ledger, redact
 from evalgate.pipeline import load_prompt, load_suite_cases
 from evalgate.release import (
     READINGS,
@@ -64,6 +64,8 @@ def record(
         holdout=Score(rate=Rate.of(holdout, n), se=se),
         holdout_sha256="holdout-content",
         holdout_cases=cases or [],
+        # As a sealed (keyed) holdout's release writes it; the plaintext warning has its own test.
+        holdout_keyed=True,
         regression_failed=regression[0],
         regression_n=regression[1],
     )
@@ -99,11 +101,14 @@ def test_make_record_scores_dev_and_holdout_apart(
     ]
     holdout = [
         redact(
-            make_case(f"hold-{i}", **(right if i < 4 else wrong), split="holdout", group=f"hg{i}")
+            make_case(f"hold-{i}", **(right if i < 4 else wrong), split="holdout", group=f"hg{i}"),
+            HoldoutKey(),
         )
         for i in range(5)
     ]
-    holdout.append(redact(make_case("hold-err", error="timeout", split="holdout", group="hg9")))
+    holdout.append(
+        redact(make_case("hold-err", error="timeout", split="holdout", group="hg9"), HoldoutKey())
+    )
     regression = [
         make_case("r1", **right, split="regression"),
         make_case("r2", **wrong, split="regression"),
@@ -489,7 +494,9 @@ def test_a_release_never_discloses_a_holdout_case(
     run = read_run(run_file)
     held = [c for c in run.cases if c.split == "holdout"]
     assert len(held) == len(holdout)
-    assert {c.group for c in held} == {c.group for c in holdout}
+    # Groups are kept under the key: as many as there are, none by its name.
+    assert len({c.group for c in held}) == len({c.group for c in holdout})
+    assert not {c.group for c in held} & {c.group for c in holdout}
     for c in held:
         assert c.id.startswith("h-") and c.score is not None
         assert (c.input, c.expected, c.category) == (None, None, None)

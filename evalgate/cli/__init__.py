@@ -172,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
     )
     gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="take the dev / holdout split from this git commit (the pull request's base), as "
+        "the action does; a change of the holdout since then makes the verdict inconclusive",
+    )
     gate.add_argument("--concurrency", type=_positive, help="calls in flight")
     gate.set_defaults(func=cmd_gate, verbose=False, cache=None)
 
