@@ -66,6 +66,9 @@ class PairedCase(BaseModel):
     baseline_score: float | None
     candidate_score: float | None
     message: str
+    # Why the candidate's first failing repeat failed, when its scorer says (which criterion
+    # of an all_of, where a trajectory went wrong).
+    candidate_reason: str | None = None
 
 
 class CategoryTest(BaseModel):
@@ -177,6 +180,9 @@ def _paired(base: CaseResult | None, cand: CaseResult, k: int | None = None) -> 
         baseline_score=score(base) if base else None,
         candidate_score=score(cand),
         message=cand.message(),
+        candidate_reason=next(
+            (o.reason for o in cand.outcomes if o.reason and (o.score or 0.0) < 0.5), None
+        ),
     )
 
 

@@ -272,5 +272,6 @@ def test_a_pull_request_that_drops_a_tool_call_fails_and_shows_both_trajectories
         "refund",
         "lookup_order → issue_refund(order_id='A…",
         "lookup_order → issue_refund",
-        "issue_refund",
+        "issue_refund<br>failed: tool_sequence (call 1: expected lookup_order, got "
+        "issue_refund(order_id='A4211'))",
     ]

@@ -156,4 +156,8 @@ def test_the_gate_fails_a_pr_that_drops_a_tool_call_on_the_command_backend(
     shown = re.sub(r"\\(.)", r"\1", comment)
     row = next(line for line in shown.splitlines() if line.startswith("| sa-007 |"))
     cells = [cell.strip() for cell in row.split("|")][1:-1]
-    assert cells[3:5] == ["lookup_order → issue_refund", "issue_refund"]
+    assert cells[3:5] == [
+        "lookup_order → issue_refund",
+        "issue_refund<br>failed: tool_sequence (call 1: expected lookup_order, got "
+        "issue_refund(order_id='A4211'))",
+    ]
