@@ -393,3 +393,14 @@ def test_the_two_prompt_versions_break_different_things() -> None:
     assert broken.outcomes[0].reason.startswith(
         "failed: tool_sequence (call 1: expected lookup_order"
     )
+
+
+def test_the_bundled_support_agent_is_this_example() -> None:
+    from evalgate.cli.bench import bundled_example
+
+    bundled = bundled_example("support-agent")
+    files = ["evalgate.yml", "cases.jsonl", "fake-rules.yml"] + [
+        f"prompts/{p.name}" for p in (SUPPORT / "prompts").iterdir()
+    ]
+    for name in files:
+        assert (bundled / name).read_bytes() == (SUPPORT / name).read_bytes(), name
