@@ -262,6 +262,12 @@ def run_suite(
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
     started = time.perf_counter()
+    if batch is not None and suite.tools:
+        raise UserError(
+            "agent cases cannot go through the Message Batches API: each step needs the "
+            "answer to the last",
+            fix="drop model.options.batch (or --batch) for a suite with tools",
+        )
     if batch is not None:
         outcomes, interrupted = batch.execute(
             jobs, scorer, label=spec.suite_name, on_progress=on_progress

@@ -404,3 +404,37 @@ def test_the_bundled_support_agent_is_this_example() -> None:
     ]
     for name in files:
         assert (bundled / name).read_bytes() == (SUPPORT / name).read_bytes(), name
+
+
+def test_the_examples_readme_shows_the_comment_the_gate_prints(tmp_path: Path, cli: Any) -> None:
+    import shutil
+
+    root = tmp_path / "sa"
+    shutil.copytree(SUPPORT, root, ignore=shutil.ignore_patterns(".evalgate"))
+    config = str(root / "evalgate.yml")
+    assert cli("run", "v1", "--repeats", "2", "--config", config)[0] == 0
+    code, comment, _ = cli(
+        "gate",
+        "--config",
+        config,
+        "--baseline",
+        "latest:v1",
+        "--candidate",
+        "v2",
+        "--format",
+        "markdown",
+        "--no-save",
+    )
+    assert code == 1
+    readme = (SUPPORT / "README.md").read_text(encoding="utf-8")
+    import re
+
+    def lines(text: str) -> list[str]:
+        # the wall time of a run is not reproducible: the rest of the comment is
+        return [re.sub(r"\| [\d.]+ s \|$", "| (time) |", line) for line in text.splitlines()]
+
+    shown = [line for line in lines(readme) if line.startswith(("> ", "| ", "#### "))]
+    assert len(shown) >= 12
+    printed = lines(comment)
+    for line in shown:
+        assert line in printed, line

@@ -270,8 +270,19 @@ def test_a_pull_request_that_drops_a_tool_call_fails_and_shows_both_trajectories
     assert cells[:5] == [
         "sa-007",
         "refund",
-        "lookup_order → issue_refund(order_id='A…",
+        "lookup_order → issue_refund(order_id='A4211')",
         "lookup_order → issue_refund",
         "issue_refund<br>failed: tool_sequence (call 1: expected lookup_order, got "
         "issue_refund(order_id='A4211'))",
     ]
+
+
+def test_agent_cases_refuse_the_batch_api_in_one_line(
+    tmp_path: Path, asrv: MessagesServer, cli: Callable[..., CliResult]
+) -> None:
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": asrv.url}
+    config = support(tmp_path / "api", "anthropic")
+    code, _, err = cli("run", "v1", "--config", str(config), "--batch", env=env)
+    assert code == 2
+    assert "agent cases cannot go through the Message Batches API" in err
+    assert asrv.stats().batches == 0
