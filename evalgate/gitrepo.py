@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evalgate.base_split import BaseUnavailable
 
-_TIMEOUT_S = 120
+_TIMEOUT_S = 30
 
 
 def _git(top: Path, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:

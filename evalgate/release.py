@@ -64,8 +64,11 @@ class ReleaseRecord(BaseModel):
     # Whether the names above are keyed (a sealed holdout, or a key set): unkeyed names can be
     # recomputed by anyone holding a case's text.
     holdout_keyed: bool = False
-    # The sealed store's lines as this release read them (hashes of ciphertext).
+    # The sealed store's lines as this release read them (hashes of ciphertext), and whether
+    # they matched the last good release's but for recorded changes (the next release compares
+    # with the last record where they did).
     sealed_lines: list[str] | None = None
+    sealed_ok: bool = True
     regression_failed: int = 0
     regression_n: int = 0
     # Calls that failed: a release is never passed on cases it could not score.
@@ -101,6 +104,7 @@ def make_record(
     *,
     key: HoldoutKey | None = None,
     sealed_lines: list[str] | None = None,
+    sealed_ok: bool = True,
 ) -> ReleaseRecord:
     """A release record from a run over dev, regression and (redacted) holdout cases, signed
     with the holdout key when there is one."""
@@ -118,11 +122,14 @@ def make_record(
         dev=_score([c.score or 0.0 for c in dev], [c.group or c.id for c in dev]),
         holdout=_score([c.score or 0.0 for c in hold], [c.group or c.id for c in hold]),
         holdout_sha256=holdout_sha256,
-        holdout_cases=[
-            HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold
-        ],
+        # Sorted by keyed name: in file order, a name's position would tell which case it is.
+        holdout_cases=sorted(
+            (HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold),
+            key=lambda h: h.id,
+        ),
         holdout_keyed=key is not None and key.keyed,
-        sealed_lines=sealed_lines,
+        sealed_lines=None if sealed_lines is None else sorted(sealed_lines),
+        sealed_ok=sealed_ok,
         regression_failed=sum(1 for c in regression if c.passed is False),
         regression_n=len(regression),
         errors=run.errors,

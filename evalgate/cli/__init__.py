@@ -185,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         "split", parents=[common], help="dev / holdout / regression counts and leak checks"
     )
     split.add_argument("--apply", action="store_true", help="write the split into the case files")
+    split.add_argument(
+        "--show-holdout",
+        action="store_true",
+        help="name the holdout cases in leak findings (needs EVALGATE_HOLDOUT_KEY; counts only "
+        "without it)",
+    )
     split.set_defaults(func=cmd_split)
 
     holdout = sub.add_parser("holdout", parents=[common], help="the sealed holdout")

@@ -60,8 +60,16 @@ def cmd_split(ctx: Context) -> int:
                 f"the sealed holdout is left out: set {HOLDOUT_KEY_VARIABLE} to count it and "
                 "check it for leaks"
             )
+    reveal = bool(getattr(ctx.args, "show_holdout", False))
+    if reveal:
+        if not ctx.env.get(HOLDOUT_KEY_VARIABLE):
+            raise UserError(
+                "--show-holdout lists holdout cases, which only the holdout key's holder may see",
+                fix=f"set {HOLDOUT_KEY_VARIABLE} (the secret of `evalgate holdout keygen`)",
+            )
+        secret = secret or holdout_secret(ctx, suite)  # a wrong key is refused here
     cases = load_suite_cases(loaded, suite, holdout_secret=secret, on_note=ctx.warn)
-    report = check_split(cases.cases, suite.split, suite.fields)
+    report = check_split(cases.cases, suite.split, suite.fields, reveal=reveal)
     if ctx.args.format == "json":
         ctx.print(report.model_dump_json(indent=2))
     else:
