@@ -286,3 +286,25 @@ def test_agent_cases_refuse_the_batch_api_in_one_line(
     assert code == 2
     assert "agent cases cannot go through the Message Batches API" in err
     assert asrv.stats().batches == 0
+
+
+def test_the_gate_on_a_noisy_agent_reads_its_noise_floor(
+    tmp_path: Path, asrv: MessagesServer
+) -> None:
+    """The gate's statistics on agents as on labels: with trajectories flipping at 10%, the
+    same prompt passes against its own baseline and the PR that drops lookups still fails."""
+    from evalgate.config import GatePolicy
+    from evalgate.gate import decide
+
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": asrv.url}
+    config = support(tmp_path / "api", "anthropic")
+    asrv.knobs = Knobs(flip_rate=0.1, seed=3)
+    baseline = run_version(config, "v1", env, repeats=2)
+    same = run_version(config, "v1", env)
+    worse = run_version(config, "v2", env)
+    policy = GatePolicy()
+    unchanged = decide(baseline, same, policy)
+    assert unchanged.kind != "fail", unchanged.reasons
+    assert unchanged.noise is not None and unchanged.noise.flip_rate > 0
+    dropped = decide(baseline, worse, policy)
+    assert dropped.kind == "fail", dropped.reasons
