@@ -15,7 +15,11 @@ reach them. In order:
 4. a second ``pull_request`` run edits that comment instead of adding one;
 5. a planted regression in the PR's prompt fails the job, and the comment says so;
 6. a pull request that re-splits (``holdout_fraction: 0`` in its own evalgate.yml) sends none
-   of the base's holdout cases to the model, and fails with the reason in the comment.
+   of the base's holdout cases to the model, and fails with the reason in the comment;
+7. a fork's pull request gets its verdict through the ``workflow_run`` job
+   (examples/workflows/evalgate-fork.yml): its data (a harmless prompt edit) is gated on the
+   default branch's checkout, with a comment and a check run; data that also changes the config
+   is refused, with a comment saying why.
 
 Docker and act come from scripts/container-setup. Without them the module is skipped, unless
 ``EVALGATE_CONTAINER=required`` (set by .ci/run once the setup succeeded): then it fails.
@@ -50,6 +54,7 @@ from evalgate.testing.messages_server import Knobs, MessagesServer
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
+FORK_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate-fork.yml"
 
 REQUIRED = os.environ.get("EVALGATE_CONTAINER", "").strip().lower() == "required"
 BASE_IMAGE = "python:3.11-slim"  # the Dockerfile's default base; a local image (container-setup)
@@ -72,6 +77,9 @@ MODEL = "claude-haiku-4-5"
 N_CASES = 40
 PR = 7
 BRANCH = "prompt-tweak"
+FORK_REPO = "forker/widgets"
+FORK_PR = 9
+FORK_BRANCH = "fork-tweak"
 ARTIFACT = "evalgate-baseline"
 # Long, distinctive fake secrets: act masks secret values in its log, and a leak is easy to spot.
 GITHUB_TOKEN = "ghs_EvalgateContainerE2eFakeGithubToken7Qx2Lm9Rt4Vw"
@@ -330,6 +338,7 @@ class Scenario:
         self._done: dict[str, Any] = {}
         self.push_workflow_run: WorkflowRun | None = None
         self.baseline_file: Path | None = None
+        self.heads: dict[str, str] = {}
         self._make_repo()
         self._seed_github()
 
@@ -359,6 +368,12 @@ class Scenario:
         (repo / ".github" / "workflows").mkdir(parents=True)
         (repo / ".github" / "workflows" / "evalgate.yml").write_text(
             yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8"
+        )
+        fork_flow = derive_workflow(
+            yaml.safe_load(FORK_WORKFLOW.read_text(encoding="utf-8")), self.output_names
+        )
+        (repo / ".github" / "workflows" / "evalgate-fork.yml").write_text(
+            yaml.safe_dump(fork_flow, sort_keys=False), encoding="utf-8"
         )
         _git(repo, "init", "-q", "-b", "main")
         _git(repo, "add", "-A")
@@ -408,7 +423,14 @@ class Scenario:
 
         return self.step("build", make)
 
-    def act(self, event_name: str, event: dict[str, Any], *, bind: bool = False) -> ActRun:
+    def act(
+        self,
+        event_name: str,
+        event: dict[str, Any],
+        *,
+        bind: bool = False,
+        workflow: str = "evalgate.yml",
+    ) -> ActRun:
         run_id = next(self.run_ids)
         label = f"{event_name}-{run_id}"
         event_file = self.root / f"event-{label}.json"
@@ -419,7 +441,7 @@ class Scenario:
             "--eventpath",
             str(event_file),
             "--workflows",
-            ".github/workflows/evalgate.yml",
+            f".github/workflows/{workflow}",
             "-P",
             f"ubuntu-latest={JOB_IMAGE}",
             "--pull=false",
@@ -550,7 +572,9 @@ class Scenario:
                 self.plant_regression()
             if which == "pr-resplit":
                 self.resplit()
-            return self.act("pull_request", self._pr_event())
+            event = self._pr_event()
+            self.heads[which] = event["pull_request"]["head"]["sha"]
+            return self.act("pull_request", event)
 
         return self.step(which, make)
 
@@ -563,6 +587,56 @@ class Scenario:
         self.gh.add_commit(
             REPO, {f"{SUITE_DIR}/prompts/v3.txt": text}, branch=BRANCH, message="Shorter prompt"
         )
+
+    def fork_run(self, which: str, extra: dict[str, str]) -> ActRun:
+        """The base repository's workflow_run job for the fork's pull request, whose collect
+        run uploaded the harmless prompt edit (and ``extra`` files) as data."""
+        from evalgate.fork import MANIFEST, ForkData
+
+        def seed() -> str:
+            self.gh.add_repo(FORK_REPO, fork_of=REPO)
+            prompt = f"{SUITE_DIR}/prompts/v3.txt"
+            text = _git(self.repo, "show", f"main:{prompt}") + "\n\nBe brief.\n"
+            self.gh.add_commit(FORK_REPO, {prompt: text}, branch=FORK_BRANCH)
+            self.gh.add_pull(
+                REPO, head=FORK_BRANCH, head_repo=FORK_REPO, number=FORK_PR, user="forker"
+            )
+            return text
+
+        def make() -> ActRun:
+            self.push_run()
+            prompt_text = self.step("fork-seed", seed)
+            head = self.gh.branch_sha(FORK_REPO, FORK_BRANCH)
+            assert head is not None
+            files = {f"{SUITE_DIR}/prompts/v3.txt": prompt_text, **extra}
+            data = ForkData(pull_request=FORK_PR, head_sha=head, files=files)
+            run = self.gh.add_workflow_run(
+                REPO,
+                event="pull_request",
+                head_branch=FORK_BRANCH,
+                head_repo=FORK_REPO,
+                name="evalgate fork data",
+            )
+            self.gh.add_artifact(
+                REPO, "evalgate-fork", files={MANIFEST: data.model_dump_json()}, run=run
+            )
+            shutil.rmtree(self.repo / SUITE_DIR / ".evalgate", ignore_errors=True)
+            _git(self.repo, "checkout", "-q", "main")
+            event = {
+                "action": "completed",
+                "workflow_run": {
+                    "id": run.id,
+                    "event": "pull_request",
+                    "head_sha": head,
+                    "head_branch": FORK_BRANCH,
+                    "conclusion": "success",
+                    "pull_requests": [],
+                },
+                "repository": self._repository(),
+            }
+            return self.act("workflow_run", event, workflow="evalgate-fork.yml")
+
+        return self.step(which, make)
 
     def resplit(self) -> None:
         """The pull request's own config puts every case on the dev side."""
@@ -751,3 +825,39 @@ def test_a_pull_request_that_re_splits_sends_no_holdout_case(e2e: Scenario) -> N
     for message in hidden:
         assert message not in comment and message not in run.output
     assert "changes the holdout" in run.output
+
+
+def test_a_failing_pull_request_has_a_failed_check_with_annotations(e2e: Scenario) -> None:
+    e2e.pr_run("pr-regression")
+    checks = [c for c in e2e.gh.check_runs(REPO) if c.name == "evalgate"]
+    failing = [c for c in checks if c.head_sha == e2e.heads["pr-regression"]]
+    assert [c.conclusion for c in failing] == ["failure"], [
+        (c.head_sha, c.conclusion) for c in checks
+    ]
+    notes = failing[0].annotations
+    assert notes and all(n["path"] == f"{SUITE_DIR}/cases.jsonl" for n in notes)
+    assert all(n["annotation_level"] == "failure" for n in notes)
+
+
+def test_a_fork_pull_request_gets_a_verdict_through_workflow_run(e2e: Scenario) -> None:
+    run = e2e.fork_run("fork", {})
+    assert run.returncode == 0, run.why()
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "pass", run.why()
+    assert run.model_requests > 0
+    [comment] = [c for c in e2e.gh.comments(REPO, FORK_PR) if marker(SUITE) in c.body]
+    assert "passed" in comment.body
+    head = e2e.gh.branch_sha(FORK_REPO, FORK_BRANCH)
+    assert [(c.head_sha, c.conclusion) for c in e2e.gh.check_runs(REPO) if c.head_sha == head] == [
+        (head, "success")
+    ]
+
+
+def test_fork_data_that_changes_the_config_is_refused_under_act(e2e: Scenario) -> None:
+    e2e.fork_run("fork", {})
+    run = e2e.fork_run("fork-config", {f"{SUITE_DIR}/evalgate.yml": "version: 1\nsuites: {}\n"})
+    assert run.returncode != 0, run.why()
+    assert run.model_requests == 0
+    bodies = [c.body for c in e2e.gh.comments(REPO, FORK_PR) if marker(SUITE) in c.body]
+    assert len(bodies) == 1 and "was refused" in bodies[0]
+    assert "evalgate.yml" in bodies[0]
