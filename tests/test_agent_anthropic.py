@@ -292,7 +292,8 @@ def test_the_gate_on_a_noisy_agent_reads_its_noise_floor(
     tmp_path: Path, asrv: MessagesServer
 ) -> None:
     """The gate's statistics on agents as on labels: with trajectories flipping at 10%, the
-    same prompt passes against its own baseline and the PR that drops lookups still fails."""
+    baseline's noise floor is measured, the PR that drops lookups fails, and the same prompt
+    is not found worse beyond what chance allows."""
     from evalgate.config import GatePolicy
     from evalgate.gate import decide
 
@@ -304,7 +305,19 @@ def test_the_gate_on_a_noisy_agent_reads_its_noise_floor(
     worse = run_version(config, "v2", env)
     policy = GatePolicy()
     unchanged = decide(baseline, same, policy)
-    assert unchanged.kind != "fail", unchanged.reasons
-    assert unchanged.noise is not None and unchanged.noise.flip_rate > 0
+    # Expected flip rate: the 66 passing dev cases differ between two repeats when exactly one
+    # of them flips (2 x 0.1 x 0.9 = 0.18; a flipped plan fails), the 15 failing cancellations
+    # fail under every plan: 66/81 x 0.18 = 0.147, sd about 0.039 over 81 cases. The band is
+    # more than 3 sd wide on each side.
+    assert unchanged.noise is not None
+    assert 0.03 <= unchanged.noise.flip_rate <= 0.30
+    # The same prompt: whether it "fails" is a coin the test's alpha throws (5%); a p-value
+    # under 0.001 would mean the noise is not symmetric.
+    assert unchanged.p_value is not None and unchanged.p_value > 0.001, unchanged.reasons
     dropped = decide(baseline, worse, policy)
-    assert dropped.kind == "fail", dropped.reasons
+    # The 30 dev cases v2 breaks stay broken whatever flips (every other plan fails them too),
+    # except those the baseline's repeats disagree on (left out as unstable: about 15% of
+    # them). Flips add broken and fixed cases alike on top, so the drop stays clear.
+    assert len(dropped.broken) >= 20
+    assert dropped.p_value is not None and unchanged.p_value > dropped.p_value
+    assert dropped.p_value < 0.1, dropped.reasons
