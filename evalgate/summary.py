@@ -93,6 +93,8 @@ class Latency(BaseModel):
     mean_s: float
     p95_s: float
     wall_s: float
+    # Agent runs: the model calls the measured cases made (their latency is a whole loop's).
+    model_calls: int | None = None
 
 
 class RunSummary(BaseModel):
@@ -237,11 +239,13 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             **judge,
         )
     live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
+    looped = [o for o in outcomes if o.error is None and not o.cached and o.steps is not None]
     latency = Latency(
         calls=len(live),
         mean_s=fmean(live) if live else 0.0,
         p95_s=p95(live),
         wall_s=run.wall_s,
+        model_calls=sum(len(o.steps or []) for o in looped) if looped else None,
     )
     stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
     cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})

@@ -97,6 +97,8 @@ def test_the_run_report_shows_the_trajectories_of_the_worst_category(
 ) -> None:
     _, b = runs
     text = render_model("run", summarise(b), "text", limit=50)
+    steps = sum(len(o.steps or []) for c in b.cases for o in c.outcomes)
+    assert f"per case, its whole agent loop (81 cases, {steps} model calls)" in text
     # address and refund both score 0 on v2; the report names the first by name
     assert "Worst category: address, 0.0% (0/15)\n  answered instead as: update_address 15" in text
     assert (
