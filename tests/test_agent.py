@@ -381,11 +381,12 @@ def test_the_two_prompt_versions_break_different_things() -> None:
         return sum(c.score for c in cases) / len(cases)
 
     # v1 hands cancellations to a person (the expected call is cancel_order); v2 cancels them
-    # but refunds and changes addresses without looking the order up first.
+    # but refunds, changes addresses and tracks orders without looking them up first.
     assert (rate(v1, "cancel"), rate(v2, "cancel")) == (0.0, 1.0)
     assert (rate(v1, "refund"), rate(v2, "refund")) == (1.0, 0.0)
     assert (rate(v1, "address"), rate(v2, "address")) == (1.0, 0.0)
-    for category in ("tracking", "escalation", "general"):
+    assert (rate(v1, "tracking"), rate(v2, "tracking")) == (1.0, 0.0)
+    for category in ("escalation", "general"):
         assert rate(v1, category) == rate(v2, category) == 1.0
     broken = next(c for c in v2.cases if c.category == "refund")
     assert broken.answer == "issue_refund"

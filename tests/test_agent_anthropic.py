@@ -260,7 +260,7 @@ def test_a_pull_request_that_drops_a_tool_call_fails_and_shows_both_trajectories
         env=env,
     )
     assert code == 1, comment + err
-    assert "failed the gate: significantly worse: broke 30, fixed 15" in comment
+    assert "failed the gate: significantly worse: broke 51, fixed 15" in comment
     # Markdown escapes (\_) undone, as GitHub renders them.
     shown = re.sub(r"\\(.)", r"\1", comment)
     # the broken refund cases: baseline lookup_order → issue_refund, PR issue_refund alone
@@ -315,7 +315,7 @@ def test_the_gate_on_a_noisy_agent_reads_its_noise_floor(
     # under 0.001 would mean the noise is not symmetric.
     assert unchanged.p_value is not None and unchanged.p_value > 0.001, unchanged.reasons
     dropped = decide(baseline, worse, policy)
-    # The 30 dev cases v2 breaks stay broken whatever flips (every other plan fails them too),
+    # The 51 dev cases v2 breaks stay broken whatever flips (every other plan fails them too),
     # except those the baseline's repeats disagree on (left out as unstable: about 15% of
     # them). Flips add broken and fixed cases alike on top, so the drop stays clear.
     assert len(dropped.broken) >= 20

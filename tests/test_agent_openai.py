@@ -22,6 +22,7 @@ from evalgate.testing.openai_server import OpenAIServer
 from evalgate.trajectory import show_calls
 
 SUPPORT = EXAMPLES / "support-agent"
+SYSTEM = (SUPPORT / "prompts" / "v1.txt").read_text()
 
 
 def run(root: Path, backend: str, url: str = "") -> Run:
@@ -68,7 +69,10 @@ def test_the_stand_in_refuses_unanswered_tool_calls(tmp_path: Path) -> None:
         first = client.chat.completions.create(
             model="m",
             tools=tools,  # type: ignore[arg-type]
-            messages=[{"role": "user", "content": "Where is order A1234?"}],
+            messages=[
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": "Where is order A1234?"},
+            ],
         )
         call = first.choices[0].message.tool_calls
         assert first.choices[0].finish_reason == "tool_calls" and call

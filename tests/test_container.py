@@ -352,14 +352,7 @@ class Scenario:
             ".evalgate/\n__pycache__/\n.e2e-artifacts/\n", encoding="utf-8"
         )
         suite = repo / SUITE_DIR
-        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
-        cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
-        (suite / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
-        (suite / "evalgate.yml").write_text(
-            "# The bike-shop suite on the anthropic backend (the Messages stand-in, in tests).\n"
-            + yaml.safe_dump(suite_config(), sort_keys=False),
-            encoding="utf-8",
-        )
+        self._write_suite(suite)
         action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
         self.output_names = list(action["outputs"])
         example = yaml.safe_load(EXAMPLE_WORKFLOW.read_text(encoding="utf-8"))
@@ -379,14 +372,29 @@ class Scenario:
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", "evalgate with the bike-shop suite")
         _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
-        # The pull request's branch: a harmless edit of the shipped prompt.
         _git(repo, "checkout", "-q", "-b", BRANCH)
+        self._change_on_branch(suite)
+        _git(repo, "commit", "-q", "-am", self.pr_title)
+        _git(repo, "checkout", "-q", "main")
+
+    pr_title = "Thank the model"
+
+    def _write_suite(self, suite: Path) -> None:
+        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
+        cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
+        (suite / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
+        (suite / "evalgate.yml").write_text(
+            "# The bike-shop suite on the anthropic backend (the Messages stand-in, in tests).\n"
+            + yaml.safe_dump(suite_config(), sort_keys=False),
+            encoding="utf-8",
+        )
+
+    def _change_on_branch(self, suite: Path) -> None:
+        """The pull request's branch: a harmless edit of the shipped prompt."""
         prompt = suite / "prompts" / "v3.txt"
         prompt.write_text(
             prompt.read_text(encoding="utf-8").rstrip("\n") + "\n\nThank you.\n", encoding="utf-8"
         )
-        _git(repo, "commit", "-q", "-am", "Thank the model")
-        _git(repo, "checkout", "-q", "main")
 
     def _suite_files(self, ref: str) -> dict[str, str]:
         names = _git(self.repo, "ls-tree", "-r", "--name-only", ref, "--", SUITE_DIR).splitlines()
@@ -397,8 +405,8 @@ class Scenario:
         gh.add_token(GITHUB_TOKEN, "write")
         gh.add_repo(REPO, files={"README.md": "# widgets\n", **self._suite_files("main")})
         gh.create_branch(REPO, BRANCH)
-        gh.add_commit(REPO, self._suite_files(BRANCH), branch=BRANCH, message="Thank the model")
-        gh.add_pull(REPO, head=BRANCH, number=PR, title="Thank the model")
+        gh.add_commit(REPO, self._suite_files(BRANCH), branch=BRANCH, message=self.pr_title)
+        gh.add_pull(REPO, head=BRANCH, number=PR, title=self.pr_title)
 
     # --- steps, each done once
 
@@ -551,7 +559,7 @@ class Scenario:
             "number": PR,
             "pull_request": {
                 "number": PR,
-                "title": "Thank the model",
+                "title": self.pr_title,
                 "head": {"ref": BRANCH, "sha": head, "repo": repository},
                 "base": {"ref": "main", "sha": base, "repo": repository},
             },
@@ -861,3 +869,58 @@ def test_fork_data_that_changes_the_config_is_refused_under_act(e2e: Scenario) -
     bodies = [c.body for c in e2e.gh.comments(REPO, FORK_PR) if marker(SUITE) in c.body]
     assert len(bodies) == 1 and "was refused" in bodies[0]
     assert "evalgate.yml" in bodies[0]
+
+
+# --------------------------------------------------------------------------- a judge change
+
+JUDGED = "bike-shop-judged"
+JUDGE_FILES = ("judge-labels.jsonl", "judge-rules.yml", "judge-rubric.txt", "fake-rules.yml")
+
+
+class JudgeScenario(Scenario):
+    """The bundled example's judged suite (the offline fake model and fake judge, judge.yml as
+    the suite's evalgate.yml); the pull request adds a sentence to the rubric that makes the
+    judge pass replies people fail (see tests/test_judge_pr.py, which shows the same in-process)."""
+
+    pr_title = "Let the judge accept categories in prose"
+
+    def _write_suite(self, suite: Path) -> None:
+        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
+        for name in ("cases.jsonl", *JUDGE_FILES):
+            shutil.copy2(EXAMPLE / name, suite / name)
+        shutil.copy2(EXAMPLE / "judge.yml", suite / "evalgate.yml")
+
+    def _change_on_branch(self, suite: Path) -> None:
+        rubric = suite / "judge-rubric.txt"
+        text = rubric.read_text(encoding="utf-8") + "A category named in prose also passes.\n"
+        rubric.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def judge_e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    if UNAVAILABLE is not None:
+        pytest.fail(f"EVALGATE_CONTAINER=required, but {UNAVAILABLE}")
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    root = tmp_path_factory.mktemp("container-e2e-judge")
+    with (
+        GitHubServer() as gh,
+        MessagesServer(rules, Knobs(api_key=ANTHROPIC_KEY)) as messages,
+    ):
+        yield JudgeScenario(root, gh, messages)
+
+
+def test_a_rubric_change_that_lowers_agreement_fails_the_job(judge_e2e: Scenario) -> None:
+    run = judge_e2e.pr_run("pr-1")
+    assert run.returncode != 0, "a judge change that lowers agreement must fail the job"
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "fail", run.why()
+    assert f"::error title=evalgate::{JUDGED}: FAIL: the judge change lowers" in run.output
+    assert run.model_requests == 0, "the judged suite is offline"
+    [comment] = [c for c in judge_e2e.gh.comments(REPO, PR) if marker(JUDGED) in c.body]
+    assert "**Agreement dropped significantly**" in comment.body
+    # The base judge read the base commit's rubric through the contents API.
+    base = judge_e2e.gh.branch_sha(REPO, "main")
+    fetched = judge_e2e.gh.find_requests(
+        "GET", f"/repos/{REPO}/contents/{SUITE_DIR}/judge-rubric.txt"
+    )
+    assert fetched and all(r.query.get("ref") == [base] for r in fetched)

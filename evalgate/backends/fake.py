@@ -20,6 +20,11 @@ gives a plan of tool calls, made one a model call, then the rule's reply. A plan
 that phrase. So a prompt version that drops an instruction drops the calls that depend on it,
 as a real model would, and the fixtures' results steer the plan. Each next call is a pure
 function of the conversation so far, which the Messages stand-in shares.
+
+As a judge (``judge_rules`` or ``judge_rules_file`` instead of ``rules``), it reads the judge
+request's ``<reply>`` and ``<rubric>`` and answers ``{"score": ..., "reason": ...}`` from the
+first rule whose phrase the reply contains, among the rules whose ``rubric`` phrase (if any) the
+rubric contains: a judge that reads its rubric, so a changed rubric changes its verdicts.
 """
 
 from __future__ import annotations
@@ -101,22 +106,60 @@ class FakeRules(BaseModel):
         return [r.label for r in self.rules] + [self.default]
 
 
+class FakeJudgeRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The rule applies when the reply contains any of these (case-insensitive).
+    phrases: list[str] = Field(min_length=1)
+    # ... and, when set, only while the rubric contains this phrase (case-insensitive).
+    rubric: str | None = None
+    score: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+
+
+class FakeJudgeRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[FakeJudgeRule] = Field(min_length=1)
+    default: float = Field(default=0.0, ge=0.0, le=1.0)
+    default_reason: str = "no rule matched the reply"
+
+
 class FakeOptions(BaseModel):
-    """The fake's options in evalgate.yml: inline ``rules`` or a ``rules_file`` beside it."""
+    """The fake's options in evalgate.yml: inline ``rules`` or a ``rules_file`` beside it (a
+    classifier), or ``judge_rules`` / ``judge_rules_file`` (a judge)."""
 
     model_config = ConfigDict(extra="forbid")
 
     rules: FakeRules | None = None
     rules_file: str | None = None
+    judge_rules: FakeJudgeRules | None = None
+    judge_rules_file: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> FakeOptions:
-        if (self.rules is None) == (self.rules_file is None):
-            raise ValueError("give exactly one of 'rules' or 'rules_file'")
+        given = [self.rules, self.rules_file, self.judge_rules, self.judge_rules_file]
+        if sum(x is not None for x in given) != 1:
+            raise ValueError(
+                "give exactly one of 'rules' or 'rules_file' (or, for a judge, 'judge_rules' or "
+                "'judge_rules_file')"
+            )
         return self
 
 
 def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules:
+    """The classifier's rules (the Messages and OpenAI stand-ins answer from them too)."""
+    rules = load_options(options, base_dir)
+    if not isinstance(rules, FakeRules):
+        raise BackendError(
+            "these fake options are a judge's (judge_rules): a model under test needs rules",
+            where="model.options",
+        )
+    return rules
+
+
+def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJudgeRules:
+    """The fake's rules from its options: a classifier's, or a judge's."""
     try:
         opts = FakeOptions.model_validate(options)
     except ValidationError as exc:
@@ -127,20 +170,26 @@ def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules:
         ) from None
     if opts.rules is not None:
         return opts.rules
-    assert opts.rules_file is not None
-    path = base_dir / opts.rules_file
+    if opts.judge_rules is not None:
+        return opts.judge_rules
+    name = opts.rules_file or opts.judge_rules_file
+    assert name is not None
+    model: type[FakeRules] | type[FakeJudgeRules] = (
+        FakeRules if opts.rules_file is not None else FakeJudgeRules
+    )
+    path = base_dir / name
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BackendError(
             "the fake backend's rules file does not exist",
             where=str(path),
-            fix="fix model.options.rules_file (it is relative to evalgate.yml)",
+            fix="fix the rules file's path in model.options (it is relative to evalgate.yml)",
         ) from None
     except yaml.YAMLError as exc:
         raise BackendError(f"invalid YAML: {exc}", where=str(path)) from None
     try:
-        return FakeRules.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -177,6 +226,26 @@ def fake_answer(request: Request, rules: FakeRules) -> str:
     if "JSON" in request.system:
         return json.dumps({rules.field: label})
     return f"Category: {label}."
+
+
+_REPLY = re.compile(r"<reply>\n(.*)\n</reply>\s*\Z", re.DOTALL)
+_RUBRIC = re.compile(r"<rubric>\n(.*?)\n</rubric>", re.DOTALL)
+
+
+def fake_judgement(request: Request, rules: FakeJudgeRules) -> str:
+    """The verdict the fake judge gives to a judge request (see evalgate/scorers/judge.py)."""
+    users = [m.content for m in request.messages if m.role == "user"]
+    turn = users[-1] if users else ""
+    reply = _REPLY.search(turn)
+    rubric = _RUBRIC.search(turn)
+    text = (reply.group(1) if reply else turn).lower()
+    rubric_text = (rubric.group(1) if rubric else "").lower()
+    for rule in rules.rules:
+        if rule.rubric is not None and rule.rubric.lower() not in rubric_text:
+            continue
+        if any(phrase.lower() in text for phrase in rule.phrases):
+            return json.dumps({"score": rule.score, "reason": rule.reason})
+    return json.dumps({"score": rules.default, "reason": rules.default_reason})
 
 
 def rough_tokens(text: str) -> int:
@@ -319,29 +388,37 @@ class FakeBackend:
     offline: ClassVar[bool] = True
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
-        self.rules = load_rules(settings.options, context.base_dir)
+        self.rules = load_options(settings.options, context.base_dir)
         self.context = context
 
     def complete(self, request: Request) -> Reply:
-        if request.agent is not None:
-            if not self.rules.agents:
+        if isinstance(self.rules, FakeJudgeRules):
+            if request.agent is not None:
                 raise BackendError(
-                    "the suite offers tools but the fake backend has no agent rules",
-                    fix="add agents: to the fake's rules (see examples/support-agent)",
+                    "the suite offers tools but the fake backend has judge rules",
+                    fix="give the fake agent rules (agents:, see examples/support-agent)",
                 )
-            return run_agent(
-                _FakeSession(request, self.rules),
-                request.agent,
-                case_id=str(request.case.get("id", "")),
-                cwd=self.context.base_dir,
-                env=self.context.env,
-            )
-        if not self.rules.rules:
-            raise BackendError(
-                "the fake backend has only agent rules, and this suite offers no tools",
-                fix="add label rules (rules:) or tools: to the suite",
-            )
-        text = fake_answer(request, self.rules)
+            text = fake_judgement(request, self.rules)
+        else:
+            if request.agent is not None:
+                if not self.rules.agents:
+                    raise BackendError(
+                        "the suite offers tools but the fake backend has no agent rules",
+                        fix="add agents: to the fake's rules (see examples/support-agent)",
+                    )
+                return run_agent(
+                    _FakeSession(request, self.rules),
+                    request.agent,
+                    case_id=str(request.case.get("id", "")),
+                    cwd=self.context.base_dir,
+                    env=self.context.env,
+                )
+            if not self.rules.rules:
+                raise BackendError(
+                    "the fake backend has only agent rules, and this suite offers no tools",
+                    fix="add label rules (rules:) or tools: to the suite",
+                )
+            text = fake_answer(request, self.rules)
         sent = request.system + "".join(m.content for m in request.messages)
         return Reply(
             text=text,
