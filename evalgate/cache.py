@@ -34,7 +34,10 @@ class ResponseCache:
         # Every field of the request that can change the reply (model, settings, system,
         # messages, options) is in the key; how the reply is fetched is not.
         options = {k: v for k, v in request.options.items() if k not in TRANSPORT_OPTIONS}
-        payload = backend + "\0" + request.model_copy(update={"options": options}).model_dump_json()
+        keyed = request.model_copy(update={"options": options})
+        # A plain request's key is what it was before agent cases existed.
+        exclude = {"agent"} if request.agent is None else None
+        payload = backend + "\0" + keyed.model_dump_json(exclude=exclude)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def _path(self, key: str) -> Path:

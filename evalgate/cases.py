@@ -33,6 +33,10 @@ class Case(BaseModel):
     group: str | None = None
     category: str | None = None
     split: SplitName | None = None
+    # Agent cases: prior turns ({"role", "content"}) before the templated last user turn.
+    messages: tuple[dict[str, str], ...] = ()
+    # Agent cases: tool name -> fixture entries ({"when"?, "result" | "error"}), in order.
+    fixtures: dict[str, tuple[dict[str, Any], ...]] | None = None
     # sha256 of the whole record as written: an edited case gets a new hash.
     hash: str
     source: str
@@ -170,8 +174,12 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             where=where,
             fix=f"allowed: {', '.join(SPLITS)}",
         )
+    messages = parse_messages(record.get(fields.messages) if fields.messages else None, where)
+    fixtures = parse_fixtures(record.get(fields.fixtures) if fields.fixtures else None, where)
     if fields.input is None:
-        inputs = dict(record)
+        # The conversation and the fixtures are not template input (nor a report's excerpt).
+        agent_keys = {fields.messages, fields.fixtures} - {None}
+        inputs = {k: v for k, v in record.items() if k not in agent_keys}
     else:
         missing = [name for name in fields.input if name not in record]
         if missing:
@@ -188,6 +196,8 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         group=optional["group"],
         category=optional["category"],
         split=split,
+        messages=messages,
+        fixtures=fixtures,
         # The split field is where a case is kept, not what it says: writing it (split --apply,
         # retire) must not make the case look edited to the gate, the ledger or the release.
         hash=_hash_or_explain(
@@ -195,6 +205,134 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         ),
         source=where,
     )
+
+
+def parse_messages(value: Any, where: str) -> tuple[dict[str, str], ...]:
+    """A case's prior turns: user and assistant by turns, starting with user, ending with
+    assistant (the templated turn that follows is the user's)."""
+    if value is None:
+        return ()
+    fix = 'write [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]'
+    if not isinstance(value, list):
+        raise CaseFileError(
+            f"field 'messages' must be a list of turns, found {type(value).__name__}",
+            where=where,
+            fix=fix,
+        )
+    turns: list[dict[str, str]] = []
+    for i, turn in enumerate(value):
+        want = "user" if i % 2 == 0 else "assistant"
+        if (
+            not isinstance(turn, dict)
+            or set(turn) != {"role", "content"}
+            or not isinstance(turn["content"], str)
+        ):
+            raise CaseFileError(
+                f"messages[{i}] must be an object with 'role' and 'content' (a string) only",
+                where=where,
+                fix=fix,
+            )
+        if turn["role"] != want:
+            raise CaseFileError(
+                f"messages[{i}] has role {turn['role']!r}, expected {want!r}: turns alternate, "
+                "starting with user",
+                where=where,
+                fix=fix,
+            )
+        turns.append({"role": want, "content": turn["content"]})
+    if turns and turns[-1]["role"] != "assistant":
+        raise CaseFileError(
+            "the last of 'messages' must be an assistant turn: the templated turn that follows "
+            "is the user's",
+            where=where,
+            fix="end the conversation with the assistant's reply, or drop the last user turn",
+        )
+    return tuple(turns)
+
+
+def parse_fixtures(value: Any, where: str) -> dict[str, tuple[dict[str, Any], ...]] | None:
+    """A case's tool fixtures: ``{tool: entry or [entries]}``, an entry being
+    ``{"when": {input subset}, "result": ...}`` or ``{"when": ..., "error": "..."}``."""
+    if value is None:
+        return None
+    fix = 'write {"lookup_order": {"result": {...}}} or a list of {"when": {...}, "result": ...}'
+    if not isinstance(value, dict):
+        raise CaseFileError(
+            f"field 'fixtures' must be an object keyed by tool name, found {type(value).__name__}",
+            where=where,
+            fix=fix,
+        )
+    fixtures: dict[str, tuple[dict[str, Any], ...]] = {}
+    for tool, entries in value.items():
+        listed = entries if isinstance(entries, list) else [entries]
+        if not listed:
+            raise CaseFileError(f"fixtures.{tool} is an empty list", where=where, fix=fix)
+        for i, entry in enumerate(listed):
+            at = f"fixtures.{tool}" + (f"[{i}]" if isinstance(entries, list) else "")
+            if not isinstance(entry, dict):
+                raise CaseFileError(f"{at} must be an object", where=where, fix=fix)
+            unknown = set(entry) - {"when", "result", "error"}
+            if unknown:
+                raise CaseFileError(
+                    f"{at} has unknown key {sorted(unknown)[0]!r}",
+                    where=where,
+                    fix="allowed: when, result, error",
+                )
+            if ("result" in entry) == ("error" in entry):
+                raise CaseFileError(
+                    f"{at} needs exactly one of 'result' or 'error'", where=where, fix=fix
+                )
+            if "error" in entry and not isinstance(entry["error"], str):
+                raise CaseFileError(f"{at}.error must be a string", where=where)
+            if not isinstance(entry.get("when", {}), dict):
+                raise CaseFileError(
+                    f"{at}.when must be an object (a subset of the call's input)", where=where
+                )
+        fixtures[str(tool)] = tuple(listed)
+    return fixtures
+
+
+def check_agent_case(case: Case, tools: list[Any]) -> None:
+    """A case's fixtures against the suite's tools: every tool named exists, every ``when``
+    names only input fields the tool's schema has, with values its schema allows."""
+    if not case.fixtures:
+        return
+    import jsonschema
+
+    by_name = {t.name: t for t in tools}
+    if not by_name:
+        raise CaseFileError(
+            f"case {case.id!r} has fixtures but the suite offers no tools",
+            where=case.source,
+            fix="list the tools under tools: in evalgate.yml",
+        )
+    for tool, entries in case.fixtures.items():
+        if tool not in by_name:
+            raise CaseFileError(
+                f"fixtures name an unknown tool {tool!r}",
+                where=case.source,
+                fix=f"the suite's tools: {', '.join(by_name)}",
+            )
+        schema = by_name[tool].input_schema
+        properties = schema.get("properties")
+        for i, entry in enumerate(entries):
+            for key, wanted in (entry.get("when") or {}).items():
+                if isinstance(properties, dict) and key not in properties:
+                    raise CaseFileError(
+                        f"fixtures.{tool}[{i}].when names {key!r}, which is not an input of {tool}",
+                        where=case.source,
+                        fix=f"inputs of {tool}: {', '.join(properties) or '(none)'}",
+                    )
+                sub = properties.get(key) if isinstance(properties, dict) else None
+                if isinstance(sub, dict):
+                    try:
+                        jsonschema.validate(wanted, sub)
+                    except jsonschema.ValidationError as exc:
+                        raise CaseFileError(
+                            f"fixtures.{tool}[{i}].when.{key} does not fit {tool}'s input "
+                            f"schema: {exc.message}",
+                            where=case.source,
+                        ) from None
 
 
 def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:

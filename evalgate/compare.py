@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.limits import label
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import sign_test_two_sided
+from evalgate.trajectory import expected_label
 
 
 class PairRow(BaseModel):
@@ -45,7 +46,7 @@ def _row(a: CaseResult, b: CaseResult) -> PairRow:
     return PairRow(
         id=a.id,
         category=b.category,
-        expected=label(b.expected),
+        expected=expected_label(b.expected),
         a_answer=label(a.answer),
         b_answer=label(b.answer),
         message=b.message() or a.message(),

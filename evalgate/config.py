@@ -23,6 +23,7 @@ from pydantic import (
 
 from evalgate import files
 from evalgate.errors import ConfigError, UserError
+from evalgate.trajectory import TOOL_NAME_PATTERN
 from evalgate.yamlpos import line_of
 
 DEFAULT_CONFIG = "evalgate.yml"
@@ -68,6 +69,10 @@ class Fields(Strict):
     category: str | None = "category"
     # A split written on the case (dev, holdout, regression), which wins over hashing.
     split: str | None = "split"
+    # Agent cases: prior user and assistant turns, sent before the templated last turn.
+    messages: str | None = "messages"
+    # Agent cases: what each tool returns when called, by tool name (see docs/agents.md).
+    fixtures: str | None = "fixtures"
 
 
 class ModelSettings(Strict):
@@ -156,6 +161,57 @@ class JudgeScorer(Strict):
         return self
 
 
+class ToolSequenceScorer(Strict):
+    """The agent's tool calls against the case's expected sequence (docs/agents.md)."""
+
+    # The scorer's kind.
+    kind: Literal["tool_sequence"]
+    # exact: the same calls in the same order; in_order: the expected calls in order, others
+    # allowed between; any_order: the same calls in any order; subset: the expected calls in
+    # any order, others allowed.
+    match: Literal["exact", "in_order", "any_order", "subset"] = "exact"
+    # A continuous score instead of pass / fail: 1 - normalised edit distance over calls, or
+    # F1 of matched calls (a case still passes at 0.5 or more).
+    partial: Literal["edit_distance", "f1"] | None = None
+
+
+class ToolUsedScorer(Strict):
+    """Passes when every named tool was called (names from here, else the case's expected)."""
+
+    # The scorer's kind.
+    kind: Literal["tool_used"]
+    # The tools that must be called; empty: the case's expected names them.
+    tools: list[str] = Field(default_factory=list)
+
+
+class ToolNotUsedScorer(Strict):
+    """Passes when none of the named tools was called."""
+
+    # The scorer's kind.
+    kind: Literal["tool_not_used"]
+    # The tools that must not be called; empty: the case's expected names them.
+    tools: list[str] = Field(default_factory=list)
+
+
+class MaxStepsScorer(Strict):
+    """Passes when the agent finished within a number of model calls."""
+
+    # The scorer's kind.
+    kind: Literal["max_steps"]
+    # The most model calls allowed; None: the case's expected gives it.
+    limit: int | None = Field(default=None, ge=1)
+
+
+class AllOfScorer(Strict):
+    """Passes when every listed scorer passes; the score is the lowest of theirs."""
+
+    # The scorer's kind.
+    kind: Literal["all_of"]
+    # The criteria. Each reads expected[KIND] when the case's expected is an object with that
+    # key, else the whole expected answer.
+    scorers: list[ScorerConfig] = Field(min_length=1)
+
+
 ScorerConfig = Annotated[
     LabelScorer
     | ExactScorer
@@ -163,9 +219,62 @@ ScorerConfig = Annotated[
     | RegexScorer
     | JsonSchemaScorer
     | PythonScorer
-    | JudgeScorer,
+    | JudgeScorer
+    | ToolSequenceScorer
+    | ToolUsedScorer
+    | ToolNotUsedScorer
+    | MaxStepsScorer
+    | AllOfScorer,
     Field(discriminator="kind"),
 ]
+AllOfScorer.model_rebuild()
+TRAJECTORY_KINDS = frozenset({"tool_sequence", "tool_used", "tool_not_used", "max_steps"})
+
+
+def scorer_kinds(config: Any) -> set[str]:
+    """Every kind a scorer config uses (all_of's members included)."""
+    if config.kind == "all_of":
+        return {"all_of"}.union(*(scorer_kinds(c) for c in config.scorers))
+    return {config.kind}
+
+
+class Tool(Strict):
+    """A tool offered to the model, as the Messages API takes it."""
+
+    # The tool's name (letters, digits, _ and -, up to 64).
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    # What the tool does, for the model.
+    description: str = ""
+    # The JSON schema of the tool's input.
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+    @field_validator("input_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        import jsonschema
+
+        if value.get("type") != "object":
+            raise ValueError("a tool's input_schema must have type: object")
+        try:
+            jsonschema.Draft202012Validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"not a valid JSON schema: {exc.message}") from None
+        return value
+
+
+class AgentSettings(Strict):
+    """How the agent loop runs a case when the suite offers tools."""
+
+    # Model calls a case may make; a model still calling tools after them is an error.
+    max_steps: int = Field(default=10, ge=1, le=100)
+    # A call no fixture answers (and no tool_command): answered "unavailable" to the model and
+    # recorded as missing, or made an error of the case.
+    on_missing_fixture: Literal["unavailable", "error"] = "unavailable"
+    # A program that answers calls no fixture answers: the call as JSON on stdin, its result
+    # as {"result": ...} or {"error": "..."} on stdout. Runs in the config's folder.
+    tool_command: list[str] | str | None = None
+    # Seconds a tool command may take before the case is an error.
+    tool_timeout_s: float = Field(default=30.0, gt=0)
 
 
 class GatePolicy(Strict):
@@ -286,7 +395,8 @@ class Suite(Strict):
     template: str = "{{ input }}"
     # The backend, model and settings of the system under test.
     model: ModelSettings = ModelSettings()
-    # How a reply is scored: label, exact, contains, regex, json_schema, python or judge.
+    # How a reply is scored: label, exact, contains, regex, json_schema, python or judge; an
+    # agent's calls: tool_sequence, tool_used, tool_not_used, max_steps; all_of combines them.
     scorer: ScorerConfig
     # Calls in flight at once (--concurrency overrides it).
     concurrency: int = Field(default=16, ge=1, le=512)
@@ -300,6 +410,10 @@ class Suite(Strict):
     split: SplitPolicy = SplitPolicy()
     # Holdout cases encrypted to a public key in the repository (optional, recommended).
     sealed_holdout: SealedHoldout | None = None
+    # Tools offered to the model: the suite's cases become agent cases (docs/agents.md).
+    tools: list[Tool] = Field(default_factory=list)
+    # The agent loop's rules (used when tools are given).
+    agent: AgentSettings = AgentSettings()
     # Human labels for the judge scorer: `evalgate judge check` and the floor before it gates.
     judge: JudgeCalibration | None = None
 
@@ -307,6 +421,19 @@ class Suite(Strict):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _tools_fit_scorer(self) -> Suite:
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"tool {twice!r} is listed twice")
+        if not self.tools and scorer_kinds(self.scorer) & TRAJECTORY_KINDS:
+            raise ValueError(
+                "a tool_sequence, tool_used, tool_not_used or max_steps scorer needs tools: "
+                "list the tools the model may call"
+            )
+        return self
 
     @model_validator(mode="after")
     def _judge_needs_a_judge(self) -> Suite:
@@ -482,7 +609,20 @@ UniqueKeyLoader.add_constructor(
 )
 
 
-SCORER_KINDS = ("label", "exact", "contains", "regex", "json_schema", "python", "judge")
+SCORER_KINDS = (
+    "label",
+    "exact",
+    "contains",
+    "regex",
+    "json_schema",
+    "python",
+    "judge",
+    "tool_sequence",
+    "tool_used",
+    "tool_not_used",
+    "max_steps",
+    "all_of",
+)
 
 
 def _describe(error: Any) -> str:

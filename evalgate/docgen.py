@@ -14,6 +14,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from evalgate.config import (
+    AgentSettings,
+    AllOfScorer,
     Config,
     ContainsScorer,
     ExactScorer,
@@ -23,12 +25,17 @@ from evalgate.config import (
     JudgeCalibration,
     JudgeScorer,
     LabelScorer,
+    MaxStepsScorer,
     ModelSettings,
     PythonScorer,
     RegexScorer,
     SealedHoldout,
     SplitPolicy,
     Suite,
+    Tool,
+    ToolNotUsedScorer,
+    ToolSequenceScorer,
+    ToolUsedScorer,
 )
 
 SECTIONS: list[tuple[str, type[BaseModel], str]] = [
@@ -39,6 +46,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("suites.NAME.gate", GatePolicy, "How the gate decides."),
     ("suites.NAME.split", SplitPolicy, "Dev / holdout assignment and leak checks."),
     ("suites.NAME.sealed_holdout", SealedHoldout, "Holdout cases encrypted to a public key."),
+    ("suites.NAME.tools[]", Tool, "A tool offered to the model (agent cases, docs/agents.md)."),
+    ("suites.NAME.agent", AgentSettings, "The agent loop's rules."),
     ("suites.NAME.judge", JudgeCalibration, ""),
     ("scorer: label", LabelScorer, ""),
     ("scorer: exact", ExactScorer, ""),
@@ -47,6 +56,11 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("scorer: json_schema", JsonSchemaScorer, ""),
     ("scorer: python", PythonScorer, ""),
     ("scorer: judge", JudgeScorer, ""),
+    ("scorer: tool_sequence", ToolSequenceScorer, ""),
+    ("scorer: tool_used", ToolUsedScorer, ""),
+    ("scorer: tool_not_used", ToolNotUsedScorer, ""),
+    ("scorer: max_steps", MaxStepsScorer, ""),
+    ("scorer: all_of", AllOfScorer, ""),
 ]
 
 

@@ -69,6 +69,7 @@ from evalgate.stats import (
     wilcoxon_pratt,
 )
 from evalgate.summary import Rate
+from evalgate.trajectory import expected_label
 
 VerdictKind = Literal["pass", "fail", "inconclusive"]
 
@@ -88,6 +89,9 @@ class PairedCase(BaseModel):
     baseline_score: float | None
     candidate_score: float | None
     message: str
+    # Why the candidate's first failing repeat failed, when its scorer says (which criterion
+    # of an all_of, where a trajectory went wrong).
+    candidate_reason: str | None = None
 
 
 class CategoryTest(BaseModel):
@@ -260,12 +264,15 @@ def _paired(base: CaseResult | None, cand: CaseResult, pair: _Pair | None = None
         id=cand.id,
         category=cand.category,
         group=cand.group,
-        expected=label(cand.expected),
+        expected=expected_label(cand.expected),
         baseline_answer=label(base.answer) if base else "",
         candidate_answer=label(cand.answer),
         baseline_score=pair.base_score if pair else (base.score if base else None),
         candidate_score=pair.cand_score if pair else cand.score,
         message=cand.message(),
+        candidate_reason=next(
+            (o.reason for o in cand.outcomes if o.reason and (o.score or 0.0) < 0.5), None
+        ),
     )
 
 

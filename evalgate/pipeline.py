@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 from evalgate import __version__, files
 from evalgate.backends.base import Backend, Message, Request
 from evalgate.backends.batch import BatchRunner
-from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
+from evalgate.cases import Case, CaseSet, check_agent_case, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import CaseFileError, ConfigError, UserError
 from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
@@ -23,6 +24,7 @@ from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.split import assign_all
 from evalgate.templating import compile_template, render, render_turn
+from evalgate.trajectory import AgentSpec, ToolSpec
 
 DEFAULT_SPLITS = frozenset({"dev", "regression"})
 
@@ -142,7 +144,27 @@ def read_suite_cases(
             seen.add(case.id)
             cases.append(case.model_copy(update={"split": "holdout"}))
         hashes[suite.sealed_holdout.file] = sha256_text(files.read_text(path, "sealed holdout"))
+    for case in cases:
+        check_agent_case(case, suite.tools)
     return CaseSet(cases=tuple(cases), file_hashes=hashes)
+
+
+def agent_spec(suite: Suite, case: Case) -> AgentSpec | None:
+    """What the agent loop needs for one case; None when the suite offers no tools."""
+    if not suite.tools:
+        return None
+    settings = suite.agent
+    command = settings.tool_command
+    return AgentSpec(
+        tools=tuple(ToolSpec.model_validate(t.model_dump()) for t in suite.tools),
+        fixtures={name: list(entries) for name, entries in (case.fixtures or {}).items()},
+        max_steps=settings.max_steps,
+        on_missing_fixture=settings.on_missing_fixture,
+        tool_command=tuple(shlex.split(command) if isinstance(command, str) else command)
+        if command
+        else None,
+        tool_timeout_s=settings.tool_timeout_s,
+    )
 
 
 def public_cases_sha(cases: Sequence[Case], key: HoldoutKey) -> str:
@@ -175,12 +197,16 @@ def build_jobs(
         turn = render_turn(template, case.input, f"template (case {name!r}, {case.source})")
         request = Request(
             system=prompt.text,
-            messages=(Message(role="user", content=turn),),
+            messages=(
+                *(Message(role=m["role"], content=m["content"]) for m in case.messages),
+                Message(role="user", content=turn),
+            ),
             model=suite.model.name,
             max_tokens=suite.model.max_tokens,
             temperature=suite.model.temperature,
             options=suite.model.options,
             case={"id": case.id, "input": case.input},
+            agent=agent_spec(suite, case),
         )
         jobs.extend(
             # A holdout reply is never written to the response cache, which is not secret.
@@ -243,6 +269,12 @@ def run_suite(
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
     started = time.perf_counter()
+    if batch is not None and suite.tools:
+        raise UserError(
+            "agent cases cannot go through the Message Batches API: each step needs the "
+            "answer to the last",
+            fix="drop model.options.batch (or --batch) for a suite with tools",
+        )
     if batch is not None:
         outcomes, interrupted = batch.execute(
             jobs, scorer, label=spec.suite_name, on_progress=on_progress

@@ -65,14 +65,21 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
         cached=cached,
     )
     if reply.error is not None:
-        return Outcome(error=reply.error, error_kind=reply.error_kind or "other", **usage)
+        # An agent's steps before the failure are kept: the report shows how far it got.
+        return Outcome(
+            error=reply.error, error_kind=reply.error_kind or "other", steps=reply.steps, **usage
+        )
+    extra: dict[str, object] = {}
+    if getattr(scorer, "needs_input", False):
+        extra["case_input"] = job.case_input
+    if getattr(scorer, "needs_trajectory", False):
+        extra["trajectory"] = reply.steps
     try:
-        if getattr(scorer, "needs_input", False):
-            score = scorer(job.expected, reply.text, case_input=job.case_input)
-        else:
-            score = scorer(job.expected, reply.text)
+        score = scorer(job.expected, reply.text, **extra)
     except ScoringError as exc:
-        return Outcome(text=reply.text, error=str(exc), error_kind=exc.kind, **usage)
+        return Outcome(
+            text=reply.text, error=str(exc), error_kind=exc.kind, steps=reply.steps, **usage
+        )
     except UserError as exc:
         # A bad per-case regex or a scorer's bad return value: say which case, among hundreds.
         raise UserError(
@@ -94,6 +101,7 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
         judge_calls=score.judge_calls,
         judge_input_tokens=score.judge_input_tokens,
         judge_output_tokens=score.judge_output_tokens,
+        steps=reply.steps,
         **usage,
     )
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evalgate.errors import RunFileError
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import redact, redact_held
+from evalgate.trajectory import Step
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -42,6 +43,8 @@ class Outcome(BaseModel):
     judge_calls: int = 0
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
+    # An agent case's steps: every model call, its tool calls, their inputs and results.
+    steps: list[Step] | None = None
 
     # Saved in the run file (an artefact) and summarised: no held secret, no key-shaped text
     # in an error, whatever the upstream echoed.

@@ -12,6 +12,7 @@ from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
 from evalgate.pricing import Usage, cost, uncached_cost
 from evalgate.runs import CaseResult, Run
 from evalgate.stats import wilson_interval
+from evalgate.trajectory import expected_label
 
 
 class Rate(BaseModel):
@@ -91,6 +92,8 @@ class Latency(BaseModel):
     mean_s: float
     p95_s: float
     wall_s: float
+    # Agent runs: the model calls the measured cases made (their latency is a whole loop's).
+    model_calls: int | None = None
 
 
 class RunSummary(BaseModel):
@@ -193,7 +196,7 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             wrong=[
                 WrongCase(
                     id=c.id,
-                    expected=label(c.expected),
+                    expected=expected_label(c.expected),
                     answer=label(c.answer),
                     message=c.message(),
                 )
@@ -244,11 +247,13 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
             **judge,
         )
     live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
+    looped = [o for o in outcomes if o.error is None and not o.cached and o.steps is not None]
     latency = Latency(
         calls=len(live),
         mean_s=fmean(live) if live else 0.0,
         p95_s=p95(live),
         wall_s=run.wall_s,
+        model_calls=sum(len(o.steps or []) for o in looped) if looped else None,
     )
     stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
     cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})

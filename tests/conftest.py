@@ -29,6 +29,7 @@ from evalgate.testing.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"
+EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # Set by scripts/regen-golden: the golden tests write what they render instead of comparing.
 REGEN_GOLDEN = "EVALGATE_REGEN_GOLDEN"

@@ -109,6 +109,14 @@ def test_demo_prints_three_run_reports_and_two_comparisons(
     assert comparisons == [("v1", "v2"), ("v2", "v3")]
     assert out.count("Sign test p = ") == 2
     assert "Next: copy examples/bike-shop" in out
+    # then the agent example: v2 gated on a baseline of v1, the broken trajectories shown
+    agent = out[out.index("The support-agent example: an order-support agent with 6 tools") :]
+    assert re.findall(r"^support-agent · prompt (v\d) ", agent, re.MULTILINE) == ["v2"]
+    assert "Verdict: FAIL\n  - significantly worse: broke 51, fixed 15" in agent
+    assert (
+        "baseline lookup_order → issue_refund, candidate issue_refund" in agent
+        and "failed: tool_sequence (call 1: expected lookup_order, got issue_refund" in agent
+    )
 
 
 def test_run_prints_the_report_and_saves_the_run(

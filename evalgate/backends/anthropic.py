@@ -17,12 +17,14 @@ from typing import Any, ClassVar, Literal, cast
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from evalgate.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.backends.batch import BatchGone, BatchStatus
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.ratelimit import Pacer, Ticket
 from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
@@ -142,6 +144,7 @@ class AnthropicBackend:
             max_retries=0,
             timeout=self.options.timeout_s,
         )
+        self.context = context
         self.retrier = Retrier(self.options.retry)
         self.pacer = Pacer() if self.options.adaptive_rate_limit else None
         self._lock = threading.Lock()
@@ -192,6 +195,8 @@ class AnthropicBackend:
             output["format"] = {"type": "json_schema", "schema": opts.response_schema}
         if output:
             params["output_config"] = output
+        if request.agent is not None:
+            params["tools"] = [t.model_dump() for t in request.agent.tools]
         return params
 
     def _once(self, params: dict[str, Any]) -> Attempt:
@@ -244,6 +249,14 @@ class AnthropicBackend:
             self.pacer.observe(ticket, headers)
 
     def complete(self, request: Request) -> Reply:
+        if request.agent is not None:
+            return run_agent(
+                _Session(self, request),
+                request.agent,
+                case_id=str(request.case.get("id", "")),
+                cwd=self.context.base_dir,
+                env=self.context.env,
+            )
         params = self.params(request)
         result, attempts = self.retrier.run(lambda: self._once(params))
         # The latency of the call that answered; retries and backoff show in the wall time.
@@ -309,6 +322,62 @@ class AnthropicBackend:
                 fix="check the key and the network; run the command again to resume",
             )
         return result.value
+
+
+class _Session:
+    """One agent case on the Messages API: tool_use blocks in, tool_result blocks back."""
+
+    def __init__(self, backend: AnthropicBackend, request: Request) -> None:
+        self.backend = backend
+        self.params = backend.params(request)
+        self.content: list[dict[str, Any]] = []
+
+    def send(self) -> Turn:
+        result, attempts = self.backend.retrier.run(lambda: self.backend._once(self.params))
+        if result.kind is not None:
+            return Turn(
+                error=result.message,
+                error_kind=cast(ErrorKind, result.kind),
+                latency_s=result.elapsed_s,
+                attempts=attempts,
+            )
+        message: Any = result.value
+        reply = _reply(message, result.elapsed_s, attempts)
+        self.content = [
+            block.model_dump(mode="json", exclude_none=True) for block in message.content
+        ]
+        calls = [
+            ToolCall(name=block.name, input=dict(block.input), id=block.id)
+            for block in message.content
+            if getattr(block, "type", "") == "tool_use"
+        ]
+        return Turn(
+            text=reply.text,
+            calls=calls,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_read_tokens=reply.cache_read_tokens,
+            latency_s=reply.latency_s,
+            stop_reason=reply.stop_reason,
+            attempts=attempts,
+        )
+
+    def answer(self, turn: Turn, records: list[CallRecord]) -> None:
+        results = [
+            {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "content": record.result or "",
+                **({"is_error": True} if record.status != "ok" else {}),
+            }
+            for call, record in zip(turn.calls, records, strict=True)
+        ]
+        self.params["messages"] = [
+            *self.params["messages"],
+            {"role": "assistant", "content": self.content},
+            {"role": "user", "content": results},
+        ]
 
 
 def _reply(message: Any, latency: float, attempts: int) -> Reply:

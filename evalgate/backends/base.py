@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalgate.errors import BackendError, MissingExtraError
 from evalgate.redact import redact, redact_held
+from evalgate.trajectory import AgentSpec, Step
 
 
 class Message(BaseModel):
@@ -42,6 +43,9 @@ class Request(BaseModel):
     # Opaque metadata for backends that need the case itself (the command backend); never
     # part of what a model sees unless the backend chooses to send it.
     case: dict[str, Any] = Field(default_factory=dict)
+    # An agent case: the tools offered, the case's fixtures and the loop's rules (None: a
+    # plain one-call case). Left out of the cache key when None, so plain keys do not change.
+    agent: AgentSpec | None = None
 
 
 ErrorKind = Literal[
@@ -56,6 +60,8 @@ ErrorKind = Literal[
     "malformed",
     "command",
     "interrupted",
+    "tool",
+    "max_steps",
     "other",
 ]
 
@@ -73,6 +79,9 @@ class Reply(BaseModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     attempts: int = 1
+    # An agent case's steps (every model call with its tool calls and their results); None
+    # for a plain reply. Scorers of trajectories read them; the run file keeps them.
+    steps: list[Step] | None = None
 
     # An upstream's error text (or reply) may echo the key it was sent: never keep it.
     @field_validator("error")

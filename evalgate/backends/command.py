@@ -7,6 +7,12 @@ Teams whose prompt lives inside an application can gate the application.
 stdin: ``{"id", "input", "system", "messages", "model", "max_tokens", "temperature"}``.
 stdout: the reply text, or a JSON object ``{"text": ..., "input_tokens": ..., "output_tokens":
 ..., "stop_reason": ...}`` when the program wants to report usage.
+
+Agent suites (``tools:``): stdin also has ``tools`` and the case's ``fixtures``, and the program
+runs its own agent. It reports what it did as ``"tool_calls": [{"name": ..., "input": {...}}]``
+(one step) or ``"steps": [{"text": ..., "tool_calls": [{"name", "input", "result"}]}, ...]``
+(one per model call, when it has them). A reply with these keys in the wrong shape is an error
+that says what is wrong; a reply with neither has no trajectory (a format failure).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalgate.backends.base import BackendContext, Reply, Request, parse_options
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
+from evalgate.trajectory import CallRecord, Step, result_text
 
 STDERR_TAIL = 500
 
@@ -62,6 +69,9 @@ class CommandBackend:
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
         }
+        if request.agent is not None:
+            payload["tools"] = [t.model_dump() for t in request.agent.tools]
+            payload["fixtures"] = request.agent.fixtures
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -104,6 +114,24 @@ def _parse_stdout(stdout: str, latency: float) -> Reply:
             data = json.loads(text)
         except ValueError:
             data = None
+    if isinstance(data, dict) and ("tool_calls" in data or "steps" in data):
+        try:
+            steps = trajectory_of(data)
+        except ValueError as exc:
+            return Reply(
+                error=f"the program's reply has the wrong shape: {exc}",
+                error_kind="malformed",
+                latency_s=latency,
+            )
+        said = data.get("text")
+        return Reply(
+            text=said if isinstance(said, str) else (steps[-1].text if steps else ""),
+            input_tokens=int(data.get("input_tokens") or sum(s.input_tokens for s in steps)),
+            output_tokens=int(data.get("output_tokens") or sum(s.output_tokens for s in steps)),
+            stop_reason=data.get("stop_reason") or "end_turn",
+            latency_s=latency,
+            steps=steps,
+        )
     if isinstance(data, dict) and isinstance(data.get("text"), str):
         return Reply(
             text=data["text"],
@@ -113,3 +141,76 @@ def _parse_stdout(stdout: str, latency: float) -> Reply:
             latency_s=latency,
         )
     return Reply(text=text, stop_reason="end_turn", latency_s=latency)
+
+
+_CALL_KEYS = frozenset({"name", "input", "result", "id"})
+_STEP_KEYS = frozenset({"text", "tool_calls", "input_tokens", "output_tokens", "stop_reason"})
+
+
+def _calls(raw: Any, where: str) -> list[CallRecord]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} must be a list, found {type(raw).__name__}")
+    calls: list[CallRecord] = []
+    for i, call in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(call, dict):
+            raise ValueError(f"{at} must be an object, found {type(call).__name__}")
+        unknown = set(call) - _CALL_KEYS
+        if unknown:
+            raise ValueError(
+                f"{at} has unknown key {sorted(unknown)[0]!r} (allowed: name, input, result)"
+            )
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{at}.name must be a non-empty string")
+        args = call.get("input", {})
+        if not isinstance(args, dict):
+            raise ValueError(f"{at}.input must be an object, found {type(args).__name__}")
+        result = call.get("result")
+        calls.append(
+            CallRecord(
+                name=name, input=args, result=None if result is None else result_text(result)
+            )
+        )
+    return calls
+
+
+def trajectory_of(data: dict[str, Any]) -> list[Step]:
+    """The steps a program reports: ``steps``, or ``tool_calls`` as one step. ValueError
+    (saying what is wrong) for the wrong shape."""
+    if "steps" in data and "tool_calls" in data:
+        raise ValueError("give 'steps' or 'tool_calls', not both")
+    text = data.get("text")
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"text must be a string, found {type(text).__name__}")
+    if "tool_calls" in data:
+        return [Step(text=text or "", calls=_calls(data["tool_calls"], "tool_calls"))]
+    raw = data["steps"]
+    if not isinstance(raw, list):
+        raise ValueError(f"steps must be a list, found {type(raw).__name__}")
+    steps: list[Step] = []
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict):
+            raise ValueError(f"steps[{i}] must be an object, found {type(step).__name__}")
+        unknown = set(step) - _STEP_KEYS
+        if unknown:
+            raise ValueError(
+                f"steps[{i}] has unknown key {sorted(unknown)[0]!r} "
+                "(allowed: text, tool_calls, input_tokens, output_tokens, stop_reason)"
+            )
+        said = step.get("text", "")
+        if not isinstance(said, str):
+            raise ValueError(f"steps[{i}].text must be a string")
+        tokens = [step.get(k, 0) for k in ("input_tokens", "output_tokens")]
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            raise ValueError(f"steps[{i}]: token counts must be whole numbers")
+        steps.append(
+            Step(
+                text=said,
+                calls=_calls(step.get("tool_calls", []), f"steps[{i}].tool_calls"),
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                stop_reason=step.get("stop_reason"),
+            )
+        )
+    return steps

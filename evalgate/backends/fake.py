@@ -13,6 +13,14 @@ Behaviour (the rules themselves come from the suite's config or a data file):
 * it replies ``{"category": "<label>"}`` when the system prompt contains ``JSON``, else
   ``Category: <label>.``.
 
+Agent mode (a suite with ``tools:``): the first ``agents`` rule with a phrase in the user turns
+gives a plan of tool calls, made one a model call, then the rule's reply. A planned step with
+``if_prompt`` is taken only when the system prompt contains that phrase (else its
+``otherwise`` step, if any); one with ``if_result`` only when an earlier call's result contains
+that phrase. So a prompt version that drops an instruction drops the calls that depend on it,
+as a real model would, and the fixtures' results steer the plan. Each next call is a pure
+function of the conversation so far, which the Messages stand-in shares.
+
 As a judge (``judge_rules`` or ``judge_rules_file`` instead of ``rules``), it reads the judge
 request's ``<reply>`` and ``<rubric>`` and answers ``{"score": ..., "reason": ...}`` from the
 first rule whose phrase the reply contains, among the rules whose ``rubric`` phrase (if any) the
@@ -23,15 +31,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate import files
+from evalgate.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.config import ModelSettings, load_yaml
 from evalgate.errors import BackendError
+from evalgate.trajectory import CallRecord, ToolCall
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
 
@@ -44,13 +55,52 @@ class FakeRule(BaseModel):
     alias: str | None = None
 
 
+class FakeStep(BaseModel):
+    """One planned tool call of an agent rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    # The call's input; "{name}" in a string is replaced by the rule's extracted value.
+    input: dict[str, Any] = Field(default_factory=dict)
+    # Taken only when the system prompt contains this phrase (case-insensitive).
+    if_prompt: str | None = None
+    # Taken only when an earlier call's result contains this phrase (case-insensitive).
+    if_result: str | None = None
+    # The step taken instead when a condition fails (none: the step is skipped).
+    otherwise: FakeStep | None = None
+
+
+class AgentRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Names the rule in the stand-in's flips (another rule's plan replaces this one's).
+    name: str
+    phrases: list[str] = Field(min_length=1)
+    steps: list[FakeStep] = Field(default_factory=list)
+    # The final answer after the calls ("{name}" replaced as in inputs).
+    reply: str = "Done."
+    # Values read from the user turns: name -> a regex whose first group is the value.
+    extract: dict[str, str] = Field(default_factory=dict)
+
+
 class FakeRules(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    rules: list[FakeRule] = Field(min_length=1)
+    rules: list[FakeRule] = Field(default_factory=list)
     default: str = "other"
     default_alias: str | None = None
     field: str = "category"
+    # Agent mode: plans of tool calls by phrase (used when the suite offers tools).
+    agents: list[AgentRule] = Field(default_factory=list)
+    # What the agent answers when no agent rule matches (no tool calls).
+    agent_default: str = "Sorry, I cannot help with that."
+
+    @model_validator(mode="after")
+    def _some_rules(self) -> FakeRules:
+        if not self.rules and not self.agents:
+            raise ValueError("give label rules (rules:) or agent rules (agents:), or both")
+        return self
 
     def labels(self) -> list[str]:
         return [r.label for r in self.rules] + [self.default]
@@ -200,17 +250,171 @@ def rough_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+# --- agent mode --------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def conversation_text(request: Request) -> str:
+    """What agent rules match and extract from: every user turn's message, oldest first."""
+    turns = [m.content for m in request.messages if m.role == "user"]
+    return "\n".join(f.group(1) if (f := _MESSAGE.search(t)) else t for t in turns)
+
+
+def agent_rule(text: str, rules: FakeRules) -> AgentRule | None:
+    lowered = text.lower()
+    for rule in rules.agents:
+        if any(phrase.lower() in lowered for phrase in rule.phrases):
+            return rule
+    return None
+
+
+def _fill(value: Any, found: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: found.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: _fill(v, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, found) for v in value]
+    return value
+
+
+def _extracted(rule: AgentRule, text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name, pattern in rule.extract.items():
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            found[name] = match.group(1) if match.groups() else match.group(0)
+    return found
+
+
+def next_call(
+    rule: AgentRule | None,
+    request: Request,
+    history: Sequence[tuple[str, dict[str, Any], str]],
+    offered: Sequence[str],
+) -> ToolCall | str:
+    """The call the fake agent makes after ``history`` ((name, input, result) of the calls so
+    far), or its final answer (a str). A rule's step whose tool is not offered is skipped."""
+    if rule is None:
+        return ""
+    text = conversation_text(request)
+    found = _extracted(rule, text)
+    system = request.system.lower()
+    made = 0
+    for planned in rule.steps:
+        step: FakeStep | None = planned
+        while step is not None:
+            ok = step.if_prompt is None or step.if_prompt.lower() in system
+            if ok and step.if_result is not None:
+                results = [r.lower() for _, _, r in history[:made]]
+                ok = any(step.if_result.lower() in r for r in results)
+            if ok:
+                break
+            step = step.otherwise
+        if step is None or step.tool not in offered:
+            continue
+        if made == len(history):
+            return ToolCall(name=step.tool, input=_fill(step.input, found))
+        made += 1
+    return str(_fill(rule.reply, found))
+
+
+def plan_matches(
+    rule: AgentRule | None,
+    request: Request,
+    history: Sequence[tuple[str, dict[str, Any], str]],
+    offered: Sequence[str],
+) -> bool:
+    """Whether ``history`` is what ``rule`` would have called so far (for the stand-in, which
+    must continue the plan a flip chose at the first step)."""
+    for i in range(len(history)):
+        call = next_call(rule, request, history[:i], offered)
+        if not isinstance(call, ToolCall) or (call.name, call.input) != history[i][:2]:
+            return False
+    return True
+
+
+def agent_turn(
+    request: Request,
+    history: Sequence[tuple[str, dict[str, Any], str]],
+    rules: FakeRules,
+    rule: AgentRule | None = None,
+) -> ToolCall | str:
+    """The fake agent's next move: ``rule`` (a flip's choice) or the matching rule's plan."""
+    if request.agent is None:
+        raise ValueError("an agent turn needs a request with tools")
+    offered = request.agent.tool_names()
+    chosen = rule or agent_rule(conversation_text(request), rules)
+    if chosen is None:
+        return rules.agent_default
+    return next_call(chosen, request, history, offered)
+
+
+class _FakeSession:
+    """The fake agent as an agent-loop session: each send answers from the calls so far."""
+
+    def __init__(self, request: Request, rules: FakeRules) -> None:
+        self.request = request
+        self.rules = rules
+        self.history: list[tuple[str, dict[str, Any], str]] = []
+        self.sent = request.system + "".join(m.content for m in request.messages)
+
+    def send(self) -> Turn:
+        move = agent_turn(self.request, self.history, self.rules)
+        spoken = move if isinstance(move, str) else json.dumps(move.input)
+        turn = Turn(
+            input_tokens=rough_tokens(self.sent),
+            output_tokens=rough_tokens(spoken),
+            stop_reason="end_turn" if isinstance(move, str) else "tool_use",
+        )
+        if isinstance(move, str):
+            turn.text = move
+        else:
+            turn.calls = [move]
+        return turn
+
+    def answer(self, turn: Turn, records: list[CallRecord]) -> None:
+        for call, record in zip(turn.calls, records, strict=True):
+            self.history.append((call.name, call.input, record.result or ""))
+            self.sent += json.dumps(call.input) + (record.result or "")
+
+
 class FakeBackend:
     name: ClassVar[str] = "fake"
     offline: ClassVar[bool] = True
 
     def __init__(self, settings: ModelSettings, context: BackendContext) -> None:
         self.rules = load_options(settings.options, context.base_dir)
+        self.context = context
 
     def complete(self, request: Request) -> Reply:
         if isinstance(self.rules, FakeJudgeRules):
+            if request.agent is not None:
+                raise BackendError(
+                    "the suite offers tools but the fake backend has judge rules",
+                    fix="give the fake agent rules (agents:, see examples/support-agent)",
+                )
             text = fake_judgement(request, self.rules)
         else:
+            if request.agent is not None:
+                if not self.rules.agents:
+                    raise BackendError(
+                        "the suite offers tools but the fake backend has no agent rules",
+                        fix="add agents: to the fake's rules (see examples/support-agent)",
+                    )
+                return run_agent(
+                    _FakeSession(request, self.rules),
+                    request.agent,
+                    case_id=str(request.case.get("id", "")),
+                    cwd=self.context.base_dir,
+                    env=self.context.env,
+                )
+            if not self.rules.rules:
+                raise BackendError(
+                    "the fake backend has only agent rules, and this suite offers no tools",
+                    fix="add label rules (rules:) or tools: to the suite",
+                )
             text = fake_answer(request, self.rules)
         sent = request.system + "".join(m.content for m in request.messages)
         return Reply(

@@ -6,16 +6,19 @@ evalgate's own (retry.py), as for the anthropic backend, so every attempt is cou
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, ClassVar, cast
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalgate.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
@@ -63,6 +66,7 @@ class OpenAIBackend:
             timeout=self.options.timeout_s,
         )
         self.retrier = Retrier(self.options.retry)
+        self.context = context
 
     def close(self) -> None:
         self.client.close()
@@ -84,6 +88,18 @@ class OpenAIBackend:
                 "type": "json_schema",
                 "json_schema": {"name": "reply", "schema": self.options.response_schema},
             }
+        if request.agent is not None:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.agent.tools
+            ]
         return params
 
     def _once(self, params: dict[str, Any]) -> Attempt:
@@ -108,6 +124,14 @@ class OpenAIBackend:
         return Attempt(value=(completion, choice), elapsed_s=time.perf_counter() - started)
 
     def complete(self, request: Request) -> Reply:
+        if request.agent is not None:
+            return run_agent(
+                _Session(self, request),
+                request.agent,
+                case_id=str(request.case.get("id", "")),
+                cwd=self.context.base_dir,
+                env=self.context.env,
+            )
         params = self.params(request)
         result, attempts = self.retrier.run(lambda: self._once(params))
         if result.kind is not None:
@@ -118,18 +142,96 @@ class OpenAIBackend:
                 attempts=attempts,
             )
         completion, choice = cast(tuple[Any, Any], result.value)
-        usage = completion.usage
-        cached = 0
-        details = getattr(usage, "prompt_tokens_details", None) if usage else None
-        if details is not None and getattr(details, "cached_tokens", None):
-            cached = int(details.cached_tokens)
-        stop = {"stop": "end_turn", "length": "max_tokens"}.get(choice.finish_reason or "")
-        return Reply(
-            text=choice.message.content or "",
-            input_tokens=(usage.prompt_tokens - cached) if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-            cache_read_tokens=cached,
-            latency_s=result.elapsed_s,
-            stop_reason=stop or choice.finish_reason,
+        return _reply(completion, choice, result.elapsed_s, attempts)
+
+
+_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _reply(completion: Any, choice: Any, latency: float, attempts: int) -> Reply:
+    usage = completion.usage
+    cached = 0
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    if details is not None and getattr(details, "cached_tokens", None):
+        cached = int(details.cached_tokens)
+    return Reply(
+        text=choice.message.content or "",
+        input_tokens=(usage.prompt_tokens - cached) if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+        cache_read_tokens=cached,
+        latency_s=latency,
+        stop_reason=_STOPS.get(choice.finish_reason or "") or choice.finish_reason,
+        attempts=attempts,
+    )
+
+
+BAD_ARGUMENTS = "error: the call's arguments were not a JSON object"
+
+
+class _Session:
+    """One agent case on chat completions: tool_calls in, role "tool" messages back."""
+
+    def __init__(self, backend: OpenAIBackend, request: Request) -> None:
+        self.backend = backend
+        self.params = backend.params(request)
+        self.message: dict[str, Any] = {}
+        self.unreadable: set[str] = set()
+
+    def send(self) -> Turn:
+        result, attempts = self.backend.retrier.run(lambda: self.backend._once(self.params))
+        if result.kind is not None:
+            return Turn(
+                error=result.message,
+                error_kind=cast(ErrorKind, result.kind),
+                latency_s=result.elapsed_s,
+                attempts=attempts,
+            )
+        completion, choice = cast(tuple[Any, Any], result.value)
+        reply = _reply(completion, choice, result.elapsed_s, attempts)
+        calls: list[ToolCall] = []
+        raw_calls = choice.message.tool_calls or []
+        for call in raw_calls:
+            try:
+                args = json.loads(call.function.arguments or "{}")
+            except ValueError:
+                args = None
+            if not isinstance(args, dict):
+                # A model's malformed arguments are its answer, scored (input checks fail),
+                # not an error of the run: the call is recorded with an empty input.
+                self.unreadable.add(call.id)
+                args = {}
+            calls.append(ToolCall(name=call.function.name, input=args, id=call.id))
+        self.message = {"role": "assistant", "content": choice.message.content}
+        if raw_calls:
+            self.message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in raw_calls
+            ]
+        return Turn(
+            text=reply.text,
+            calls=calls,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cache_read_tokens=reply.cache_read_tokens,
+            latency_s=reply.latency_s,
+            stop_reason=reply.stop_reason,
             attempts=attempts,
         )
+
+    def answer(self, turn: Turn, records: list[CallRecord]) -> None:
+        for call, record in zip(turn.calls, records, strict=True):
+            if call.id in self.unreadable:
+                record.status = "error"
+                record.result = BAD_ARGUMENTS
+        self.params["messages"] = [
+            *self.params["messages"],
+            self.message,
+            *(
+                {"role": "tool", "tool_call_id": call.id, "content": record.result or ""}
+                for call, record in zip(turn.calls, records, strict=True)
+            ),
+        ]

@@ -154,12 +154,13 @@ def cmd_merge(ctx: Context) -> int:
     return EXIT_OK
 
 
-def bundled_example() -> Path:
-    """The bike-shop example: shipped inside the package, or beside it in a source checkout."""
-    packaged = resources.files("evalgate").joinpath("bundled/bike-shop")
+def bundled_example(name: str = "bike-shop") -> Path:
+    """A bundled example (bike-shop, support-agent): shipped inside the package, or beside it
+    in a source checkout."""
+    packaged = resources.files("evalgate").joinpath(f"bundled/{name}")
     if packaged.is_dir():
         return Path(str(packaged))
-    checkout = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+    checkout = Path(__file__).resolve().parents[1] / "examples" / name
     if checkout.is_dir():
         return checkout
     raise UserError(
@@ -188,8 +189,38 @@ def cmd_demo(ctx: Context) -> int:
             ctx.print(
                 render_model("compare", compare_runs(a, b), ctx.args.format, limit=ctx.args.show)
             )
+    demo_agent(ctx)
     ctx.print(
-        "Next: copy examples/bike-shop, point evalgate.yml at your prompts and cases, "
-        "and run `evalgate run VERSION`."
+        "Next: copy examples/bike-shop (or examples/support-agent for an agent), point "
+        "evalgate.yml at your prompts and cases, and run `evalgate run VERSION`."
     )
     return EXIT_OK
+
+
+def demo_agent(ctx: Context) -> None:
+    """The support-agent example: a baseline of v1 (two repeats, for the noise floor), then v2
+    as a pull request would be gated on it, with the broken cases' two trajectories."""
+    from evalgate.gate import decide
+
+    with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
+        folder = Path(tmp) / "support-agent"
+        shutil.copytree(
+            bundled_example("support-agent"), folder, ignore=shutil.ignore_patterns(".evalgate")
+        )
+        loaded = load_config(folder / DEFAULT_CONFIG)
+        name, suite = loaded.suite(None)
+        ctx.print(
+            "\nThe support-agent example: an order-support agent with "
+            f"{len(suite.tools)} tools, gated on the tools it calls (offline fake agent)\n"
+        )
+        baseline = execute_version(ctx, loaded, name, "v1", repeats=suite.gate.baseline_repeats)
+        candidate = execute_version(ctx, loaded, name, "v2")
+        ctx.print(
+            render_model(
+                "run",
+                summarise(candidate, price_as=price_as_for(loaded, candidate)),
+                ctx.args.format,
+            )
+        )
+        verdict = decide(baseline, candidate, suite.gate)
+        ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))

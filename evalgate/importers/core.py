@@ -22,7 +22,7 @@ from evalgate.errors import CaseFileError
 
 # evalgate's scorer kinds an assertion can map onto, in the order that breaks a tie between
 # equally common kinds (offline, deterministic scorers first).
-FAMILIES = ("exact", "contains", "regex", "json_schema", "judge")
+FAMILIES = ("exact", "contains", "regex", "json_schema", "judge", "tool_sequence")
 # A check of the "answer" family (an ideal, a target, an expected output) fits every scorer.
 ANSWER = "answer"
 RESERVED = ("id", "expected", "group", "category", "split")

@@ -2,6 +2,8 @@
 
 An item has ``id``, ``input`` (a string or an object), ``expectedOutput``, ``metadata`` (whose
 ``split`` says where the item is kept) and ``status``; archived items are skipped and counted.
+An agent's item, ``expectedOutput: {"tool_sequence": [...]}``, becomes a tool-sequence case,
+its ``metadata.scenario_group`` the case's group.
 """
 
 from __future__ import annotations
@@ -75,9 +77,21 @@ def read_langfuse(path: Path) -> Source:
         expected = item.get("expectedOutput")
         if expected is None:
             notes.add("item without expectedOutput", "add one in Langfuse, or use a judge", where)
+        elif isinstance(expected, dict) and isinstance(expected.get("tool_sequence"), list):
+            draft.checks.append(
+                Check("expectedOutput.tool_sequence", "tool_sequence", expected["tool_sequence"])
+            )
+            notes.map("expectedOutput.tool_sequence", "expected, scorer tool_sequence")
+            for key in expected:
+                if key != "tool_sequence":
+                    notes.add(f"expectedOutput.{key}", "not checked by tool_sequence", where)
         else:
             draft.checks.append(Check("expectedOutput", ANSWER, [expected], case_sensitive=False))
-        from_metadata(draft, item.get("metadata"), notes)
+        metadata = item.get("metadata")
+        if isinstance(metadata, dict) and "scenario_group" in metadata and "group" not in metadata:
+            metadata = {("group" if k == "scenario_group" else k): v for k, v in metadata.items()}
+            notes.map("metadata.scenario_group", "group")
+        from_metadata(draft, metadata, notes)
         for key in item:
             if key not in _BOOKKEEPING and key not in ("id", "input", "expectedOutput", "metadata"):
                 notes.add(f"field {key!r}", "not used by evalgate", where)

@@ -169,6 +169,23 @@ def config_snippet(
         _block("model", chosen, 4).rstrip("\n"),
         _block("scorer", conversion.plan.config, 4).rstrip("\n"),
     ]
+    if conversion.plan.kind == "tool_sequence":
+        names = sorted(
+            {
+                step if isinstance(step, str) else str(step.get("name"))
+                for _, record in conversion.records
+                for step in record.get("expected") or []
+                if isinstance(step, str | dict)
+            }
+        )
+        lines.append(
+            "    # The tools the expected sequences call: describe each, give its input schema,"
+        )
+        lines.append("    # and add each case's fixtures (see docs/agents.md).")
+        lines.append("    tools:")
+        lines += [
+            f"      - {{name: {_flow(name)}, input_schema: {{type: object}}}}" for name in names
+        ]
     if conversion.plan.kind == "python":
         lines.append(
             "    # No assertion maps onto a scorer: write scorers.py with check(expected, reply),"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.compare import Comparison
@@ -20,6 +20,7 @@ from evalgate.limits import NO_ANSWER, clip, label
 from evalgate.report.render import HTML_ENV
 from evalgate.runs import CaseResult, Run
 from evalgate.summary import CategoryRow, Confusion, RunSummary, summarise
+from evalgate.trajectory import calls_of, expected_label, show_args
 
 # Kinds of listed case, in the order the page shows them, with their labels.
 COMPARE_KINDS = {
@@ -35,6 +36,15 @@ RUN_KINDS = {"wrong": "wrong", "errored": "errored", "right": "right"}
 
 
 @dataclass(frozen=True)
+class CallView:
+    """One tool call of an agent's trajectory: ``name(args)``, what it was answered, how."""
+
+    call: str
+    result: str
+    status: str
+
+
+@dataclass(frozen=True)
 class Reply:
     """One call's reply (or its error), with the answer read from it."""
 
@@ -42,6 +52,9 @@ class Reply:
     answer: str
     passed: bool | None
     error: bool
+    # An agent case: every tool call in order, and why the scorer failed it (if it says).
+    calls: list[CallView] = field(default_factory=list)
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,11 @@ def _side(case: CaseResult) -> Side:
             answer=label(o.answer),
             passed=None if o.error is not None else (o.score or 0.0) >= 0.5,
             error=o.error is not None,
+            calls=[
+                CallView(f"{c.name}({show_args(c.input)})", c.result or "", c.status)
+                for c in calls_of(o.steps or [])
+            ],
+            reason=o.reason,
         )
         for o in case.outcomes
     ]
@@ -196,7 +214,7 @@ def render_run_html(run: Run, summary: RunSummary) -> str:
                 kind=kind,
                 id=case.id,
                 category=case.category,
-                expected=label(case.expected),
+                expected=expected_label(case.expected),
                 message=_input_text(case),
                 a=_side(case),
             )

@@ -42,7 +42,9 @@ class ScoringError(Exception):
 
 # A scorer is built once per run from its config and then called once per reply, with the
 # case's expected answer and the reply text. Scorers that also read the case's input (a judge)
-# set ``needs_input = True`` and are called with ``case_input=`` as well.
+# set ``needs_input = True`` and are called with ``case_input=`` as well; scorers of an agent's
+# trajectory set ``needs_trajectory = True`` and are called with ``trajectory=`` (the reply's
+# steps, None when the reply had none).
 Scorer = Callable[..., Score]
 
 
@@ -54,6 +56,10 @@ _BUILDERS: dict[str, tuple[str, str]] = {
     "regex": ("evalgate.scorers.text", "regex"),
     "json_schema": ("evalgate.scorers.json_schema", "build"),
     "python": ("evalgate.scorers.code", "build"),
+    "tool_sequence": ("evalgate.scorers.tools", "tool_sequence"),
+    "tool_used": ("evalgate.scorers.tools", "tool_used"),
+    "tool_not_used": ("evalgate.scorers.tools", "tool_used"),
+    "max_steps": ("evalgate.scorers.tools", "max_steps"),
 }
 
 
@@ -65,6 +71,11 @@ def build_scorer(config: ScorerConfig, base_dir: Path, judge: Backend | None = N
         if judge is None:
             raise ValueError("a judge scorer needs a judge backend")
         return JudgeScorer(config, base_dir, judge)
+    if config.kind == "all_of":
+        from evalgate.scorers.tools import AllOf
+
+        members = [(c.kind, build_scorer(c, base_dir, judge)) for c in config.scorers]
+        return AllOf(config, members)
     module, attr = _BUILDERS[config.kind]
     builder: Callable[[Any, Path], Scorer] = getattr(importlib.import_module(module), attr)
     return builder(config, base_dir)
@@ -111,4 +122,10 @@ def needs_expected(config: ScorerConfig) -> bool:
         return config.field is not None
     if config.kind == "regex":
         return config.pattern is None
+    if config.kind in ("tool_used", "tool_not_used"):
+        return not config.tools
+    if config.kind == "max_steps":
+        return config.limit is None
+    if config.kind == "all_of":
+        return any(needs_expected(c) for c in config.scorers)
     return config.kind not in ("python", "judge")

@@ -87,7 +87,17 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.backends.base import Message, Request
-from evalgate.backends.fake import FakeRules, fake_answer, rough_tokens
+from evalgate.backends.fake import (
+    AgentRule,
+    FakeRules,
+    agent_rule,
+    agent_turn,
+    conversation_text,
+    fake_answer,
+    plan_matches,
+    rough_tokens,
+)
+from evalgate.trajectory import TOOL_NAME_PATTERN, AgentSpec, ToolCall, ToolSpec
 
 __all__ = ["FAULTS", "Exchange", "Fault", "Knobs", "MessagesServer", "Stats"]
 
@@ -335,6 +345,16 @@ class _Parsed:
     request: Request
     cache_prefix: str | None
     ttl_1h: bool
+    # Tool use: (name, input, result) of every call answered so far, and the text the tool
+    # definitions and tool blocks add to the input (counted as input tokens).
+    history: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    tool_text: str = ""
+    use_ids: list[str] = field(default_factory=list)
+
+    @property
+    def input_tokens(self) -> int:
+        req = self.request
+        return rough_tokens(req.system + "".join(m.content for m in req.messages) + self.tool_text)
 
 
 class _Invalid(Exception):
@@ -579,6 +599,8 @@ class MessagesServer:
         self._alternatives: dict[str, list[str]] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._batches: dict[str, _Batch] = {}
+        # tool_use id -> the agent rule (by name; "" for none) whose plan issued it
+        self._plans: dict[str, str] = {}
 
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
@@ -710,7 +732,7 @@ class MessagesServer:
             etype = "not_found_error" if status == 404 else "invalid_request_error"
             self._error(h, ex, k, status, etype, f"model: {req.model}", "unknown_model")
             return
-        total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+        total = parsed.input_tokens
         if ex.path == _COUNT:
             self._json(h, ex, 200, {"input_tokens": total}, [], "ok")
             return
@@ -843,7 +865,7 @@ class MessagesServer:
             if req.model in k.unknown_models:
                 result = errored("not_found_error", f"model: {req.model}")
             else:
-                total = rough_tokens(req.system + "".join(m.content for m in req.messages))
+                total = parsed.input_tokens
                 digest = _digest(params)
                 now = time.monotonic()
                 with self._lock:
@@ -952,7 +974,10 @@ class MessagesServer:
         message, flipped = self._compose(k, parsed, (uncached, written, read), digest, occurrence)
         usage = message["usage"]
         ex.flipped = flipped
-        ex.text = message["content"][0]["text"]
+        ex.text = "".join(
+            b["text"] if b["type"] == "text" else f"{b['name']}({json.dumps(b['input'])})"
+            for b in message["content"]
+        )
         ex.usage = {key: usage[key] for key in _USAGE_KEYS}
         with self._lock:
             if out_bucket is not None and "output-tokens" in self._buckets:
@@ -1019,20 +1044,37 @@ class MessagesServer:
         input, cache write, cache read)."""
         req = parsed.request
         uncached, written, read = tokens
-        text = fake_answer(req, self.rules)
-        flipped = False
         u, v, _ = _draws(k.seed, "flip", digest, occurrence)
-        if k.flip_rate > 0 and u < k.flip_rate:
-            alternatives = self._alternatives_for(req, text)
-            if alternatives:
-                text = alternatives[int(v * len(alternatives))]
-                flipped = True
+        content: list[dict[str, Any]]
+        if req.agent is not None:
+            move, flipped, plan = self._agent_move(parsed, k.flip_rate > 0 and u < k.flip_rate, v)
+            if isinstance(move, ToolCall):
+                use_id = f"toolu_{uuid.uuid4().hex[:24]}"
+                with self._lock:
+                    self._plans[use_id] = plan
+                content = [
+                    {"type": "tool_use", "id": use_id, "name": move.name, "input": move.input}
+                ]
+                text = json.dumps(move.input)
+                stop_reason = "tool_use"
+            else:
+                text, stop_reason = move, "end_turn"
+        else:
+            text = fake_answer(req, self.rules)
+            flipped = False
+            stop_reason = "end_turn"
+            if k.flip_rate > 0 and u < k.flip_rate:
+                alternatives = self._alternatives_for(req, text)
+                if alternatives:
+                    text = alternatives[int(v * len(alternatives))]
+                    flipped = True
         output = rough_tokens(text)
-        stop_reason = "end_turn"
-        if output > req.max_tokens:
-            text = text[: req.max_tokens * 4]
-            output = req.max_tokens
-            stop_reason = "max_tokens"
+        if stop_reason == "end_turn":
+            if output > req.max_tokens:
+                text = text[: req.max_tokens * 4]
+                output = req.max_tokens
+                stop_reason = "max_tokens"
+            content = [{"type": "text", "text": text}]
         with self._lock:
             self._flips += flipped
             self._tokens["input"] += uncached
@@ -1055,7 +1097,7 @@ class MessagesServer:
             "type": "message",
             "role": "assistant",
             "model": req.model,
-            "content": [{"type": "text", "text": text}],
+            "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,
@@ -1071,7 +1113,6 @@ class MessagesServer:
         delay: float,
         headers: list[tuple[str, str]],
     ) -> None:
-        text: str = message["content"][0]["text"]
         usage: dict[str, Any] = message["usage"]
         start_usage = {**usage, "output_tokens": 1}
         start = {
@@ -1082,36 +1123,55 @@ class MessagesServer:
             "usage": start_usage,
         }
         groups: list[list[tuple[str, dict[str, Any]]]] = [
-            [
-                ("message_start", {"type": "message_start", "message": start}),
-                (
-                    "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                ),
-            ]
+            [("message_start", {"type": "message_start", "message": start})]
         ]
-        if k.ping:
-            groups[0].append(("ping", {"type": "ping"}))
-        for piece in _split(text, k.stream_chunks):
-            delta = {"type": "text_delta", "text": piece}
-            groups.append(
-                [
-                    (
-                        "content_block_delta",
-                        {"type": "content_block_delta", "index": 0, "delta": delta},
-                    )
+        # Each content block as the API streams it: a start with an empty block, deltas
+        # (text_delta pieces, or input_json_delta pieces of the tool input's JSON), a stop.
+        for index, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                empty: dict[str, Any] = {"type": "text", "text": ""}
+                pieces = [
+                    {"type": "text_delta", "text": p}
+                    for p in _split(block["text"], k.stream_chunks)
                 ]
+            else:
+                empty = {**block, "input": {}}
+                raw = json.dumps(block["input"])
+                pieces = [
+                    {"type": "input_json_delta", "partial_json": p}
+                    for p in _split(raw, k.stream_chunks)
+                ]
+            opening = (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": empty},
+            )
+            if index == 0:
+                groups[0].append(opening)
+                if k.ping:
+                    groups[0].append(("ping", {"type": "ping"}))
+            else:
+                groups[-1].append(opening)
+            for delta in pieces:
+                groups.append(
+                    [
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    ]
+                )
+            groups[-1].append(
+                ("content_block_stop", {"type": "content_block_stop", "index": index})
             )
         if ex.fault == "stream_error":
             error = {
                 "type": "error",
                 "error": {"type": "overloaded_error", "message": "Overloaded"},
             }
-            groups = [*groups[:2], [("error", error)]]
+            first = (
+                [e for e in groups[1] if e[0] != "content_block_stop"] if len(groups) > 1 else []
+            )
+            groups = [groups[0], *([first] if first else []), [("error", error)]]
         else:
             delta_usage = {
                 key: usage[key]
@@ -1123,7 +1183,6 @@ class MessagesServer:
                 )
             }
             groups[-1] += [
-                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 (
                     "message_delta",
                     {
@@ -1154,6 +1213,50 @@ class MessagesServer:
             h.wfile.write(head + _chunk(payload) + tail)
 
     # ------------------------------------------------------------------ helpers
+
+    def _agent_move(
+        self, parsed: _Parsed, flip: bool, v: float
+    ) -> tuple[ToolCall | str, bool, str]:
+        """The fake agent's next move, whether a flip chose it, and the plan's rule name.
+
+        A flip happens at the first step only (no tool results yet): another agent rule's
+        plan (or none: the default answer) replaces the matching rule's, as a model that misread
+        the request would. Later steps continue the plan that issued the conversation's last
+        tool_use id (the server remembers which plan issued each id, as it made them); a
+        conversation with ids it never issued continues the first plan its calls fit."""
+        req, history = parsed.request, parsed.history
+        assert req.agent is not None
+        offered = req.agent.tool_names()
+        by_name = {r.name: r for r in self.rules.agents}
+        primary = agent_rule(conversation_text(req), self.rules)
+        if not history:
+            chosen = primary
+            if flip:
+                others: list[AgentRule | None] = [r for r in self.rules.agents if r is not primary]
+                if primary is not None:
+                    others.append(None)
+                if others:
+                    chosen = others[int(v * len(others))]
+            return self._agent_answer(req, history, chosen), chosen is not primary, _name(chosen)
+        with self._lock:
+            issued = self._plans.get(parsed.use_ids[-1]) if parsed.use_ids else None
+        if issued is not None:
+            rule = by_name.get(issued)
+            return self._agent_answer(req, history, rule), False, issued
+        for candidate in [primary, *[r for r in self.rules.agents if r is not primary]]:
+            if plan_matches(candidate, req, history, offered):
+                return self._agent_answer(req, history, candidate), False, _name(candidate)
+        return self.rules.agent_default, False, ""
+
+    def _agent_answer(
+        self,
+        req: Request,
+        history: list[tuple[str, dict[str, Any], str]],
+        rule: AgentRule | None,
+    ) -> ToolCall | str:
+        if rule is None:
+            return self.rules.agent_default
+        return agent_turn(req, history, self.rules, rule)
 
     def _alternatives_for(self, req: Request, original: str) -> list[str]:
         """The fake's answers for the other labels, under this system prompt."""
@@ -1339,7 +1442,13 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         raise _Invalid("messages: Field required")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise _Invalid("messages: at least one message is required")
+    tools = _tools(body.get("tools"))
     messages: list[Message] = []
+    history: list[tuple[str, dict[str, Any], str]] = []
+    tool_text = json.dumps(body["tools"]) if tools else ""
+    # tool_use blocks of the last assistant turn, by id, awaiting their tool_result blocks
+    pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    use_ids: list[str] = []
     for i, item in enumerate(raw_messages):
         if not isinstance(item, dict):
             raise _Invalid(f"messages.{i}: Input should be an object")
@@ -1349,7 +1458,9 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         content = item.get("content")
         if isinstance(content, str):
             text = content
+            blocks: list[Any] = []
         elif isinstance(content, list):
+            blocks = content
             text = "\n".join(
                 str(block.get("text", ""))
                 for block in content
@@ -1357,6 +1468,41 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
             )
         else:
             raise _Invalid(f"messages.{i}.content: Field required")
+        answered: set[str] = set()
+        for j, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_use":
+                if role != "assistant":
+                    raise _Invalid(
+                        f"messages.{i}.content.{j}: tool_use blocks are assistant turns'"
+                    )
+                if not isinstance(block.get("id"), str) or not isinstance(block.get("input"), dict):
+                    raise _Invalid(f"messages.{i}.content.{j}.tool_use: id and input required")
+                pending[block["id"]] = (str(block.get("name")), block["input"])
+                use_ids.append(block["id"])
+                tool_text += json.dumps(block["input"])
+            elif kind == "tool_result":
+                use_id = block.get("tool_use_id")
+                if role != "user" or use_id not in pending:
+                    raise _Invalid(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
+                result = _result_text(block.get("content"))
+                name, args = pending[use_id]
+                history.append((name, args, result))
+                answered.add(use_id)
+                tool_text += result
+        if role == "user" and pending:
+            missing = [u for u in pending if u not in answered]
+            if missing:
+                raise _Invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
+                    "a corresponding `tool_result` block in the next message."
+                )
+            pending = {}
         messages.append(Message(role=role, content=text))
     try:
         request = Request(
@@ -1365,12 +1511,59 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
             model=model,
             max_tokens=max_tokens,
             temperature=body.get("temperature", 0.0),
+            agent=AgentSpec(tools=tools) if tools else None,
         )
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise _Invalid(f"{loc}: {err['msg']}") from None
-    return _Parsed(request, cache_prefix, ttl_1h)
+    return _Parsed(request, cache_prefix, ttl_1h, history, tool_text, use_ids)
+
+
+def _name(rule: AgentRule | None) -> str:
+    return "" if rule is None else rule.name
+
+
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    """The body's ``tools``, validated as the API does (a name, an object input schema)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _Invalid("tools: Input should be a valid list")
+    tools: list[ToolSpec] = []
+    for i, tool in enumerate(raw):
+        if not isinstance(tool, dict):
+            raise _Invalid(f"tools.{i}: Input should be an object")
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise _Invalid(
+                f"tools.{i}.custom.name: String should match pattern '{TOOL_NAME_PATTERN}'"
+            )
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise _Invalid(f"tools.{i}.custom.input_schema.type: Input should be 'object'")
+        tools.append(
+            ToolSpec(name=name, description=str(tool.get("description", "")), input_schema=schema)
+        )
+    if len({t.name for t in tools}) != len(tools):
+        raise _Invalid("tools: Tool names must be unique.")
+    return tuple(tools)
+
+
+def _result_text(content: Any) -> str:
+    """A tool_result's content (a string or text blocks) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
 
 
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -3,6 +3,11 @@
 It answers ``POST /v1/chat/completions`` like the fake model (``fake_answer``), in the
 documented response shape, and plays a script of faults: ``"429"`` (with ``retry-after``),
 ``"500"``, ``"401"``, ``"404"`` or ``"ok"``, one per request, in order.
+
+With ``tools`` in the body it answers as the fake agent (``agent_turn``): an assistant message
+with ``tool_calls`` (``finish_reason: tool_calls``, the arguments a JSON string), then reads the
+``role: tool`` messages that answer them; an assistant's tool call left unanswered, or a tool
+message answering no call, is a 400 as on the API.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +23,8 @@ from types import TracebackType
 from typing import Any
 
 from evalgate.backends.base import Message, Request
-from evalgate.backends.fake import FakeRules, fake_answer, rough_tokens
+from evalgate.backends.fake import FakeRules, agent_turn, fake_answer, rough_tokens
+from evalgate.trajectory import AgentSpec, ToolCall, ToolSpec
 
 
 class OpenAIServer:
@@ -86,13 +93,48 @@ class OpenAIServer:
         messages = body.get("messages", [])
         system = "".join(m["content"] for m in messages if m["role"] == "system")
         turns = tuple(
-            Message(role=m["role"], content=m["content"])
+            Message(role=m["role"], content=m.get("content") or "")
             for m in messages
             if m["role"] in ("user", "assistant")
         )
-        request = Request(system=system, messages=turns, model=body.get("model", ""))
-        text = fake_answer(request, self.rules)
-        prompt = rough_tokens(system + "".join(m.content for m in turns))
+        try:
+            history, extra = _tool_history(messages)
+        except ValueError as exc:
+            error = {"message": str(exc), "type": "invalid_request_error", "code": None}
+            return 400, {"error": error}, {}
+        tools = tuple(
+            ToolSpec(
+                name=t["function"]["name"],
+                description=t["function"].get("description", ""),
+                input_schema=t["function"].get("parameters") or {"type": "object"},
+            )
+            for t in body.get("tools") or []
+        )
+        request = Request(
+            system=system,
+            messages=turns,
+            model=body.get("model", ""),
+            agent=AgentSpec(tools=tools) if tools else None,
+        )
+        answer: dict[str, Any] = {"role": "assistant", "content": None}
+        finish = "stop"
+        if request.agent is not None:
+            move = agent_turn(request, history, self.rules)
+            if isinstance(move, ToolCall):
+                answer["tool_calls"] = [
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:24]}",
+                        "type": "function",
+                        "function": {"name": move.name, "arguments": json.dumps(move.input)},
+                    }
+                ]
+                text = json.dumps(move.input)
+                finish = "tool_calls"
+            else:
+                text = answer["content"] = move
+        else:
+            text = answer["content"] = fake_answer(request, self.rules)
+        prompt = rough_tokens(system + "".join(m.content for m in turns) + extra)
         return (
             200,
             {
@@ -100,13 +142,7 @@ class OpenAIServer:
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", ""),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "choices": [{"index": 0, "message": answer, "finish_reason": finish}],
                 "usage": {
                     "prompt_tokens": prompt,
                     "completion_tokens": rough_tokens(text),
@@ -131,3 +167,43 @@ class OpenAIServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _tool_history(
+    messages: list[dict[str, Any]],
+) -> tuple[list[tuple[str, dict[str, Any], str]], str]:
+    """(name, input, result) of every answered tool call, and their text (input tokens)."""
+    history: list[tuple[str, dict[str, Any], str]] = []
+    pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    text = ""
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                raise ValueError(
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            name, args = pending.pop(call_id)
+            result = str(message.get("content") or "")
+            history.append((name, args, result))
+            text += result
+            continue
+        if pending:
+            raise ValueError(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)}"
+            )
+        for call in message.get("tool_calls") or []:
+            arguments = call["function"]["arguments"]
+            pending[call["id"]] = (call["function"]["name"], json.loads(arguments))
+            text += arguments
+    if pending:
+        raise ValueError(
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(pending)}"
+        )
+    return history, text
