@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from evalgate import install_line
+
 
 class EvalgateError(Exception):
     """Base of every error evalgate raises on purpose."""
@@ -41,7 +43,7 @@ class MissingExtraError(BackendError):
     def __init__(self, feature: str, extra: str) -> None:
         super().__init__(
             f"{feature} needs an optional dependency that is not installed",
-            fix=f'pip install "evalgate[{extra}]"',
+            fix=install_line(extra),
         )
 
 
