@@ -1,7 +1,8 @@
 """The CLI end to end: real processes (`python -m evalgate`) on a copy of the bike-shop example,
 and the same entry point in-process for the many bad-input cases.
 
-Exit codes (documented in `evalgate --help`): 0 ok, 1 a failed gate, 2 a usage or input error.
+Exit codes (documented in `evalgate --help`): 0 ok, 1 a failed gate, 2 a usage or input error,
+3 an incomplete run.
 A user error is one line `error: ...` on stderr, with no traceback.
 """
 
@@ -305,4 +306,101 @@ def test_help_lists_every_subcommand_and_the_exit_codes(
     for command in commands:
         assert re.search(rf"^\s+{command}\s+\S", text, re.MULTILINE), command
     folded = " ".join(text.split())
-    assert "Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error." in folded
+    assert (
+        "Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error, 3 an incomplete run."
+        in folded
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Failures are visible: the run report lists wrong and errored cases with their reasons, and
+# an incomplete run exits 3, whatever the suite's categories.
+# ------------------------------------------------------------------------------------------
+
+# An application that answers "spam" to every message, or fails as MODE says.
+TRIAGE_APP = r"""
+import json, os, sys
+case = json.load(sys.stdin)
+if os.environ.get("MODE") == "crash":
+    sys.stderr.write("KeyError: 'thread'\n")
+    sys.exit(4)
+print(json.dumps({"label": "spam"}) if os.environ.get("MODE") == "ok" else "Spam, I think.")
+"""
+
+
+def triage_workspace(root: Path, *, mode: str = "ok", labels: tuple[str, ...] = ()) -> Path:
+    """A suite with no categories: four e-mails, a `command` backend, one prompt version."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "prompts").mkdir(exist_ok=True)
+    (root / "prompts" / "v1.txt").write_text("Triage the e-mail.\n", encoding="utf-8")
+    (root / "app.py").write_text(TRIAGE_APP, encoding="utf-8")
+    labels = labels or ("spam", "spam", "urgent", "normal")
+    rows = [
+        {"ticket": f"T-{i}", "body": f"message number {i}", "label": label}
+        for i, label in enumerate(labels, 1)
+    ]
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (root / "evalgate.yml").write_text(
+        "version: 1\n"
+        "suites:\n"
+        "  triage:\n"
+        "    prompts: prompts/*.txt\n"
+        "    cases: cases.jsonl\n"
+        "    fields: {id: ticket, input: [body], expected: label, category: null}\n"
+        '    template: "{{ body }}"\n'
+        "    model:\n"
+        "      backend: command\n"
+        "      name: triage-app\n"
+        f"      options: {{command: [{json.dumps(sys.executable)}, app.py], env: {{MODE: {mode}}}}}\n"
+        "    scorer: {kind: label, field: label}\n"
+        "    split: {holdout_fraction: 0}\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_run_lists_wrong_cases_of_a_suite_without_categories(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage")
+    code, out, _ = cli("run", "v1", "--config", str(root / "evalgate.yml"))
+    assert code == 0
+    # The app answers "spam" to all four: T-3 (urgent) and T-4 (normal) are wrong.
+    assert "Failed cases  0 errored, 2 wrong\n" in out
+    assert re.findall(r"^  WRONG (\S+): expected (\S+), answered (\S+):", out, re.MULTILINE) == [
+        ("T-3", "urgent", "spam"),
+        ("T-4", "normal", "spam"),
+    ]
+
+
+def test_an_all_errored_run_exits_3_and_shows_why(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="crash")
+    config = str(root / "evalgate.yml")
+    code, out, err = cli("run", "v1", "--config", config, "--show", "2")
+    assert code == 3
+    assert "Failed cases  4 errored, 0 wrong; the first 2 (--show N lists more)" in out
+    errors = re.findall(r"^  ERROR (\S+): \[command\] (.*)$", out, re.MULTILINE)
+    assert [case for case, _ in errors] == ["T-1", "T-2"]
+    assert all("exit code 4" in why and "KeyError: 'thread'" in why for _, why in errors)
+    assert "the run is incomplete: 4 of 4 cases errored" in err
+    # The saved run reports the same, with the same exit code.
+    code, out, _ = cli("report", "latest:v1", "--config", config)
+    assert code == 3
+    assert len(re.findall(r"^  ERROR T-\d: ", out, re.MULTILINE)) == 4
+    code, out, _ = cli("report", "latest:v1", "--config", config, "--json")
+    assert code == 3
+    report = json.loads(out)
+    assert report["errors"] == 4 and report["incomplete"] is True
+    assert [f["outcome"] for f in report["failed"]] == ["error"] * 4
+
+
+def test_a_reply_without_an_answer_is_shown_beside_the_wrong_case(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="prose")
+    code, out, _ = cli("run", "v1", "--config", str(root / "evalgate.yml"), "--show", "1")
+    assert code == 0
+    assert "Failed cases  0 errored, 4 wrong; the first 1 (--show N lists more)" in out
+    assert '  WRONG T-1: expected spam, answered (none) (reply "Spam, I think."): ' in out

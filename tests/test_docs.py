@@ -212,7 +212,7 @@ def test_every_install_line_installs_this_project() -> None:
     from evalgate import DISTRIBUTION, RELEASE_TAG, SOURCE
 
     lines = _install_lines()
-    assert any("README.md" == name for name, _ in lines), "the README has no install line"
+    assert any(name == "README.md" for name, _ in lines), "the README has no install line"
     ours = re.compile(
         rf'^pip install (-q )?"{re.escape(DISTRIBUTION)}(\[[a-z]+\])? @ '
         rf'{re.escape(SOURCE)}@{re.escape(RELEASE_TAG)}"$'
@@ -229,3 +229,11 @@ def test_the_distribution_name_is_the_one_the_docs_install() -> None:
     assert project["project"]["name"] == DISTRIBUTION
     # The import package keeps its name, as the layout requires.
     assert project["project"]["scripts"]["evalgate"].startswith("evalgate.")
+
+
+def test_readme_exit_codes_table_is_the_clis() -> None:
+    from evalgate.cli.context import EXIT_CODES
+
+    rows = readme_table("Exit codes")
+    assert rows is not None, "the README has no exit-code table"
+    assert [(int(r["code"]), r["meaning"]) for r in rows] == list(EXIT_CODES)

@@ -71,6 +71,9 @@ BATCH_HELP = (
 )
 
 
+SHOW_FAILED_HELP = "wrong and errored cases listed, errors first (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalgate",
         description="Run prompt versions over labelled cases, compare runs case by case, and gate changes.",
-        epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error.",
+        epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error, 3 an incomplete run.",
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -143,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reuse cached replies (default: on when CI is set; always off with --repeats)",
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
+    run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     run.set_defaults(func=cmd_run)
 
     noise = sub.add_parser(
@@ -241,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", parents=[common], help="combine shard runs into one run")
     merge.add_argument("runs", nargs="+", help="the shard runs (names, prefixes or paths)")
     merge.add_argument("--output", help="write the merged run here instead of the runs folder")
+    merge.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     merge.set_defaults(func=cmd_merge)
 
     init = sub.add_parser(
@@ -326,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
     report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")
     report.add_argument("--html", metavar="PATH", help=HTML_HELP)
+    report.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     report.set_defaults(func=cmd_report)
 
     cmp_ = sub.add_parser("compare", parents=[common], help="pair two runs case by case")
