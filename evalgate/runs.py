@@ -235,9 +235,11 @@ def find_run(ref: str, state_dir: Path) -> Run:
         runs = [r for _, r in iter_runs(state_dir) if not version or r.prompt.name == version]
         if runs:
             return max(runs, key=lambda r: r.created_at)
+        prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
         raise RunFileError(
             f"no saved run of prompt {version!r}" if version else "no saved runs",
-            fix="make one with `evalgate run VERSION`",
+            fix=(f"saved runs are of prompts {', '.join(prompts)}; or " if prompts else "")
+            + "make one with `evalgate run VERSION`",
         )
     matches = [p for p in candidates if p.stem.startswith(ref)]
     if len(matches) == 1:
@@ -245,7 +247,9 @@ def find_run(ref: str, state_dir: Path) -> Run:
     if len(matches) > 1:
         names = ", ".join(p.stem for p in matches[:5])
         raise RunFileError(f"{ref!r} matches {len(matches)} runs: {names}", fix="be more specific")
+    newest = sorted(candidates, key=lambda p: p.stat().st_mtime, reverse=True)[:3]
+    known = f"the newest: {', '.join(p.stem for p in newest)}; " if newest else ""
     raise RunFileError(
         f"no run named {ref!r} in {folder}",
-        fix="see `evalgate list`, or pass a run file's path",
+        fix=f"{known}see `evalgate list`, or pass a run file's path or latest:VERSION",
     )

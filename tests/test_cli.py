@@ -404,3 +404,137 @@ def test_a_reply_without_an_answer_is_shown_beside_the_wrong_case(
     assert code == 0
     assert "Failed cases  0 errored, 4 wrong; the first 1 (--show N lists more)" in out
     assert '  WRONG T-1: expected spam, answered (none) (reply "Spam, I think."): ' in out
+
+
+# ------------------------------------------------------------------------------------------
+# --json everywhere: every command takes it, and an error is then a JSON object on stdout.
+# ------------------------------------------------------------------------------------------
+
+
+def leaf_commands() -> list[tuple[str, ...]]:
+    """Every command path a user runs (the container's `action` entry point aside)."""
+    paths: list[tuple[str, ...]] = []
+
+    def walk(parser: Any, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        if not subs:
+            paths.append(path)
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, (*path, name))
+
+    walk(build_parser(), ())
+    return [p for p in paths if p != ("action",)]
+
+
+def test_every_command_takes_json() -> None:
+    for path in leaf_commands():
+        sub = build_parser()
+        for name in path:
+            [subs] = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
+            sub = subs.choices[name]
+        flags = {flag for a in sub._actions for flag in a.option_strings}
+        assert "--json" in flags, " ".join(path)
+
+
+# Arguments that get each command past argparse to where it reads the (missing) config.
+ARGS = {
+    ("run",): ["v1"],
+    ("noise",): ["v1"],
+    ("gate",): ["--baseline", "a", "--candidate", "b"],
+    ("release",): ["v1"],
+    ("audit",): ["v2", "--baseline", "v1"],
+    ("holdout", "add"): ["file.jsonl"],
+    ("holdout", "retire"): ["x"],
+    ("baseline", "pull"): ["--repo", "o/r", "--out", "out"],
+    ("merge",): ["a.json"],
+    ("import",): ["promptfoo", "missing.yaml"],
+    ("report",): ["r"],
+    ("compare",): ["a", "b"],
+}
+SUCCEEDS_WITHOUT_CONFIG = {("demo",), ("completion",), ("init",), ("doctor",)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in leaf_commands() if p not in SUCCEEDS_WITHOUT_CONFIG],
+    ids=" ".join,
+)
+def test_a_json_error_is_an_object_on_stdout_and_exit_2(
+    path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no evalgate.yml, no runs, no files
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    code, out, err = run_in_process(*path, *ARGS.get(path, []), "--json")
+    assert code == 2, (out, err)
+    document = json.loads(out)
+    error = document["error"]
+    assert error["exit_code"] == 2
+    assert error["message"] and error["what"]
+    assert err.startswith("error: ")  # the same line as without --json, on stderr
+
+
+def test_a_json_usage_error_is_an_object_on_stdout_too(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["run", "--json"])
+    assert caught.value.code == 2
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["kind"] == "usage"
+    assert "version" in error["message"]
+    assert "usage: evalgate run" in captured.err
+
+
+def test_completion_as_json(cli: Callable[..., tuple[int, str, str]]) -> None:
+    code, out, _ = cli("completion", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["shell"] == "bash"
+    assert "complete -F _evalgate evalgate" in document["script"]
+
+
+def test_a_mistyped_candidate_lists_the_versions(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = str(bike_shop / "evalgate.yml")
+    assert cli("run", "v2", "--config", config)[0] == 0
+    code, out, err = cli(
+        "gate", "--baseline", "latest:v2", "--candidate", "v33", "--config", config
+    )
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert (
+        "--candidate 'v33' is neither a saved run nor a prompt version of suite bike-shop" in line
+    )
+    assert "did you mean v3? prompt versions: v1, v2, v3" in line
+    code, _, err = cli(
+        "gate", "--baseline", "bike-shop-v9", "--candidate", "v3", "--config", config
+    )
+    assert code == 2
+    assert "no run named 'bike-shop-v9'" in err and "the newest: bike-shop-v2-" in err
+
+
+def test_gate_markdown_honours_show(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = str(bike_shop / "evalgate.yml")
+    assert cli("run", "v1", "--config", config)[0] == 0
+    # v1 -> v2 fixes 116 cases on the fake (bike-shop-v1-v2 golden); none break.
+    code, out, _ = cli(
+        "gate",
+        "--baseline",
+        "latest:v1",
+        "--candidate",
+        "v2",
+        "--format",
+        "markdown",
+        "--show",
+        "2",
+        "--no-save",
+        "--config",
+        config,
+    )
+    assert code == 0  # a pass: nothing broke
+    fixed = out[out.index("<summary>Fixed:") :].split("</details>")[0]
+    rows = [line for line in fixed.splitlines() if line.startswith("| bk-")]
+    assert len(rows) == 2

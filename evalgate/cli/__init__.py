@@ -8,8 +8,11 @@ one command.
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import sys
+import typing
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -32,7 +35,7 @@ from evalgate.cli.bench import (
     cmd_report,
     cmd_run,
 )
-from evalgate.cli.context import EXIT_OK, Context
+from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.cli.gating import cmd_gate, cmd_noise
 from evalgate.cli.splits import cmd_audit, cmd_holdout, cmd_release, cmd_split
 from evalgate.config import DEFAULT_CONFIG
@@ -74,8 +77,54 @@ BATCH_HELP = (
 SHOW_FAILED_HELP = "wrong and errored cases listed, errors first (default: %(default)s)"
 
 
+class UsageExit(SystemExit):
+    """argparse's exit on a usage error, keeping the message (for a --json error object)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error keeps its message for main() to report as JSON too."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise UsageExit(message)
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (read before parsing, for usage errors too)."""
+    args = list(argv)
+    if "--json" in args or "--format=json" in args:
+        return True
+    return any(a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+
+
+def error_document(
+    message: str,
+    *,
+    kind: str,
+    exit_code: int,
+    where: str | None = None,
+    fix: str | None = None,
+    what: str | None = None,
+) -> str:
+    """The JSON object a command prints on stdout for an error when --json was asked for."""
+    error = {
+        "kind": kind,
+        "message": message,
+        "what": what or message,
+        "where": where,
+        "fix": fix,
+        "exit_code": exit_code,
+    }
+    return json.dumps({"error": error}, indent=2) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "--json",
         dest="format",
@@ -94,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=["text", "markdown", "json"], default="text", help="output format"
     )
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="evalgate",
         description="Run prompt versions over labelled cases, compare runs case by case, and gate changes.",
         epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error, 3 an incomplete run.",
@@ -288,7 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor_.add_argument("--dir", default=".", help="the repository's root (default: .)")
     doctor_.set_defaults(func=cmd_doctor)
 
-    completion = sub.add_parser("completion", help="print a bash completion script")
+    completion = sub.add_parser(
+        "completion", parents=[common], help="print a bash completion script"
+    )
     completion.set_defaults(func=cmd_completion)
 
     import_ = sub.add_parser(
@@ -350,14 +401,32 @@ def main(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageExit as exc:
+        if as_json:
+            out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))
+        raise
     ctx = Context(args, out, err)
     try:
         code: int = args.func(ctx)
         return code
     except EvalgateError as exc:
         err.write(f"error: {exc}\n")
+        if as_json:
+            out.write(
+                error_document(
+                    str(exc),
+                    kind=type(exc).__name__,
+                    exit_code=exc.exit_code,
+                    what=getattr(exc, "what", None),
+                    where=getattr(exc, "where", None),
+                    fix=getattr(exc, "fix", None),
+                )
+            )
         return exc.exit_code
     except KeyboardInterrupt:
         err.write("interrupted\n")

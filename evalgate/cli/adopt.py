@@ -113,7 +113,13 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[A
 def cmd_completion(ctx: Context) -> int:
     from evalgate.cli import build_parser  # the parser is built by the package's root
 
-    ctx.out.write(completion_script(build_parser()))
+    script = completion_script(build_parser())
+    if ctx.args.format == "json":
+        import json
+
+        ctx.out.write(json.dumps({"shell": "bash", "script": script}, indent=2) + "\n")
+    else:
+        ctx.out.write(script)
     return EXIT_OK
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -34,6 +36,20 @@ def cmd_noise(ctx: Context) -> int:
     return EXIT_OK
 
 
+def unknown_candidate(
+    ref: str, suite: str, versions: list[str], missing: RunFileError
+) -> RunFileError:
+    """--candidate is neither a saved run nor a prompt version: say which of either exist."""
+    close = difflib.get_close_matches(ref, versions, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return RunFileError(
+        f"--candidate {ref!r} is neither a saved run nor a prompt version of suite {suite} "
+        f"({missing.what})",
+        fix=f"{hint}prompt versions: {', '.join(versions) or 'none'}; saved runs: "
+        "`evalgate list`",
+    )
+
+
 def cmd_gate(ctx: Context) -> int:
     loaded = ctx.config()
     baseline = find_run(ctx.args.baseline, loaded.state_dir)
@@ -41,10 +57,10 @@ def cmd_gate(ctx: Context) -> int:
     ref = ctx.args.candidate
     try:
         candidate = find_run(ref, loaded.state_dir)
-    except RunFileError:
+    except RunFileError as exc:
         versions = loaded.prompt_files(suite)
         if ref not in versions:
-            raise
+            raise unknown_candidate(ref, name, sorted(versions), exc) from None
         candidate = execute_version(
             ctx, loaded, name, ref, early_stop_against=baseline if ctx.args.early_stop else None
         )
@@ -60,6 +76,7 @@ def cmd_gate(ctx: Context) -> int:
             verdict=verdict,
             candidate=summarise(candidate, price_as=price_as_for(loaded, candidate)),
             baseline=BaselineProvenance(run=baseline.name, source="local"),
+            max_rows=ctx.args.show,
         )
         ctx.print(render_summary(context))
     else:
