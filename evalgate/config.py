@@ -564,4 +564,30 @@ def load_config(path: Path) -> LoadedConfig:
         ) from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a directory", fix="pass the path of evalgate.yml") from None
-    return LoadedConfig(config=parse_config(text, path), path=path.resolve())
+    config = parse_config(text, path)
+    check_templates(config, text, path)
+    return LoadedConfig(config=config, path=path.resolve())
+
+
+def check_templates(config: Config, text: str, path: Path) -> None:
+    """A suite's user-turn template that does not parse is an error at its line in the config
+    (not "template:6"), found when the config loads rather than at the first case."""
+    from evalgate.templating import syntax_error
+
+    for name, suite in config.suites.items():
+        found = syntax_error(suite.template)
+        if found is None:
+            continue
+        message, line = found
+        key_line = line_of(text, ["suites", name, "template"])
+        where = str(path)
+        if key_line is not None:
+            after_key = text.splitlines()[key_line - 1].split(":", 1)[-1].strip()
+            # A block scalar (| or >) starts on the next line; a plain or quoted one on this.
+            block = after_key[:1] in ("|", ">")
+            where = f"{path}:{key_line + line if block else key_line + line - 1}"
+        raise ConfigError(
+            f"suites.{name}.template: template syntax error: {message}",
+            where=where,
+            fix="fix the jinja2 syntax ({{ field }}, {% if %} ... {% endif %})",
+        )

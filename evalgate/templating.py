@@ -12,10 +12,18 @@ import jinja2
 
 from evalgate.errors import UserError
 
+
+def _null_is_empty(value: Any) -> Any:
+    """The documented rule for null case fields: ``{{ field }}`` renders nothing, never "None"
+    (a field missing from a case is still an error; test a null one with ``{% if field %}``)."""
+    return "" if value is None else value
+
+
 _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,  # prompts are plain text sent to a model, not HTML
+    finalize=_null_is_empty,
 )
 
 
@@ -46,3 +54,12 @@ def render_turn(template: jinja2.Template, case_input: dict[str, Any], where: st
         "input", next(iter(case_input.values())) if len(case_input) == 1 else case_input
     )
     return render(template, context, where)
+
+
+def syntax_error(source: str) -> tuple[str, int] | None:
+    """The first syntax error of a template and its 1-based line in ``source``, or None."""
+    try:
+        _ENV.parse(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return exc.message or "invalid syntax", exc.lineno
+    return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_example
+from conftest import copy_example, triage_workspace
 
 from evalgate.cli import build_parser, main
 from evalgate.runs import runs_dir
@@ -316,47 +316,6 @@ def test_help_lists_every_subcommand_and_the_exit_codes(
 # Failures are visible: the run report lists wrong and errored cases with their reasons, and
 # an incomplete run exits 3, whatever the suite's categories.
 # ------------------------------------------------------------------------------------------
-
-# An application that answers "spam" to every message, or fails as MODE says.
-TRIAGE_APP = r"""
-import json, os, sys
-case = json.load(sys.stdin)
-if os.environ.get("MODE") == "crash":
-    sys.stderr.write("KeyError: 'thread'\n")
-    sys.exit(4)
-print(json.dumps({"label": "spam"}) if os.environ.get("MODE") == "ok" else "Spam, I think.")
-"""
-
-
-def triage_workspace(root: Path, *, mode: str = "ok", labels: tuple[str, ...] = ()) -> Path:
-    """A suite with no categories: four e-mails, a `command` backend, one prompt version."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "prompts").mkdir(exist_ok=True)
-    (root / "prompts" / "v1.txt").write_text("Triage the e-mail.\n", encoding="utf-8")
-    (root / "app.py").write_text(TRIAGE_APP, encoding="utf-8")
-    labels = labels or ("spam", "spam", "urgent", "normal")
-    rows = [
-        {"ticket": f"T-{i}", "body": f"message number {i}", "label": label}
-        for i, label in enumerate(labels, 1)
-    ]
-    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    (root / "evalgate.yml").write_text(
-        "version: 1\n"
-        "suites:\n"
-        "  triage:\n"
-        "    prompts: prompts/*.txt\n"
-        "    cases: cases.jsonl\n"
-        "    fields: {id: ticket, input: [body], expected: label, category: null}\n"
-        '    template: "{{ body }}"\n'
-        "    model:\n"
-        "      backend: command\n"
-        "      name: triage-app\n"
-        f"      options: {{command: [{json.dumps(sys.executable)}, app.py], env: {{MODE: {mode}}}}}\n"
-        "    scorer: {kind: label, field: label}\n"
-        "    split: {holdout_fraction: 0}\n",
-        encoding="utf-8",
-    )
-    return root
 
 
 def test_run_lists_wrong_cases_of_a_suite_without_categories(

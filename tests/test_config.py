@@ -335,3 +335,18 @@ def test_pydantic_messages_are_rewritten_in_the_house_form(old: str, new: str, s
     assert says in message
     for phrase in PYDANTIC_PHRASES:
         assert phrase not in message, message
+
+
+def test_a_template_syntax_error_points_at_its_line_in_the_config(
+    write_config: Callable[..., Path],
+) -> None:
+    block = MINIMAL + "    template: |\n      <message>\n      {{ message }\n      </message>\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(block))
+    message = str(caught.value)
+    # MINIMAL is 12 lines; "template: |" is line 13, so the template's second line is 15.
+    assert message.startswith(f"{write_config(block)}:15: suites.demo.template: template syntax")
+    inline = MINIMAL + '    template: "{{ message }"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(inline))
+    assert str(caught.value).startswith(f"{write_config(inline)}:13: suites.demo.template:")

@@ -158,7 +158,7 @@ def cmd_init(ctx: Context) -> int:
 
 def cmd_doctor(ctx: Context) -> int:
     repo = Path(ctx.args.dir)
-    report = doctor.doctor(repo, repo / ctx.args.config, ctx.args.suite)
+    report = doctor.doctor(repo, repo / ctx.args.config, ctx.args.suite, env=ctx.env)
     ctx.print(doctor.render_doctor(report, ctx.args.format))
     return EXIT_GATE_FAILED if report.failed else EXIT_OK
 

@@ -45,8 +45,7 @@ def unknown_candidate(
     return RunFileError(
         f"--candidate {ref!r} is neither a saved run nor a prompt version of suite {suite} "
         f"({missing.what})",
-        fix=f"{hint}prompt versions: {', '.join(versions) or 'none'}; saved runs: "
-        "`evalgate list`",
+        fix=f"{hint}prompt versions: {', '.join(versions) or 'none'}; saved runs: `evalgate list`",
     )
 
 
