@@ -533,3 +533,33 @@ def test_docs_name_every_mapped_and_reported_promptfoo_assertion() -> None:
         assert f"`{kind}`" in text, kind
     for fmt in ("promptfoo", "openai-evals", "inspect", "langfuse"):
         assert f"evalgate import {fmt}" in text
+
+
+@pytest.mark.parametrize(("fmt", "path"), SAMPLES, ids=[f"{f}-{p.name}" for f, p in SAMPLES])
+def test_an_imported_snippet_leaves_dev_cases_to_run(fmt: str, path: Path, tmp_path: Path) -> None:
+    """A small imported suite starts without a holdout: the default fraction would hash some
+    (or, with few groups, all) of its cases away from pull requests."""
+    work = tmp_path / "work"
+    shutil.copytree(path.parent, work)
+    code, snippet, err = cli(
+        "import",
+        fmt,
+        str(work / path.name),
+        "--out",
+        str(work / "cases.jsonl"),
+        "--config-snippet",
+    )
+    assert code == 0, err
+    suite = yaml.safe_load(snippet)["suites"]["main"]
+    assert suite["split"] == {"holdout_fraction": 0.0}
+    assert "too few for a holdout yet (every case is dev)" in snippet
+    (work / "prompts").mkdir(exist_ok=True)
+    (work / "prompts" / "v1.txt").write_text(SYSTEM)
+    (work / "evalgate.yml").write_text(snippet)
+    loaded = load_config(work / "evalgate.yml")
+    cases = load_suite_cases(loaded, loaded.suite(None)[1]).cases
+    records = [json.loads(x) for x in (work / "cases.jsonl").read_text().splitlines()]
+    written = {r["id"]: r["split"] for r in records if "split" in r}
+    # A split the source wrote on a case is kept; no other case is hashed into the holdout.
+    assert cases and [c.split for c in cases] == [written.get(c.id, "dev") for c in cases]
+    assert any(c.id not in written for c in cases)

@@ -161,7 +161,7 @@ def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path
     (tmp_path / "data" / "tickets.jsonl").write_text(text)
     (tmp_path / "data" / "notes.txt").write_text("not cases\n")
     asked: list[str] = []
-    answers = iter(["", "", "gpt", "anthropic", "", "", ""])
+    answers = iter(["", "", "gpt", "anthropic", "", "", "", "", ""])
 
     def ask(question: str) -> str:
         asked.append(question)
@@ -176,6 +176,8 @@ def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path
     assert asked[3].startswith("'gpt' is not one of them.")
     assert asked[4].endswith("[claude-haiku-4-5]: ")
     assert asked[6].endswith("[intent]: ")
+    assert asked[7] == "Case field with the id [id]: "
+    assert asked[8] == "Case fields the model reads (comma-separated) [question]: "
     suite = load_config(config).config.suites["tickets"]
     assert suite.prompts == ["llm/prompts/*.md"] and suite.cases == ["data/tickets.jsonl"]
     assert suite.fields.expected == "intent" and suite.fields.input == ["question"]
@@ -276,7 +278,7 @@ def test_init_asks_on_a_terminal_and_not_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The CLI asks through input() only when stdin is a terminal and --yes is not given."""
-    answers = iter(["", "", "anthropic", "claude-sonnet-4-5", "exact", ""])
+    answers = iter(["", "", "anthropic", "claude-sonnet-4-5", "exact", ""])  # starter cases
     monkeypatch.setattr("builtins.input", lambda: next(answers))
     monkeypatch.setattr("sys.stdin", type("Tty", (), {"isatty": lambda self: True})())
     code, _, err = cli("init", "--dir", str(tmp_path))
@@ -291,9 +293,114 @@ def test_init_asks_on_a_terminal_and_not_otherwise(
     (tmp_path / "again").mkdir()
     assert cli("init", "--dir", str(tmp_path / "again"), "--yes")[0] == 0
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no questions either
+    # Not a terminal and nothing piped: a clear refusal, not defaults written silently.
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
     (tmp_path / "piped").mkdir()
-    assert cli("init", "--dir", str(tmp_path / "piped"))[0] == 0
+    code, out, err = cli("init", "--dir", str(tmp_path / "piped"))
+    assert code == 2 and out == ""
+    assert "stdin is not a terminal: no answer to 'Prompt files' after 0 answer(s)" in err
+    assert "--yes" in err
+    assert not (tmp_path / "piped" / "evalgate.yml").exists()
+
+
+EMAILS = [
+    {
+        "ticket": "T-1041",
+        "thread": "th-88a",
+        "subject": "Refund",
+        "body": "I was charged twice.",
+        "queue": "billing",
+    },
+    {
+        "ticket": "T-1042",
+        "thread": "th-88b",
+        "subject": "Crash",
+        "body": "The app crashes on start.",
+        "queue": "bug",
+    },
+    {
+        "ticket": "T-1043",
+        "thread": "th-88a",
+        "subject": "Again",
+        "body": "Still charged twice!",
+        "queue": "billing",
+    },
+    {
+        "ticket": "T-1044",
+        "thread": "th-90c",
+        "subject": "Hello",
+        "body": "Do you ship to Norway?",
+        "queue": "other",
+    },
+]
+
+
+def email_repo(root: Path) -> Path:
+    (root / "prompts").mkdir(parents=True)
+    (root / "prompts" / "v1.txt").write_text("Route the e-mail.\n")
+    (root / "emails.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EMAILS))
+    return root
+
+
+def test_init_detects_id_input_and_expected_fields_of_its_own_cases(tmp_path: Path) -> None:
+    repo = email_repo(tmp_path / "mail")
+    code, out, err = init(repo, "--cases", "emails.jsonl")
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    # ticket: unique, id-like; thread: id-like (repeats across a thread), so not input either;
+    # queue: short labels that repeat, so the expected answer.
+    assert suite.fields.id == "ticket"
+    assert suite.fields.expected == "queue"
+    assert suite.fields.input == ["subject", "body"]
+    assert "{{ thread }}" not in suite.template and "{{ ticket }}" not in suite.template
+    assert "left out of the model's input as ids: thread" in out
+
+
+def test_init_reads_answers_from_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = email_repo(tmp_path / "mail")
+    # prompts, cases, backend, model, command, scorer, expected, id, inputs
+    answers = ["", "emails.jsonl", "command", "triage-app", "python app.py", "", "", "", "body"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(answers) + "\n"))
+    code, _, err = cli("init", "--dir", str(repo))
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    assert (suite.model.backend, suite.model.name) == ("command", "triage-app")
+    assert suite.model.options["command"] == ["python", "app.py"]
+    assert (suite.fields.id, suite.fields.expected, suite.fields.input) == (
+        "ticket",
+        "queue",
+        ["body"],
+    )
+    # Each question and the answer taken are echoed, so a log shows them.
+    assert "Case fields the model reads (comma-separated) [subject, body]: body\n" in err
+    # A pipe that runs out part-way is refused, naming the question it stopped at.
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nemails.jsonl\n"))
+    code, _, err = cli("init", "--dir", str(repo), "--force")
+    assert code == 2 and "no answer to 'Backend' after 2 answer(s)" in err
+
+
+def test_init_takes_the_field_flags(tmp_path: Path) -> None:
+    repo = email_repo(tmp_path / "mail")
+    code, _, err = init(
+        repo,
+        "--cases",
+        "emails.jsonl",
+        "--id-field",
+        "thread",
+        "--input-fields",
+        "body",
+        "--expected-field",
+        "subject",
+    )
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    assert (suite.fields.id, suite.fields.input, suite.fields.expected) == (
+        "thread",
+        ["body"],
+        "subject",
+    )
+    code, _, err = init(repo, "--cases", "emails.jsonl", "--input-fields", "mesage", "--force")
+    assert code == 2 and "--input-fields names 'mesage', not in the cases" in err
 
 
 def test_init_refuses_a_starter_field_it_cannot_use(tmp_path: Path) -> None:

@@ -302,9 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="set a repository up: evalgate.yml, the workflow, starter prompt and cases",
         description="Write evalgate.yml, .github/workflows/evalgate.yml and, where none exist, "
-        "a starter prompt and case file; add .evalgate/ to .gitignore. On a terminal it asks "
-        "for what the flags leave open, with defaults found in the repository. --config is "
-        "relative to --dir.",
+        "a starter prompt and case file; add .evalgate/ to .gitignore. It asks for what the "
+        "flags leave open, with defaults found in the repository: on a terminal, or one answer "
+        "a line from a pipe (an empty line takes the default; it stops if the pipe runs out). "
+        "--yes asks nothing. --config is relative to --dir.",
     )
     init.add_argument("--dir", default=".", help="the repository's root (default: .)")
     init.add_argument(
@@ -318,7 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--scorer", choices=onboard.SCORERS, help="how replies are scored (default: label)"
     )
-    init.add_argument("--field", metavar="NAME", help="the case field holding the expected answer")
+    init.add_argument(
+        "--expected-field",
+        "--field",
+        dest="field",
+        metavar="NAME",
+        help="the case field holding the expected answer (default: detected)",
+    )
+    init.add_argument(
+        "--id-field", metavar="NAME", help="the case field naming each case (default: detected)"
+    )
+    init.add_argument(
+        "--input-fields",
+        metavar="A,B",
+        type=lambda text: [k.strip() for k in text.split(",") if k.strip()],
+        help="the case fields the model reads, comma-separated (default: every other field "
+        "but ids, such as a ticket or thread number)",
+    )
     init.add_argument(
         "--command", metavar="CMD", help="the command backend's program (default: python app.py)"
     )

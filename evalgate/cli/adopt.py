@@ -138,7 +138,26 @@ def cmd_init(ctx: Context) -> int:
         except EOFError:
             raise UserError("no answer (end of input)", fix="pass --yes for the defaults") from None
 
-    interactive = not args.yes and sys.stdin.isatty()
+    answered = 0
+
+    def ask_pipe(question: str) -> str:
+        # Not a terminal: one answer a line, echoed so that a log shows what was taken.
+        nonlocal answered
+        line = sys.stdin.readline()
+        if not line:
+            asked = question.split(" [")[0].split(" (")[0]
+            raise UserError(
+                f"init asks questions and stdin is not a terminal: no answer to {asked!r} "
+                f"after {answered} answer(s)",
+                fix="pipe one answer a line (an empty line takes the default), pass the "
+                "flags (evalgate init --help), or pass --yes to take every default",
+            )
+        answered += 1
+        answer = line.rstrip("\r\n")
+        ctx.err.write(f"{question}{answer}\n")
+        return answer
+
+    chosen_ask = None if args.yes else (ask if sys.stdin.isatty() else ask_pipe)
     given = onboard.InitOptions(
         prompts=args.prompts,
         cases=args.cases,
@@ -149,8 +168,10 @@ def cmd_init(ctx: Context) -> int:
         command=args.command,
         suite=args.suite,
         branch=args.branch,
+        id_field=args.id_field,
+        input_fields=args.input_fields,
     )
-    plan = onboard.plan_init(repo, repo / args.config, given, ask if interactive else None)
+    plan = onboard.plan_init(repo, repo / args.config, given, chosen_ask)
     result = onboard.write_init(plan, force=args.force, cwd=Path.cwd())
     ctx.print(onboard.render_init(result, args.format))
     return EXIT_OK

@@ -11,6 +11,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.importers.core import Conversion, Mapped, Note, Unscored
+from evalgate.split import (
+    STARTING_HOLDOUT_FRACTION,
+    STARTING_HOLDOUT_MIN_CASES,
+    starting_holdout_fraction,
+)
 
 DEFAULT_MODEL: dict[str, Any] = {"backend": "anthropic", "name": "claude-haiku-4-5"}
 
@@ -143,6 +148,21 @@ def _block(key: str, value: Any, indent: int) -> str:
     return textwrap.indent(text, " " * indent)
 
 
+def _split_lines(cases: int) -> list[str]:
+    """The split a new suite of ``cases`` starts with: no holdout while it is small, so pull
+    requests have dev cases to run (the default fraction would hash some away)."""
+    fraction = starting_holdout_fraction(cases)
+    if fraction:
+        why = f"# {cases} cases: about {fraction:.0%} of groups are held out for releases."
+    else:
+        why = (
+            f"# {cases} cases: too few for a holdout yet (every case is dev); set "
+            f"holdout_fraction: {STARTING_HOLDOUT_FRACTION} at about "
+            f"{STARTING_HOLDOUT_MIN_CASES} cases."
+        )
+    return ["    " + why, "    split:", f"      holdout_fraction: {fraction}"]
+
+
 def config_snippet(
     conversion: Conversion, cases: str, suite: str, source_arg: str, *, model: Any = None
 ) -> str:
@@ -168,6 +188,7 @@ def config_snippet(
         *("      " + line for line in template.splitlines()),
         _block("model", chosen, 4).rstrip("\n"),
         _block("scorer", conversion.plan.config, 4).rstrip("\n"),
+        *_split_lines(len(conversion.records)),
     ]
     if conversion.plan.kind == "python":
         lines.append(
