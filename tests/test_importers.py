@@ -563,3 +563,133 @@ def test_an_imported_snippet_leaves_dev_cases_to_run(fmt: str, path: Path, tmp_p
     # A split the source wrote on a case is kept; no other case is hashed into the holdout.
     assert cases and [c.split for c in cases] == [written.get(c.id, "dev") for c in cases]
     assert any(c.id not in written for c in cases)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("inspect", "samples.jsonl"),
+        ("inspect", "samples.csv"),
+        ("openai-evals", "samples.jsonl"),
+        ("langfuse", "items.json"),
+        ("promptfoo", "promptfooconfig.yaml"),
+    ],
+)
+def test_a_git_lfs_pointer_is_named_as_one(fmt: str, name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    path.write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 99\n"
+    )
+    code, out, err = cli("import", fmt, str(path), "--out", "-")
+    assert code == 2 and out == ""
+    assert f"{path}:1: is a Git LFS pointer" in err and "git lfs pull" in err
+
+
+# ------------------------------------------------------------------------------------------
+# Inspect multiple choice, and datasets with their own field names
+# ------------------------------------------------------------------------------------------
+
+MCQ = [
+    {
+        "id": "q1",
+        "input": "Which part stops the wheel?",
+        "choices": ["Brake pad", "Chain", "Saddle"],
+        "target": "A",
+    },
+    {
+        "id": "q2",
+        "input": "Which part drives the wheel?",
+        "choices": ["Brake pad", "Chain", "Saddle"],
+        "target": "b",
+    },
+    {
+        "id": "q3",
+        "input": "Which two touch the rider?",
+        "choices": ["Saddle", "Chain", "Grips"],
+        "target": ["A", "C"],
+    },
+]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_inspect_choices_with_letter_targets_are_scored_by_the_exact_letter(
+    tmp_path: Path,
+) -> None:
+    conversion = convert("inspect", write_jsonl(tmp_path / "mcq.jsonl", MCQ))
+    # Not contains: "A" is inside nearly any reply ("A brake pad, I think").
+    assert conversion.plan.config == {"kind": "exact", "case_sensitive": False}
+    got = records(conversion)
+    assert [got[i]["expected"] for i in ("q1", "q2", "q3")] == ["A", "B", "A, C"]
+    # The choices reach the model, lettered as Inspect's multiple_choice() shows them.
+    assert got["q1"]["choices"] == "A) Brake pad\nB) Chain\nC) Saddle"
+    assert conversion.inputs == ["input", "choices"]
+    assert "choices" not in unmapped(conversion)
+    assert unmapped(conversion) == {"several right choices": 1}
+    assert any("letter" in hint for hint in conversion.source.hints)
+
+
+def test_an_exact_letter_does_not_match_a_reply_that_merely_contains_it(tmp_path: Path) -> None:
+    from evalgate.config import ExactScorer
+    from evalgate.scorers.base import build_scorer
+
+    scorer = build_scorer(ExactScorer(kind="exact"), tmp_path)
+    assert scorer("A", " a\n").score == 1.0
+    assert scorer("A", "A brake pad stops it.").score == 0.0
+    assert scorer("A", "B").score == 0.0
+
+
+def test_a_dataset_with_its_own_field_names_maps_them(tmp_path: Path) -> None:
+    rows = [
+        {"qid": "m1", "question": "Is my bike ready?", "answer": "status", "notes": "x"},
+        {"qid": "m2", "question": "How much is a service?", "answer": "quote"},
+    ]
+    path = write_jsonl(tmp_path / "own.jsonl", rows)
+    code, out, err = cli(
+        "import",
+        "inspect",
+        str(path),
+        "--out",
+        "-",
+        "--input-field",
+        "question",
+        "--target-field",
+        "answer",
+        "--id-field",
+        "qid",
+    )
+    assert code == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(r["id"], r["input"], r["expected"]) for r in got] == [
+        ("m1", "Is my bike ready?", "status"),
+        ("m2", "How much is a service?", "quote"),
+    ]
+    assert "question" in err and "--input-field" in err  # the summary says what mapped
+    # openai-evals names its answer `ideal`: --target-field maps onto it.
+    evals = write_jsonl(tmp_path / "evals.jsonl", [{"prompt": "Hi?", "gold": "hello"}])
+    code, out, err = cli(
+        "import",
+        "openai-evals",
+        str(evals),
+        "--out",
+        "-",
+        "--input-field",
+        "prompt",
+        "--target-field",
+        "gold",
+    )
+    assert code == 0, err
+    assert json.loads(out)["expected"] == "hello"
+
+
+def test_a_field_option_naming_no_field_is_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "own.jsonl", [{"question": "Ready?", "answer": "status"}])
+    code, out, err = cli("import", "inspect", str(path), "--out", "-", "--input-field", "qestion")
+    assert code == 2 and out == ""
+    assert "--input-field qestion: no record has a field 'qestion'" in err
+    assert "question, answer" in err
+    code, _, err = cli("import", "langfuse", str(path), "--out", "-", "--input-field", "question")
+    assert code == 2 and "langfuse files cannot name their input field otherwise" in err

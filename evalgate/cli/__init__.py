@@ -391,6 +391,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=IMPORT_SCORERS,
         help="the suite's scorer kind (default: the kind most cases can be scored by)",
     )
+    for flag, what in (
+        ("--input-field", "input"),
+        ("--target-field", "target (inspect) or ideal (openai-evals)"),
+        ("--id-field", "id (inspect)"),
+        ("--choices-field", "choices (inspect)"),
+    ):
+        import_.add_argument(
+            flag,
+            metavar="NAME",
+            help=f"the dataset's own name for the {what} field, as an Inspect FieldSpec says",
+        )
     import_.set_defaults(func=cmd_import)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")

@@ -42,7 +42,18 @@ def cmd_import(ctx: Context) -> int:
             fix="pass --out cases.jsonl",
         )
     source = Path(args.file)
-    conversion = convert(args.source_format, source, scorer_kind=args.scorer)
+    target = "ideal" if args.source_format == "openai-evals" else "target"
+    rename = {
+        standard: own
+        for standard, own in (
+            ("input", args.input_field),
+            (target, args.target_field),
+            ("id", args.id_field),
+            ("choices", args.choices_field),
+        )
+        if own is not None
+    }
+    conversion = convert(args.source_format, source, scorer_kind=args.scorer, rename=rename)
     scorer = TypeAdapter(ScorerConfig).validate_python(conversion.plan.config)
     validate(conversion, Fields(input=conversion.inputs), need_expected=needs_expected(scorer))
     out = None if to_stdout else Path(args.out)

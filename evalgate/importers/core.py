@@ -191,6 +191,54 @@ class Conversion:
 
 
 # ------------------------------------------------------------------------------------------
+# Datasets with their own field names
+# ------------------------------------------------------------------------------------------
+
+# The format's own field names that `evalgate import --input-field ...` can point elsewhere.
+FIELD_OPTIONS = {
+    "input": "--input-field",
+    "target": "--target-field",
+    "ideal": "--target-field",
+    "id": "--id-field",
+    "choices": "--choices-field",
+}
+
+
+def rename_fields(
+    records: list[tuple[int, Any]], rename: dict[str, str], path: Path, notes: Notes
+) -> list[tuple[int, Any]]:
+    """Records with the dataset's own field names (``rename``: the format's name -> the
+    dataset's) moved to the format's, as an Inspect FieldSpec does."""
+    if not rename:
+        return records
+    for standard, own in rename.items():
+        if not any(isinstance(r, dict) and own in r for _, r in records):
+            first = next((r for _, r in records if isinstance(r, dict)), {})
+            raise CaseFileError(
+                f"{FIELD_OPTIONS.get(standard, standard)} {own}: no record has a field {own!r}",
+                where=str(path),
+                fix=f"the first record's fields: {', '.join(map(str, first)) or 'none'}",
+            )
+    out = []
+    for line, record in records:
+        if isinstance(record, dict):
+            moved = {k: v for k, v in record.items() if k not in rename.values()}
+            for standard, own in rename.items():
+                if standard in moved and standard != own:
+                    notes.add(
+                        f"field {standard!r} replaced by {own!r}",
+                        f"{FIELD_OPTIONS.get(standard, standard)} {own} takes its place",
+                        f"{path}:{line}",
+                    )
+                if own in record:
+                    moved[standard] = record[own]
+                    notes.map(own, f"{standard} ({FIELD_OPTIONS.get(standard, standard)})")
+            record = moved
+        out.append((line, record))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 # Choosing the scorer
 # ------------------------------------------------------------------------------------------
 
