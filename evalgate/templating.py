@@ -63,3 +63,13 @@ def syntax_error(source: str) -> tuple[str, int] | None:
     except jinja2.TemplateSyntaxError as exc:
         return exc.message or "invalid syntax", exc.lineno
     return None
+
+
+def variables(source: str) -> set[str] | None:
+    """The names a template reads, or None when it does not parse."""
+    from jinja2 import meta
+
+    try:
+        return set(meta.find_undeclared_variables(_ENV.parse(source)))
+    except jinja2.TemplateSyntaxError:
+        return None

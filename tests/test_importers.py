@@ -286,14 +286,15 @@ def test_langfuse_export_splits_archived_items_and_inputs() -> None:
 def test_langfuse_api_response_and_object_answers_use_a_judge(tmp_path: Path) -> None:
     path = tmp_path / "items.json"
     items = [
-        {"id": "a", "input": {"question": "2+2?"}, "expectedOutput": {"answer": "4"}},
+        # An object that is not plain fields (a list inside): a reference answer for a judge.
+        {"id": "a", "input": {"question": "2+2?"}, "expectedOutput": {"answer": ["4", "four"]}},
         {"id": "b", "input": "plain text", "expectedOutput": None, "status": "ACTIVE"},
     ]
     path.write_text(json.dumps({"data": items, "meta": {"page": 1}}, indent=1))
     conversion = convert("langfuse", path)
     assert conversion.plan.kind == "judge"
     assert "reference answer" in conversion.plan.config["rubric"]
-    assert records(conversion)["a"]["expected"] == {"answer": "4"}
+    assert records(conversion)["a"]["expected"] == {"answer": ["4", "four"]}
     assert [u.id for u in conversion.unscored_list] == ["b"]
     assert unmapped(conversion) == {
         "item without expectedOutput": 1,
@@ -693,3 +694,90 @@ def test_a_field_option_naming_no_field_is_an_error(tmp_path: Path) -> None:
     assert "question, answer" in err
     code, _, err = cli("import", "langfuse", str(path), "--out", "-", "--input-field", "question")
     assert code == 2 and "langfuse files cannot name their input field otherwise" in err
+
+
+# ------------------------------------------------------------------------------------------
+# promptfoo prompts: --- separated prompt files and chat prompt files
+# ------------------------------------------------------------------------------------------
+
+PF_TESTS = """
+tests:
+  - vars: {message: "Can I book a service?"}
+    assert: [{type: icontains, value: booking}]
+  - vars: {message: "Is my bike ready?"}
+    assert: [{type: icontains, value: status}]
+"""
+
+
+def test_a_promptfoo_prompt_file_with_dashes_holds_several_prompts(tmp_path: Path) -> None:
+    (tmp_path / "prompts.txt").write_text(
+        "Sort this message: {{message}}\n---\nClassify the message below.\n{{message}}\n"
+    )
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: [file://prompts.txt]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    hint = conversion.source.hints[0]
+    assert hint.endswith("\nSort this message: {{message}}")  # the first prompt alone
+    assert "---" not in hint
+    assert unmapped(conversion)["several prompts"] == 1
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_promptfoo_chat_prompt_file_gives_the_system_prompt_and_the_template(
+    tmp_path: Path, suffix: str
+) -> None:
+    messages = [
+        {"role": "system", "content": "You sort bike-shop messages into booking or status."},
+        {"role": "user", "content": "<message>\n{{ message }}\n</message>"},
+    ]
+    text = json.dumps(messages) if suffix == ".json" else yaml.safe_dump(messages)
+    (tmp_path / f"chat{suffix}").write_text(text)
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(f"prompts: [file://chat{suffix}]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    hints = conversion.source.hints
+    assert hints[0].endswith(
+        "Save it as prompts/v1.txt:\nYou sort bike-shop messages into booking or status."
+    )
+    assert "file://" not in " ".join(hints)
+    out = tmp_path / "cases.jsonl"
+    code, snippet, err = cli(
+        "import", "promptfoo", str(config), "--out", str(out), "--config-snippet"
+    )
+    assert code == 0, err
+    suite = yaml.safe_load(snippet)["suites"]["main"]
+    assert suite["template"] == "<message>\n{{ message }}\n</message>\n"
+
+
+def test_a_chat_prompt_that_is_not_a_message_list_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "chat.json").write_text('{"role": "user"}')
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: [file://chat.json]\n" + PF_TESTS)
+    with pytest.raises(CaseFileError, match="is not a chat prompt"):
+        convert("promptfoo", config)
+
+
+def test_langfuse_expected_objects_are_checked_field_by_field(tmp_path: Path) -> None:
+    path = tmp_path / "items.json"
+    items = [
+        {"id": f"i{n}", "input": {"message": text}, "expectedOutput": expected}
+        for n, (text, expected) in enumerate(
+            [
+                ("Book me in", {"category": "booking", "priority": "low"}),
+                ("Brakes failed!", {"category": "complaint", "priority": "high"}),
+                ("Price of a chain?", {"category": "quote"}),
+            ]
+        )
+    ]
+    path.write_text(json.dumps(items))
+    conversion = convert("langfuse", path)
+    # Not a suite-wide judge: a label scorer on the field every item expects.
+    assert conversion.plan.config == {"kind": "label", "field": "category"}
+    assert [r["expected"] for _, r in conversion.records] == ["booking", "complaint", "quote"]
+    assert unmapped(conversion) == {"expectedOutput.priority not checked": 2}
+    note = conversion.notes.unmapped["expectedOutput.priority not checked"]
+    assert "{kind: label, field: priority}" in note.fix
+    assert mapped(conversion)[("expectedOutput.category", "expected (scorer label)")] == 3
+    # With --scorer judge, the judge grades against the whole expected object.
+    judged = convert("langfuse", path, scorer_kind="judge")
+    assert records(judged)["i0"]["expected"] == {"category": "booking", "priority": "low"}

@@ -16,6 +16,7 @@ from evalgate.split import (
     STARTING_HOLDOUT_MIN_CASES,
     starting_holdout_fraction,
 )
+from evalgate.templating import variables
 
 DEFAULT_MODEL: dict[str, Any] = {"backend": "anthropic", "name": "claude-haiku-4-5"}
 
@@ -170,6 +171,10 @@ def config_snippet(
     source = conversion.source
     chosen = model or source.model or DEFAULT_MODEL
     template = template_for(conversion.inputs)
+    own = source.user_turn
+    names = variables(own) if own else None
+    if own and names is not None and names <= set(conversion.inputs) | {"input"}:
+        template = own.rstrip("\n") + "\n"  # the source's own user turn, vars and all
     lines = [
         f"# evalgate.yml for cases imported from {source_arg} ({source.format}).",
         "# Write your system prompt into prompts/v1.txt (a version's name is its file stem),",
