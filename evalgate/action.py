@@ -34,21 +34,28 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from evalgate import __version__
 from evalgate import github as gh
 from evalgate.audit import audit
+from evalgate.base_split import (
+    BaseSplit,
+    BaseUnavailable,
+    Tree,
+    guard,
+    read_tree,
+)
+from evalgate.cases import CaseSet
 from evalgate.cli.context import (
     HOLDOUT_KEY_VARIABLE,
     Context,
     execute_version,
-    holdout_secret,
-    holdout_sha,
     ledger_path,
+    release_version,
 )
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError
 from evalgate.gate import Verdict, decide
-from evalgate.holdout import read_ledger, reads_of
+from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
-from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
-from evalgate.release import ReleaseRecord, make_record, release_report
+from evalgate.pipeline import Prompt, sha256_text
+from evalgate.release import ReleaseRecord
 from evalgate.report.comment import (
     BaselineProvenance,
     CommentContext,
@@ -148,6 +155,8 @@ class Runner:
     outputs: Outputs = field(default_factory=Outputs)
     summary: list[str] = field(default_factory=list)
     verdicts: list[VerdictKind] = field(default_factory=list)
+    # Set when a pull request changes the holdout: the job fails whatever fail_on says.
+    must_fail: bool = False
 
     # --- the GitHub environment ------------------------------------------------------------
 
@@ -371,7 +380,45 @@ def find_baseline_run(
     return Baseline(run, provenance)
 
 
-def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
+def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
+    """The pull request's base commit's split: read through git (fetching the one commit a
+    shallow checkout lacks), else through the contents API; never the head's own."""
+    pr = runner.event.get("pull_request") or {}
+    sha = (pr.get("base") or {}).get("sha")
+    if not sha and runner.repo is not None:
+        sha = gh.pull_request_info(runner.repo, _pr_number(runner.event)).base_sha
+    if not isinstance(sha, str) or not sha:
+        raise BaseUnavailable(
+            "the event names no base commit, so the default branch's split cannot be read",
+            fix="run pr mode on pull_request events",
+        )
+    top = toplevel(loaded.root) or runner.workspace.resolve()
+    try:
+        config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        raise BaseUnavailable(
+            "the config is outside the repository", where=str(loaded.path)
+        ) from None
+    tree: Tree
+    try:
+        tree = GitTree.open(top, sha, fetch=True)
+    except BaseUnavailable as exc:
+        if runner.repo is None:
+            raise BaseUnavailable(
+                f"{exc.what}, and there is no github_token to read it through the API",
+                fix="pass github_token to the action, or check out with fetch-depth: 0",
+            ) from None
+        tree = gh.ContentsTree(runner.repo, sha)
+    return read_tree(tree, config)
+
+
+def run_pr(
+    runner: Runner,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    base: BaseSplit | BaseUnavailable,
+) -> None:
     number = _pr_number(runner.event)
     fork = _is_fork(runner.event)
     pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
@@ -391,9 +438,14 @@ def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Non
         _fork_notice(runner, name, number)
         return
 
+    if isinstance(base, BaseUnavailable):
+        _stopped(runner, name, number, base.one_line())
+        return
+    assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
     ctx = runner.context()
-    candidate = execute_version(ctx, loaded, name, version)
+    candidate = execute_version(ctx, loaded, name, version, assign=assign)
+    change = holdout_change()
     merge = (
         gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
         if runner.repo is not None and pull is not None
@@ -401,13 +453,26 @@ def run_pr(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Non
     )
     found = find_baseline_run(runner, loaded, name, suite, candidate, merge)
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
-        found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha)
+        found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
     verdict = decide(found.run, candidate, suite.gate)
+    if change.changed:
+        # The job ran on the default branch's split, which is safe; but a change of the
+        # holdout is for the default branch to make, after review: it cannot pass here.
+        verdict = verdict.model_copy(
+            update={"kind": "inconclusive", "reasons": [change.line(), *verdict.reasons]}
+        )
+        runner.must_fail = True
     publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
 
 
 def _baseline_in_job(
-    runner: Runner, loaded: LoadedConfig, name: str, suite: Suite, version: str, base_sha: str
+    runner: Runner,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    version: str,
+    base_sha: str,
+    assign: Callable[[CaseSet], CaseSet],
 ) -> Baseline:
     """No artefact: run the base branch's prompt here (twice the cost, and the comment says so)."""
     path = loaded.prompt_files(suite)[version]
@@ -418,7 +483,7 @@ def _baseline_in_job(
         return Baseline(None, None, no_baseline=True)
     prompt = Prompt(name=version, text=text, path=relative)
     ctx = runner.context()
-    run = execute_version(ctx, loaded, name, version, prompt=prompt)
+    run = execute_version(ctx, loaded, name, version, prompt=prompt, assign=assign)
     provenance = BaselineProvenance(
         run=run.name,
         commit=base_sha,
@@ -430,6 +495,23 @@ def _baseline_in_job(
         source="same job",
     )
     return Baseline(run, provenance)
+
+
+def _stopped(runner: Runner, name: str, number: int, reason: str) -> None:
+    """Nothing ran: the base's split is unknown, so no case is known to be safe to send."""
+    context = CommentContext(
+        suite=name,
+        flags=CommentFlags(stopped=reason),
+        pull_request=number,
+        links=CommentLinks(workflow_run=runner.run_url),
+    )
+    runner.add_summary(render_summary(context))
+    if runner.inputs.comment and runner.repo is not None and not _is_fork(runner.event):
+        url, created = gh.upsert_comment(runner.repo, number, render_comment(context), marker(name))
+        runner.log(f"{name}: comment {'posted' if created else 'updated'}: {url}")
+    runner.annotate("warning", f"{name}: INCONCLUSIVE: nothing was run: {reason}")
+    runner.outputs.set("verdict", "inconclusive")
+    runner.verdicts.append("inconclusive")
 
 
 def _fork_notice(runner: Runner, name: str, number: int) -> None:
@@ -576,19 +658,8 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
             ledger.write_text(remote_ledger, encoding="utf-8")
     ctx = runner.context(force_reason=None)
     version = loaded.ship_version(suite)
-    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
-    run = execute_version(
-        ctx,
-        loaded,
-        name,
-        version,
-        splits=frozenset({"dev", "holdout", "regression"}),
-        purpose="release",
-    )
+    run, record, report = release_version(ctx, loaded, name, version, tag, history, ledger=ledger)
     save_run(run, loaded.state_dir)
-    record = make_record(tag, run, run.created_at, holdout_sha(cases))
-    reads = reads_of(read_ledger(ledger), record.holdout_sha256)
-    report = release_report(record, history, gate=suite.gate, split=suite.split, reads=reads)
     markdown = render("release.md.j2", s=report)
     runner.add_summary(markdown)
     if runner.repo is not None:
@@ -677,6 +748,12 @@ def action(
             return 0
         if mode != "baseline":
             runner.repo = connect(env, inputs)
+        base: BaseSplit | BaseUnavailable = BaseSplit(suites={}, configured=False)
+        if mode == "pr":
+            try:
+                base = read_pr_base(runner, loaded)
+            except BaseUnavailable as exc:
+                base = exc
         files = []
         # Each suite's numeric outputs; with several suites the outputs are those of the suite
         # whose verdict is the worst (the first such), so they explain the job's verdict.
@@ -686,7 +763,7 @@ def action(
             if mode == "baseline":
                 files.append(run_baseline(runner, loaded, name, suite))
             elif mode == "pr":
-                run_pr(runner, loaded, name, suite)
+                run_pr(runner, loaded, name, suite, base)
             elif mode == "audit":
                 run_audit(runner, loaded, name, suite)
             else:
@@ -698,9 +775,14 @@ def action(
         if files:
             runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
         runner.outputs.set("verdict", worst)
+        if runner.must_fail:
+            runner.annotate(
+                "error",
+                "this pull request changes the holdout, which is decided on the default branch: "
+                "the job fails whatever fail_on says (see the comment)",
+            )
         runner.flush()
-        failing = set(inputs.fail_on)
-        return 1 if worst in failing else 0
+        return 1 if runner.must_fail or worst in set(inputs.fail_on) else 0
     except EvalgateError as exc:
         _report_failure(runner, env, out, err, f"error: {exc}")
         return exc.exit_code

@@ -200,6 +200,9 @@ class SplitPolicy(Strict):
     min_holdout: int = Field(default=40, ge=0)
     # How many times the holdout may be read before release reports warn.
     read_budget: int = Field(default=10, ge=1)
+    # The release every release's holdout is also compared with, so that many small drops
+    # cannot add up unnoticed; default: the first release in the history.
+    reference_release: str | None = None
 
 
 class SealedHoldout(Strict):
@@ -209,6 +212,9 @@ class SealedHoldout(Strict):
     file: str = "holdout.sealed.jsonl"
     # The public key file that `evalgate holdout keygen` writes.
     public_key: str = "holdout.pub"
+    # The change ledger that `holdout add` and `holdout retire` append to (commit it with the
+    # sealed file): a release fails when the sealed file changed in a way it does not record.
+    changes: str = "holdout.changes.jsonl"
 
 
 class Suite(Strict):

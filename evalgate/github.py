@@ -923,3 +923,37 @@ def _ensure_branch(repo: Repository, branch: str) -> bool:
             if not (exc.status == 422 and "already exists" in str(exc.data).lower()):
                 raise
         return True
+
+
+class ContentsTree:
+    """One commit's files through the contents API (``GET .../contents/{path}?ref=SHA``), for a
+    job whose checkout lacks the commit. Only the files asked for are fetched."""
+
+    def __init__(self, repo: Repository, sha: str) -> None:
+        self.repo = repo
+        self.sha = sha
+
+    def _get(self, path: str) -> Any:
+        where = f"{self.repo.full_name}@{self.sha[:12]}:{path or '/'}"
+        with _calling("read the base commit", where, PERM_CONTENTS_READ):
+            try:
+                return self.repo.get_contents(path, ref=self.sha)
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+    def read(self, path: str) -> bytes | None:
+        got = self._get(path)
+        if got is None or isinstance(got, list) or got.type != "file":
+            return None
+        if got.encoding == "none" or (got.size and not got.content):
+            return base64.b64decode(self.repo.get_git_blob(got.sha).content)
+        data: bytes = got.decoded_content
+        return data
+
+    def list(self, folder: str) -> list[tuple[str, bool]]:
+        got = self._get(folder)
+        if not isinstance(got, list):
+            return []
+        return [(entry.name, entry.type == "dir") for entry in got]

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
@@ -31,20 +33,66 @@ from evalgate.runs import CaseResult, Outcome
 SECRET_PREFIX = "EVALGATE-HOLDOUT-KEY-1-"
 PUBLIC_PREFIX = "evalgate-holdout-pub-1 "
 _INFO = b"evalgate-holdout-v1"
+_NAMES_INFO = b"evalgate-holdout-names-v1"
 # The secret key's type, for modules that pass one along without importing cryptography.
 SecretKey = X25519PrivateKey
 
 
-# --- redaction -------------------------------------------------------------------------------
+# --- keyed names ---------------------------------------------------------------------------
 
 
-def hashed_id(case_id: str, case_hash: str) -> str:
-    """A holdout case's public name: not reversible to its id without the case itself."""
-    return "h-" + hashlib.sha256(f"{case_id}\0{case_hash}".encode()).hexdigest()[:16]
+class HoldoutKey:
+    """Keyed names for holdout cases, so that published records pair cases across releases
+    while nobody without the holdout secret can check a guess against them.
+
+    With the secret, every name is an HMAC-SHA256 under a key derived from it (HKDF-SHA256,
+    its own ``info``), so a guessed case, hashed, matches nothing. Without one (a plaintext
+    holdout and no key set) the names are plain hashes, which anyone holding a case's text can
+    recompute: docs/holdout.md says so, and the release summary warns.
+    """
+
+    def __init__(self, secret: X25519PrivateKey | None = None) -> None:
+        self.keyed = secret is not None
+        if secret is None:
+            self._key = b"evalgate-holdout-unkeyed-v1"
+        else:
+            raw = secret.private_bytes(
+                serialization.Encoding.Raw,
+                serialization.PrivateFormat.Raw,
+                serialization.NoEncryption(),
+            )
+            self._key = HKDF(
+                algorithm=hashes.SHA256(), length=32, salt=None, info=_NAMES_INFO
+            ).derive(raw)
+
+    def _mac(self, domain: str, text: str) -> str:
+        return hmac.new(self._key, f"{domain}\0{text}".encode(), hashlib.sha256).hexdigest()
+
+    def case(self, case_id: str, case_hash: str) -> str:
+        """A holdout case's public name (its id in run files and release records)."""
+        return "h-" + self._mac("case", f"{case_id}\0{case_hash}")[:16]
+
+    def content(self, case_hash: str) -> str:
+        """What stands for a holdout case's content hash in public records."""
+        return self._mac("content", case_hash)
+
+    def group(self, group: str | None) -> str | None:
+        return None if group is None else "g-" + self._mac("group", group)[:12]
+
+    def digest(self, names: Iterable[str]) -> str:
+        """One digest of a set of holdout cases (by their keyed names): size and content."""
+        return self._mac("set", "\n".join(sorted(names)))
+
+    def sign(self, text: str) -> str:
+        """A MAC of a record, so that a change to it without the key is detected."""
+        return self._mac("record", text)
+
+    def verify(self, text: str, mac: str | None) -> bool:
+        return mac is not None and hmac.compare_digest(self.sign(text), mac)
 
 
-def redact(case: CaseResult) -> CaseResult:
-    """A holdout case as it may appear in a run file: hashes, group and scores only."""
+def redact(case: CaseResult, key: HoldoutKey) -> CaseResult:
+    """A holdout case as it may appear in a run file: keyed names, keyed group and scores only."""
     outcomes = [
         Outcome(
             score=o.score,
@@ -63,10 +111,10 @@ def redact(case: CaseResult) -> CaseResult:
         for o in case.outcomes
     ]
     return CaseResult(
-        id=hashed_id(case.id, case.hash),
+        id=key.case(case.id, case.hash),
         split="holdout",
-        group=case.group,
-        hash=case.hash,
+        group=key.group(case.group),
+        hash=key.content(case.hash),
         outcomes=outcomes,
     )
 
@@ -235,3 +283,98 @@ def sealed_lines(path: Path) -> list[tuple[int, str]]:
 def open_sealed(path: Path, secret: X25519PrivateKey) -> list[tuple[str, dict[str, Any]]]:
     """Every sealed record as (where, record)."""
     return [(f"{path}:{n}", unseal(line, secret, f"{path}:{n}")) for n, line in sealed_lines(path)]
+
+
+# --- the sealed store's change ledger --------------------------------------------------------
+#
+# The sealed file is public, so a pull request can trim it. Each release records the sealed
+# lines it read (a hash of each line's ciphertext, which says nothing of the case), and every
+# ``holdout add`` / ``holdout retire`` appends what it did to a change ledger committed beside
+# the sealed file. A release whose sealed lines differ from the previous release's by more
+# than the recorded changes fails. Only the key holder can retire (a retire record carries a
+# MAC under the holdout key); anyone with the public key can add.
+
+
+def line_digest(line: str) -> str:
+    """A sealed line's public name: a hash of its ciphertext, unlinkable to the case."""
+    return hashlib.sha256(line.strip().encode()).hexdigest()[:32]
+
+
+def sealed_digests(path: Path) -> list[str]:
+    return [line_digest(line) for _, line in sealed_lines(path)]
+
+
+class SealedChange(BaseModel):
+    """One recorded change of the sealed store: counts and line digests, never content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = 1
+    time: datetime
+    change: Literal["add", "retire"]
+    count: int
+    lines: list[str]
+    after: int
+    # A retire's MAC under the holdout key; an add has none (anyone may add).
+    mac: str | None = None
+
+    def body(self) -> str:
+        return self.model_dump_json(exclude={"mac"})
+
+
+def read_changes(path: Path) -> list[tuple[str, SealedChange]]:
+    if not path.exists():
+        return []
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            found.append((f"{path.name}:{number}", SealedChange.model_validate_json(line)))
+        except ValidationError as exc:
+            raise UserError(
+                f"not a holdout change record: {exc.errors()[0]['msg']}",
+                where=f"{path}:{number}",
+                fix="restore the change ledger from version control",
+            ) from None
+    return found
+
+
+def append_change(path: Path, change: SealedChange) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(change.model_dump_json() + "\n")
+
+
+def unrecorded_changes(
+    previous: list[str],
+    current: list[str],
+    changes: list[tuple[str, SealedChange]],
+    key: HoldoutKey,
+    since: str,
+) -> list[str]:
+    """Why the sealed store's change since the previous release is not accounted for, if so."""
+    problems = []
+    forged = [w for w, c in changes if c.change == "retire" and not key.verify(c.body(), c.mac)]
+    if forged:
+        problems.append(
+            f"the holdout change ledger has {len(forged)} retire records not signed by the "
+            f"holdout key ({', '.join(forged[:3])}): only `evalgate holdout retire`, run with "
+            "the key, may remove sealed cases"
+        )
+    retired = {d for w, c in changes if c.change == "retire" and w not in forged for d in c.lines}
+    added = {d for _, c in changes if c.change == "add" for d in c.lines}
+    before, now = set(previous), set(current)
+    removed = before - now - retired
+    appeared = now - before - added
+    if removed:
+        problems.append(
+            f"the sealed holdout lost {len(removed)} of its {len(before)} cases since {since} "
+            f"without a recorded `evalgate holdout retire` (it has {len(now)} now): restore "
+            "the sealed file from version control"
+        )
+    if appeared:
+        problems.append(
+            f"{len(appeared)} sealed holdout cases appeared since {since} without a recorded "
+            "`evalgate holdout add`: add cases only with that command"
+        )
+    return problems

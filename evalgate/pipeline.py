@@ -6,7 +6,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import CaseFileError, ConfigError, UserError
-from evalgate.holdout import SecretKey, hashed_id, open_sealed, redact
+from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected
@@ -73,11 +73,32 @@ def load_suite_cases(
     *,
     holdout_secret: SecretKey | None = None,
     on_note: Callable[[str], None] | None = None,
+    assign: Callable[[CaseSet], CaseSet] | None = None,
 ) -> CaseSet:
     """The suite's cases with their splits assigned; sealed holdout cases when the key is given.
 
     ``on_note`` hears what reading another tool's case files left out (``cases_format``).
+    ``assign`` replaces the suite's own split policy: it receives the cases with only the
+    splits written on them (sealed ones are holdout) and returns them with every split set; a
+    pull request's job passes the default branch's policy here (see base_split.py).
     """
+    read = read_suite_cases(
+        loaded, suite, case_files, holdout_secret=holdout_secret, on_note=on_note
+    )
+    if assign is not None:
+        return assign(read)
+    return CaseSet(cases=tuple(assign_all(read.cases, suite.split)), file_hashes=read.file_hashes)
+
+
+def read_suite_cases(
+    loaded: LoadedConfig,
+    suite: Suite,
+    case_files: Sequence[Path] | None = None,
+    *,
+    holdout_secret: SecretKey | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> CaseSet:
+    """The suite's cases as written: a split only where a case names one (sealed: holdout)."""
     paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
     by = suite.split.group_field
     visible = [*(suite.fields.input or []), suite.fields.group]
@@ -121,15 +142,36 @@ def load_suite_cases(
             seen.add(case.id)
             cases.append(case.model_copy(update={"split": "holdout"}))
         hashes[suite.sealed_holdout.file] = sha256_text(path.read_text(encoding="utf-8"))
-    return CaseSet(cases=tuple(assign_all(cases, suite.split)), file_hashes=hashes)
+    return CaseSet(cases=tuple(cases), file_hashes=hashes)
 
 
-def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int) -> list[Job]:
+def public_cases_sha(cases: Sequence[Case], key: HoldoutKey) -> str:
+    """The run's cases hash, with each holdout case under its keyed name, so that the published
+    hash cannot confirm a guessed holdout case."""
+    if not any(c.split == "holdout" for c in cases):
+        return hash_cases(cases)
+    return hash_cases(
+        c.model_copy(update={"id": key.case(c.id, c.hash), "hash": key.content(c.hash)})
+        if c.split == "holdout"
+        else c
+        for c in cases
+    )
+
+
+def build_jobs(
+    suite: Suite,
+    prompt: Prompt,
+    cases: Sequence[Case],
+    repeats: int,
+    key: HoldoutKey | None = None,
+) -> list[Job]:
     template = compile_template(suite.template, "template")
+    key = key or HoldoutKey()
     jobs: list[Job] = []
     for index, case in enumerate(cases):
+        holdout = case.split == "holdout"
         # Errors name a case by its job's id: a holdout case's id stays out of any message.
-        name = hashed_id(case.id, case.hash) if case.split == "holdout" else case.id
+        name = key.case(case.id, case.hash) if holdout else case.id
         turn = render_turn(template, case.input, f"template (case {name!r}, {case.source})")
         request = Request(
             system=prompt.text,
@@ -140,7 +182,11 @@ def build_jobs(suite: Suite, prompt: Prompt, cases: Sequence[Case], repeats: int
             options=suite.model.options,
             case={"id": case.id, "input": case.input},
         )
-        jobs.extend(Job(index, r, name, case.expected, request, case.input) for r in range(repeats))
+        jobs.extend(
+            # A holdout reply is never written to the response cache, which is not secret.
+            Job(index, r, name, case.expected, request, case.input, cacheable=not holdout)
+            for r in range(repeats)
+        )
     return jobs
 
 
@@ -159,6 +205,8 @@ class RunSpec:
     splits: frozenset[str] = DEFAULT_SPLITS
     # (i, n): run only the i-th of n deterministic slices (1-based), for sharded CI jobs.
     shard: tuple[int, int] | None = None
+    # Names the holdout's cases in the run file (keyed when the holdout secret is known).
+    holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
 
 
 def run_suite(
@@ -180,13 +228,13 @@ def run_suite(
             f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
             fix="check the case files, the split policy, or the holdout key",
         )
-    whole_sha = hash_cases(cases)
+    whole_sha = public_cases_sha(cases, spec.holdout_key)
     if spec.shard is not None:
         cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
     if spec.limit is not None:
         cases = cases[: spec.limit]
     scorer = build_scorer(suite.scorer, base_dir, judge)
-    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats)
+    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
     started = time.perf_counter()
     if batch is not None:
         outcomes, interrupted = batch.execute(
@@ -220,7 +268,7 @@ def run_suite(
         for i, case in enumerate(cases)
     ]
     # The holdout keeps only hashes, groups and scores, from here on.
-    results = [redact(r) if r.split == "holdout" else r for r in results]
+    results = [redact(r, spec.holdout_key) if r.split == "holdout" else r for r in results]
     # Cases a sequential test made unnecessary were never sent: they are not part of the run.
     saved = sum(1 for o in outcomes if o.error_kind == "skipped")
     results = [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]
@@ -232,7 +280,7 @@ def run_suite(
         created_at=created,
         suite=spec.suite_name,
         prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
-        cases_sha256=hash_cases(cases),
+        cases_sha256=public_cases_sha(cases, spec.holdout_key),
         shard=f"{spec.shard[0]}/{spec.shard[1]}" if spec.shard else None,
         shard_of_sha256=whole_sha if spec.shard else None,
         case_files=spec.cases.file_hashes,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.config import GatePolicy, SplitPolicy
 from evalgate.errors import UserError
+from evalgate.holdout import HoldoutKey
 from evalgate.runs import PromptInfo, Run
 from evalgate.stats import mean_and_se, sign_test_worse
 from evalgate.summary import Rate
@@ -25,9 +26,11 @@ Reading = Literal["stable", "overfitting", "distribution", "leak", "unknown"]
 
 
 class HoldoutScore(BaseModel):
+    """One holdout case as a release keeps it: keyed names only (see holdout.HoldoutKey)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str  # hashed: see holdout.hashed_id
+    id: str
     hash: str
     group: str | None
     score: float
@@ -55,14 +58,29 @@ class ReleaseRecord(BaseModel):
     model: str
     dev: Score
     holdout: Score
+    # A keyed digest of the holdout's cases: commits to its size and content.
     holdout_sha256: str
     holdout_cases: list[HoldoutScore]
+    # Whether the names above are keyed (a sealed holdout, or a key set): unkeyed names can be
+    # recomputed by anyone holding a case's text.
+    holdout_keyed: bool = False
+    # The sealed store's lines as this release read them (hashes of ciphertext), and whether
+    # they matched the last good release's but for recorded changes (the next release compares
+    # with the last record where they did).
+    sealed_lines: list[str] | None = None
+    sealed_ok: bool = True
     regression_failed: int = 0
     regression_n: int = 0
     # Calls that failed: a release is never passed on cases it could not score.
     errors: int = 0
     regression_errors: int = 0
     incomplete: bool = False
+    # A MAC under the holdout key over everything above: a record edited on the data branch
+    # without the key is detected.
+    mac: str | None = None
+
+    def body(self) -> str:
+        return self.model_dump_json(exclude={"mac"})
 
     @property
     def gap(self) -> float:
@@ -78,13 +96,23 @@ def _score(values: list[float], groups: list[str]) -> Score:
     return Score(rate=Rate.of(sum(values), len(values)), se=0.0 if math.isnan(se) else se)
 
 
-def make_record(name: str, run: Run, time: datetime, holdout_sha256: str) -> ReleaseRecord:
-    """A release record from a run over dev, regression and (redacted) holdout cases."""
+def make_record(
+    name: str,
+    run: Run,
+    time: datetime,
+    holdout_sha256: str,
+    *,
+    key: HoldoutKey | None = None,
+    sealed_lines: list[str] | None = None,
+    sealed_ok: bool = True,
+) -> ReleaseRecord:
+    """A release record from a run over dev, regression and (redacted) holdout cases, signed
+    with the holdout key when there is one."""
     scored = [c for c in run.cases if c.error is None]
     dev = [c for c in scored if c.split == "dev"]
     hold = [c for c in scored if c.split == "holdout"]
     regression = [c for c in run.cases if c.split == "regression"]
-    return ReleaseRecord(
+    record = ReleaseRecord(
         name=name,
         time=time,
         git_commit=run.git_commit,
@@ -97,21 +125,43 @@ def make_record(name: str, run: Run, time: datetime, holdout_sha256: str) -> Rel
         holdout_cases=[
             HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold
         ],
+        holdout_keyed=key is not None and key.keyed,
+        sealed_lines=sealed_lines,
+        sealed_ok=sealed_ok,
         regression_failed=sum(1 for c in regression if c.passed is False),
         regression_n=len(regression),
         errors=run.errors,
         regression_errors=sum(1 for c in regression if c.error is not None),
         incomplete=run.incomplete,
     )
+    if key is not None and key.keyed:
+        record = record.model_copy(update={"mac": key.sign(record.body())})
+    return record
 
 
 class GroupMove(BaseModel):
+    """A holdout scenario group whose mean score moved (its name keyed, like every holdout name)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     group: str
     n: int
     before: float
     after: float
+
+
+class Comparison(BaseModel):
+    """The holdout paired against an earlier release: a one-sided sign test over keyed names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    against: str
+    paired: int
+    broken: int
+    fixed: int
+    p_value: float
+    # Holm-adjusted over the comparisons the release gate makes (previous and reference).
+    p_adjusted: float
 
 
 class ReleaseReport(BaseModel):
@@ -122,6 +172,9 @@ class ReleaseReport(BaseModel):
     warnings: list[str]
     current: ReleaseRecord
     previous: ReleaseRecord | None
+    # The fixed release the holdout is also compared with, so that slow drift is seen: the
+    # first usable release, or split.reference_release.
+    reference: ReleaseRecord | None = None
     history: list[ReleaseRecord]
     reading: Reading
     reading_text: str
@@ -129,10 +182,19 @@ class ReleaseReport(BaseModel):
     broken: int
     fixed: int
     p_value: float | None
+    comparisons: list[Comparison] = []
     groups_moved: list[GroupMove]
     reads: int
     read_budget: int
     mermaid: str
+
+    @property
+    def groups_down(self) -> int:
+        return sum(1 for g in self.groups_moved if g.after < g.before)
+
+    @property
+    def groups_up(self) -> int:
+        return sum(1 for g in self.groups_moved if g.after > g.before)
 
 
 READINGS: dict[Reading, str] = {
@@ -210,6 +272,62 @@ def mermaid_chart(records: list[ReleaseRecord]) -> str:
     )
 
 
+def usable_history(
+    history: list[ReleaseRecord], key: HoldoutKey
+) -> tuple[list[ReleaseRecord], list[str]]:
+    """The records a keyed release may compare with, and warnings for those it may not.
+
+    A record whose MAC does not match was changed after it was written: that is an error. With
+    a key, an unsigned record (an older evalgate, or no key then) is not compared with, since
+    anyone could have written it.
+    """
+    if not key.keyed:
+        return list(history), []
+    kept, warnings = [], []
+    for record in history:
+        if record.mac is None:
+            warnings.append(
+                f"release {record.name} is not signed with the holdout key, so the holdout is "
+                "not compared with it"
+            )
+        elif not key.verify(record.body(), record.mac):
+            raise UserError(
+                f"release record {record.name!r} was changed after it was written (its MAC "
+                "does not match the holdout key)",
+                where="the release history",
+                fix="restore the history from the data branch's git log",
+            )
+        else:
+            kept.append(record)
+    return kept, warnings
+
+
+def _compare(
+    before: ReleaseRecord, after: ReleaseRecord, mid_p: bool
+) -> tuple[Comparison, list[tuple[HoldoutScore, HoldoutScore]]]:
+    earlier = {h.hash: h for h in before.holdout_cases}
+    pairs = [(earlier[h.hash], h) for h in after.holdout_cases if h.hash in earlier]
+    broken = sum(1 for a, b in pairs if b.score < a.score)
+    fixed = sum(1 for a, b in pairs if b.score > a.score)
+    p = sign_test_worse(broken, fixed, mid_p=mid_p)
+    made = Comparison(
+        against=before.name, paired=len(pairs), broken=broken, fixed=fixed, p_value=p, p_adjusted=p
+    )
+    return made, pairs
+
+
+def _holm(comparisons: list[Comparison]) -> list[Comparison]:
+    order = sorted(range(len(comparisons)), key=lambda i: comparisons[i].p_value)
+    adjusted = [1.0] * len(comparisons)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(comparisons) - rank) * comparisons[i].p_value))
+        adjusted[i] = running
+    return [
+        c.model_copy(update={"p_adjusted": a}) for c, a in zip(comparisons, adjusted, strict=True)
+    ]
+
+
 def release_report(
     current: ReleaseRecord,
     history: list[ReleaseRecord],
@@ -217,29 +335,45 @@ def release_report(
     gate: GatePolicy,
     split: SplitPolicy,
     reads: int,
+    key: HoldoutKey | None = None,
+    integrity: list[str] | None = None,
 ) -> ReleaseReport:
-    """The release gate: fail on a significant holdout drop against the previous release, or a
-    failed regression case; the read budget only warns."""
-    past = sorted((r for r in history if r.name != current.name), key=lambda r: r.time)
+    """The release gate: fail on a significant holdout drop against the previous release or
+    against the reference release (Holm over the two), a failed regression case, an empty
+    holdout, or a holdout that changed unrecorded (``integrity``); the read budget only warns."""
+    key = key or HoldoutKey()
+    usable, warnings = usable_history(
+        sorted((r for r in history if r.name != current.name), key=lambda r: r.time), key
+    )
+    past = usable
     previous = past[-1] if past else None
-    reasons: list[str] = []
-    warnings: list[str] = []
-    broken = fixed = paired = 0
-    p_value = None
+    reasons: list[str] = list(integrity or [])
+    reference = None
+    if split.reference_release is not None:
+        reference = next((r for r in past if r.name == split.reference_release), None)
+        if reference is None and past:
+            warnings.append(
+                f"the reference release {split.reference_release!r} is not in the history: "
+                "the holdout is compared with the previous release only"
+            )
+    elif past:
+        reference = past[0]
+    comparisons: list[Comparison] = []
     moved: list[GroupMove] = []
     if previous is not None:
-        before = {h.hash: h for h in previous.holdout_cases}
-        pairs = [(before[h.hash], h) for h in current.holdout_cases if h.hash in before]
-        paired = len(pairs)
-        broken = sum(1 for a, b in pairs if b.score < a.score)
-        fixed = sum(1 for a, b in pairs if b.score > a.score)
-        p_value = sign_test_worse(broken, fixed, mid_p=gate.mid_p)
-        if p_value < gate.alpha:
-            reasons.append(
-                f"the holdout dropped significantly since {previous.name}: {broken} cases "
-                f"worse, {fixed} better of {paired} paired (one-sided sign test, "
-                f"p = {p_value:.2g})"
-            )
+        first, pairs = _compare(previous, current, gate.mid_p)
+        comparisons.append(first)
+        if reference is not None and reference.name != previous.name:
+            comparisons.append(_compare(reference, current, gate.mid_p)[0])
+        comparisons = _holm(comparisons)
+        for c in comparisons:
+            if c.p_adjusted < gate.alpha:
+                holm = f", Holm-adjusted {c.p_adjusted:.2g}" if len(comparisons) > 1 else ""
+                reasons.append(
+                    f"the holdout dropped significantly since {c.against}: {c.broken} cases "
+                    f"worse, {c.fixed} better of {c.paired} paired (one-sided sign test, "
+                    f"p = {c.p_value:.2g}{holm})"
+                )
         by_group: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for a, b in pairs:
             by_group[b.group or "(no group)"].append((a.score, b.score))
@@ -253,8 +387,24 @@ def release_report(
             for g, v in sorted(by_group.items())
             if fmean(x for x, _ in v) != fmean(y for _, y in v)
         ]
+        if not first.paired and current.holdout_cases:
+            warnings.append(
+                f"no holdout case pairs with {previous.name} (a new holdout key, or every case "
+                "changed): the holdout drop cannot be tested this time"
+            )
     else:
         warnings.append("no previous release to compare the holdout with: this is the first")
+    if current.holdout.rate.n == 0:
+        reasons.append(
+            "the holdout has no scored cases, so the release cannot be checked against it: "
+            "restore the holdout (or its key), or add holdout cases"
+        )
+    if not current.holdout_keyed and current.holdout_cases:
+        warnings.append(
+            "the holdout is plaintext and no holdout key is set: the release record names "
+            "holdout cases by plain hashes, which anyone who reads the case files can match; "
+            "seal the holdout (docs/holdout.md) or set the holdout key"
+        )
     if current.incomplete:
         reasons.append(
             f"the release run is incomplete ({current.errors} calls failed): its scores leave "
@@ -275,26 +425,29 @@ def release_report(
             f"this holdout has been read {reads} times, over the budget of {split.read_budget}: "
             "every read leaks a little; add fresh holdout cases and retire the old ones"
         )
-    if current.holdout.rate.n < split.min_holdout:
+    if 0 < current.holdout.rate.n < split.min_holdout:
         warnings.append(
             f"the holdout has {current.holdout.rate.n} scored cases, under {split.min_holdout}: "
             "too few to read the gap; add holdout cases"
         )
     records = [*past, current]
-    reading = read_gap(current, past, gate.tolerance)
+    reading = read_gap(current, past, gate.tolerance) if current.holdout.rate.n else "unknown"
+    head = comparisons[0] if comparisons else None
     return ReleaseReport(
         kind="fail" if reasons else "pass",
         reasons=reasons,
         warnings=warnings,
         current=current,
         previous=previous,
+        reference=reference,
         history=records,
         reading=reading,
         reading_text=READINGS[reading],
-        paired=paired,
-        broken=broken,
-        fixed=fixed,
-        p_value=p_value,
+        paired=head.paired if head else 0,
+        broken=head.broken if head else 0,
+        fixed=head.fixed if head else 0,
+        p_value=head.p_value if head else None,
+        comparisons=comparisons,
         groups_moved=moved,
         reads=reads,
         read_budget=split.read_budget,

@@ -32,6 +32,8 @@ class Job:
     expected: object
     request: Request
     case_input: dict[str, object] | None = None
+    # False for holdout cases: their replies never reach the (unencrypted) response cache.
+    cacheable: bool = True
 
 
 class Cache(Protocol):
@@ -97,6 +99,8 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
 
 
 def _call(backend: Backend, job: Job, cache: Cache | None) -> tuple[Reply, bool]:
+    if not job.cacheable:
+        cache = None
     if cache is not None:
         hit = cache.get(job.request, backend.name)
         if hit is not None:

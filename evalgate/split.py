@@ -139,9 +139,39 @@ def near_duplicates(
 
 
 def check_split(
+    cases: Sequence[Case],
+    policy: SplitPolicy,
+    fields: Fields | None = None,
+    *,
+    reveal: bool = False,
+) -> SplitReport:
+    """Counts per split, per category and per group side, and the leak findings.
+
+    A leak finding names holdout cases (or the dev cases and groups that would give them away)
+    only with ``reveal``, which the CLI grants to whoever holds the holdout key and asks for it;
+    otherwise it counts them.
+    """
+    report = _check_split(cases, policy, fields)
+    if reveal:
+        return report
+    hidden = [
+        f.model_copy(
+            update={
+                "ids": [],
+                "message": f.message + " (which cases: `evalgate split --show-holdout`, "
+                "with the holdout key set)",
+            }
+        )
+        if f.kind in LEAK_KINDS and f.ids
+        else f
+        for f in report.findings
+    ]
+    return report.model_copy(update={"findings": hidden})
+
+
+def _check_split(
     cases: Sequence[Case], policy: SplitPolicy, fields: Fields | None = None
 ) -> SplitReport:
-    """Counts per split, per category and per group side, and the leak findings."""
     skip = not_input(fields)
     assigned = assign_all(cases, policy)
     counts = Counter(c.split or "dev" for c in assigned)

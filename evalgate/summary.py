@@ -123,8 +123,10 @@ class RunSummary(BaseModel):
     offline: bool
     repeats: int
     n: int
-    # Holdout cases in the run: counted here, scored only in the release report.
+    # Holdout cases in the run: counted here, and scored in aggregate only (the release
+    # report pairs them); errored ones are left out of the rate.
     holdout_n: int = 0
+    holdout: Rate | None = None
     scored: int
     errors: int
     error_kinds: list[tuple[str, int]]
@@ -300,6 +302,7 @@ def summarise(
         repeats=run.repeats,
         n=len(cases),
         holdout_n=len(holdout),
+        holdout=_holdout_rate(holdout) if holdout else None,
         scored=len(scored),
         errors=sum(1 for c in cases if c.error is not None),
         error_kinds=kinds.most_common(),
@@ -318,3 +321,8 @@ def summarise(
         cut_off=cut,
         cache_hits=sum(1 for o in outcomes if o.cached),
     )
+
+
+def _holdout_rate(holdout: list[CaseResult]) -> Rate:
+    scored = [c.score or 0.0 for c in holdout if c.error is None]
+    return Rate.of(sum(scored), len(scored))

@@ -487,8 +487,10 @@ def test_inconclusive_fails_the_job_only_when_fail_on_says_so(
     [body] = comments(gh)
     assert "no baseline artefact for this suite was found" in body
     assert any("INCONCLUSIVE" in a for a in job.annotations("warning"))
-    # "inconclusive" means no same-job run: the base branch's prompt was not fetched.
-    assert not gh.find_requests("GET", f"/repos/{REPO}/contents/*")
+    # "inconclusive" means no same-job run: the base branch's prompt was not fetched (its
+    # config and cases were, for the split).
+    assert not gh.find_requests("GET", f"/repos/{REPO}/contents/{PROMPT}")
+    assert gh.find_requests("GET", f"/repos/{REPO}/contents/{FOLDER}/evalgate.yml")
 
 
 def test_second_run_edits_the_comment_in_place(

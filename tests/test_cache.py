@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from conftest import shop_suite
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Reply, Request
 from evalgate.cache import ResponseCache
-from evalgate.config import LoadedConfig
+from evalgate.config import LoadedConfig, load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
 from evalgate.summary import summarise
@@ -210,3 +211,24 @@ def test_hits_and_misses_add_up_over_runs(
     suite(cache=cache)
     assert (cache.hits, cache.misses) == (20, 10) and len(srv.requests) == 10
     assert list((tmp_path / "cache").rglob("*.tmp")) == []
+
+
+def test_holdout_replies_never_reach_the_cache(cli: Callable[..., Any], bike_shop: Path) -> None:
+    """The cache is a plain folder (kept by actions/cache, readable by later jobs): a holdout
+    reply written there would sit in the clear. A run over every split caches dev only."""
+    loaded = load_config(bike_shop / "evalgate.yml")
+    _, config = loaded.suite(None)
+    cases = load_suite_cases(loaded, config).cases
+    dev = [c for c in cases if c.split == "dev"]
+    holdout = [c for c in cases if c.split == "holdout"]
+    assert dev and holdout
+    argv = ["run", "v2", "--config", str(bike_shop / "evalgate.yml"), "--cache", "--no-save"]
+    code, _, err = cli(*argv, "--split", "dev", "--split", "holdout")
+    assert code == 0, err
+    entries = list((bike_shop / ".evalgate" / "cache").rglob("*.json"))
+    assert len(entries) == len(dev)
+    cached = "".join(p.read_text() for p in entries)
+    assert not [c.id for c in holdout if json.dumps(c.input["message"])[1:-1] in cached]
+    # A second run asks the model for the holdout again (it was never cached): no hit on it.
+    code, _, err = cli(*argv, "--split", "holdout")
+    assert code == 0 and "cache: 0 hits" in err

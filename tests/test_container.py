@@ -13,7 +13,9 @@ reach them. In order:
    GitHub stand-in as the ``evalgate-baseline`` artefact of that push run;
 3. a ``pull_request`` run posts exactly one comment on PR 7 and sets the step outputs;
 4. a second ``pull_request`` run edits that comment instead of adding one;
-5. a planted regression in the PR's prompt fails the job, and the comment says so.
+5. a planted regression in the PR's prompt fails the job, and the comment says so;
+6. a pull request that re-splits (``holdout_fraction: 0`` in its own evalgate.yml) sends none
+   of the base's holdout cases to the model, and fails with the reason in the comment.
 
 Docker and act come from scripts/container-setup. Without them the module is skipped, unless
 ``EVALGATE_CONTAINER=required`` (set by .ci/run once the setup succeeded): then it fails.
@@ -533,7 +535,7 @@ class Scenario:
         }
 
     def pr_run(self, which: str) -> ActRun:
-        order = ["pr-1", "pr-2", "pr-regression"]
+        order = ["pr-1", "pr-2", "pr-regression", "pr-resplit"]
         for earlier in order[: order.index(which)]:
             self.pr_run(earlier)
 
@@ -544,6 +546,8 @@ class Scenario:
             _git(self.repo, "checkout", "-q", BRANCH)
             if which == "pr-regression":
                 self.plant_regression()
+            if which == "pr-resplit":
+                self.resplit()
             return self.act("pull_request", self._pr_event())
 
         return self.step(which, make)
@@ -557,6 +561,33 @@ class Scenario:
         self.gh.add_commit(
             REPO, {f"{SUITE_DIR}/prompts/v3.txt": text}, branch=BRANCH, message="Shorter prompt"
         )
+
+    def resplit(self) -> None:
+        """The pull request's own config puts every case on the dev side."""
+        path = self.repo / SUITE_DIR / "evalgate.yml"
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config["suites"][SUITE]["split"]["holdout_fraction"] = 0.0
+        text = yaml.safe_dump(config, sort_keys=False)
+        path.write_text(text, encoding="utf-8")
+        _git(self.repo, "commit", "-q", "-am", "Every case to dev")
+        self.gh.add_commit(
+            REPO, {f"{SUITE_DIR}/evalgate.yml": text}, branch=BRANCH, message="Every case to dev"
+        )
+
+    def holdout_messages(self) -> list[str]:
+        """The messages of the suite's holdout cases, as the default branch splits them."""
+        from evalgate.config import load_config
+        from evalgate.pipeline import load_suite_cases
+
+        loaded = load_config(EXAMPLE / "evalgate.yml")
+        _, suite = loaded.suite(SUITE)
+        ours = {
+            json.loads(line)["id"]
+            for line in self._suite_files("main")[f"{SUITE_DIR}/cases.jsonl"].splitlines()
+            if line.strip()
+        }
+        cases = load_suite_cases(loaded, suite).cases
+        return [str(c.input["message"]) for c in cases if c.split == "holdout" and c.id in ours]
 
 
 @pytest.fixture(scope="module")
@@ -700,3 +731,21 @@ def test_a_planted_regression_fails_the_job(e2e: Scenario) -> None:
     assert "failed the gate" in comments[0].body
     assert len(e2e.gh.find_requests("POST", f"/repos/{REPO}/issues/{PR}/comments")) == 1
     assert len(e2e.gh.find_requests("PATCH", f"/repos/{REPO}/issues/comments/*")) == 2
+
+
+def test_a_pull_request_that_re_splits_sends_no_holdout_case(e2e: Scenario) -> None:
+    hidden = e2e.holdout_messages()
+    assert len(hidden) >= 5
+    run = e2e.pr_run("pr-resplit")
+    assert run.returncode != 0, "a pull request that changes the holdout must fail the job"
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "inconclusive", run.why()
+    # The dev cases ran (on the default branch's split); no holdout case did.
+    assert run.model_requests > 0
+    sent = [json.dumps(x.body) for x in e2e.messages.requests[-run.model_requests :]]
+    assert [m for m in hidden for body in sent if json.dumps(m)[1:-1] in body] == []
+    comment = _comments(e2e)[0].body
+    assert "this pull request changes the holdout" in comment
+    for message in hidden:
+        assert message not in comment and message not in run.output
+    assert "changes the holdout" in run.output

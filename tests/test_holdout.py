@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CliResult
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from evalgate.config import load_config
 from evalgate.errors import UserError
 from evalgate.holdout import (
+    HoldoutKey,
     LedgerRecord,
     append_ledger,
-    hashed_id,
     keygen,
     load_public_key,
     load_secret_key,
@@ -285,12 +286,14 @@ def test_redact_keeps_only_hashes_groups_and_scores(make_case: Callable[..., Cas
         group="g-42",
         outcome={"reason": "because hold-42 said Brompton"},
     )
-    shown = redact(case)
+    key = HoldoutKey(X25519PrivateKey.generate())
+    shown = redact(case, key)
     dumped = shown.model_dump_json()
-    for secret in ("hold-42", message, "Brompton", "booking", "quote"):
+    for secret in ("hold-42", message, "Brompton", "booking", "quote", case.hash, "g-42"):
         assert secret not in dumped
-    assert shown.id == hashed_id("hold-42", case.hash) and shown.id.startswith("h-")
-    assert (shown.split, shown.group, shown.hash) == ("holdout", "g-42", case.hash)
+    assert shown.id == key.case("hold-42", case.hash) and shown.id.startswith("h-")
+    assert shown.split == "holdout"
+    assert (shown.group, shown.hash) == (key.group("g-42"), key.content(case.hash))
     assert shown.input is None and shown.expected is None and shown.category is None
     assert [o.score for o in shown.outcomes] == [0.0, 1.0] and shown.score == 0.5
     assert all(o.text is None and o.answer is None and o.reason is None for o in shown.outcomes)
@@ -306,13 +309,26 @@ def test_redact_keeps_an_errors_kind_not_its_message(
         error_kind="refusal",
         group="g7",
     )
-    shown = redact(case)
+    shown = redact(case, HoldoutKey())
     assert shown.error == "refusal error" and "hold-7" not in shown.model_dump_json()
 
 
-def test_hashed_ids_differ_per_case_and_per_content() -> None:
-    assert hashed_id("a", "h1") != hashed_id("b", "h1") != hashed_id("a", "h2")
-    assert hashed_id("a", "h1") == hashed_id("a", "h1")
+def test_keyed_names_differ_per_case_content_and_key_and_are_stable() -> None:
+    secret = X25519PrivateKey.generate()
+    key, again, other = (
+        HoldoutKey(secret),
+        HoldoutKey(secret),
+        HoldoutKey(X25519PrivateKey.generate()),
+    )
+    assert key.case("a", "h1") != key.case("b", "h1") != key.case("a", "h2")
+    # Stable under one key (so releases pair), different under another or without one.
+    assert key.case("a", "h1") == again.case("a", "h1")
+    assert len({key.case("a", "h1"), other.case("a", "h1"), HoldoutKey().case("a", "h1")}) == 3
+    assert key.keyed and not HoldoutKey().keyed
+    # A set digest commits to the set, not to the order it is given in.
+    assert key.digest(["x", "y"]) == key.digest(["y", "x"]) != key.digest(["x"])
+    assert key.verify("body", key.sign("body")) and not other.verify("body", key.sign("body"))
+    assert not key.verify("body", None)
 
 
 # --- ledger ----------------------------------------------------------------------------------

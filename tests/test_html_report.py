@@ -37,7 +37,7 @@ from conftest import CREATED, REGEN_GOLDEN, ROOT, copy_example
 
 from evalgate.cli import main
 from evalgate.compare import Comparison, compare_runs
-from evalgate.holdout import redact
+from evalgate.holdout import HoldoutKey, redact
 from evalgate.report.html import COMPARE_KINDS, heat_map, render_compare_html, render_run_html
 from evalgate.report.render import pvalue
 from evalgate.runs import CaseResult, Run, find_run
@@ -155,8 +155,8 @@ class Pair:
 def pair(make_case: CaseFactory, make_run: RunFactory) -> Pair:
     """v1 -> v2 with every kind of row, a hostile message and reply, and a holdout case."""
     secret = "holdout text: brake cable price"
-    held_a = redact(make_case("hold-1", "quote", "quote", message=secret))
-    held_b = redact(make_case("hold-1", "quote", "booking", message=secret))
+    held_a = redact(make_case("hold-1", "quote", "quote", message=secret), HoldoutKey())
+    held_b = redact(make_case("hold-1", "quote", "booking", message=secret), HoldoutKey())
     a = make_run(
         [
             make_case("f1", "quote", "booking", message="What do new brake pads cost?"),
@@ -325,7 +325,7 @@ def test_run_page_has_the_numbers_categories_and_heat_map(
     cases = [make_case(f"b{i}", "booking", "booking") for i in range(6)]
     cases += [make_case("b6", "booking", "quote"), make_case("q1", "quote", "quote")]
     cases += [make_case("q2", "quote", error="timed out", error_kind="timeout")]
-    cases += [redact(make_case("h1", "quote", "quote", message="holdout question"))]
+    cases += [redact(make_case("h1", "quote", "quote", message="holdout question"), HoldoutKey())]
     run = make_run(cases)
     s = summarise(run)
     html = render_run_html(run, s)

@@ -476,7 +476,8 @@ def test_doctor_fails_a_planted_leak(initialised: Callable[[str], Path]) -> None
     assert (
         "FAIL",
         "leak: 1 holdout cases have the same input as a dev case: delete or "
-        "retire the holdout copy (ids: starter-001=leak-1)",
+        "retire the holdout copy (which cases: `evalgate split --show-holdout`, with the "
+        "holdout key set)",
     ) in leaks
 
 

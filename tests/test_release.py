@@ -8,8 +8,10 @@ tail sums ``P(X >= b)`` with ``X ~ Bin(b + c, 1/2)``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,9 +21,9 @@ import pytest
 import yaml
 from conftest import CliResult
 
-from evalgate.cases import Case
+from evalgate.cases import Case, record_hash
 from evalgate.config import GatePolicy, SplitPolicy, load_config
-from evalgate.holdout import read_ledger, redact
+from evalgate.holdout import HoldoutKey, line_digest, read_ledger, redact
 from evalgate.pipeline import load_prompt, load_suite_cases
 from evalgate.release import (
     READINGS,
@@ -64,6 +66,8 @@ def record(
         holdout=Score(rate=Rate.of(holdout, n), se=se),
         holdout_sha256="holdout-content",
         holdout_cases=cases or [],
+        # As a sealed (keyed) holdout's release writes it; the plaintext warning has its own test.
+        holdout_keyed=True,
         regression_failed=regression[0],
         regression_n=regression[1],
     )
@@ -99,11 +103,14 @@ def test_make_record_scores_dev_and_holdout_apart(
     ]
     holdout = [
         redact(
-            make_case(f"hold-{i}", **(right if i < 4 else wrong), split="holdout", group=f"hg{i}")
+            make_case(f"hold-{i}", **(right if i < 4 else wrong), split="holdout", group=f"hg{i}"),
+            HoldoutKey(),
         )
         for i in range(5)
     ]
-    holdout.append(redact(make_case("hold-err", error="timeout", split="holdout", group="hg9")))
+    holdout.append(
+        redact(make_case("hold-err", error="timeout", split="holdout", group="hg9"), HoldoutKey())
+    )
     regression = [
         make_case("r1", **right, split="regression"),
         make_case("r2", **wrong, split="regression"),
@@ -489,7 +496,9 @@ def test_a_release_never_discloses_a_holdout_case(
     run = read_run(run_file)
     held = [c for c in run.cases if c.split == "holdout"]
     assert len(held) == len(holdout)
-    assert {c.group for c in held} == {c.group for c in holdout}
+    # Groups are kept under the key: as many as there are, none by its name.
+    assert len({c.group for c in held}) == len({c.group for c in holdout})
+    assert not {c.group for c in held} & {c.group for c in holdout}
     for c in held:
         assert c.id.startswith("h-") and c.score is not None
         assert (c.input, c.expected, c.category) == (None, None, None)
@@ -555,3 +564,228 @@ def test_an_error_on_a_holdout_case_does_not_name_it(
     code, _, err = cli("release", "v1", "--config", str(tmp_path / "evalgate.yml"))
     assert code == 2
     assert "the scorer failed on case 'h-" in err and "secret-hold-7" not in err
+
+
+# --- a dictionary attack on what a release publishes --------------------------------------------
+
+
+def _guesses(root: Path) -> list[tuple[Case, dict[str, Any]]]:
+    """The attacker's best guesses: every holdout case exactly as written (an upper bound on
+    what guessing from the dev file and the labels can produce)."""
+    records = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (root / "cases.jsonl").read_text().splitlines()
+        if line.strip()
+    }
+    return [(c, records[c.id]) for c in suite_cases(root) if c.split == "holdout"]
+
+
+def _fingerprints(case: Case, record: dict[str, Any]) -> set[str]:
+    """Every name a guessed case could be checked against without the secret: the record's
+    hash and its prefixes, the unkeyed names, the old "h-" name, the group and its hash."""
+    content = record_hash({k: v for k, v in record.items() if k != "split"})
+    assert content == case.hash  # the guess is the case itself
+    plain = HoldoutKey()
+    group = case.group or ""
+    names = {
+        content,
+        content[:12],
+        content[:16],
+        plain.case(case.id, content),
+        plain.content(content),
+        plain.group(group) or "",
+        "h-" + hashlib.sha256(f"{case.id}\0{content}".encode()).hexdigest()[:16],
+        hashlib.sha256(group.encode()).hexdigest(),
+        hashlib.sha256(f"{case.id}\0{content}\n".encode()).hexdigest(),  # a one-case set hash
+    }
+    return {n for n in names if n}
+
+
+@pytest.mark.parametrize("setup", ["sealed", "plaintext with a key", "plaintext without a key"])
+def test_a_dictionary_attack_on_every_published_artefact_recovers_nothing(
+    cli: Callable[..., CliResult], bike_shop: Path, setup: str
+) -> None:
+    guesses = _guesses(bike_shop)
+    assert len(guesses) > 40
+    env: dict[str, str] = {}
+    if setup == "sealed":
+        env = {KEY: seal_the_holdout(cli, bike_shop)}
+    elif setup == "plaintext with a key":
+        code, out, _ = cli("holdout", "keygen", "--config", str(bike_shop / "evalgate.yml"))
+        assert code == 0
+        env = {KEY: out.strip().splitlines()[-1]}
+    published: dict[str, str] = {}
+    for name in ("r1", "r2"):
+        code, report, err = release(cli, bike_shop, name, env=env)
+        assert code == 0, err
+        published[f"{name} report"] = json.dumps(report)
+        published[f"{name} log"] = err
+    for path in bike_shop.rglob("*"):
+        # Everything a release leaves (state, ledger, cache) and everything committed beside
+        # the config (the sealed file and its change ledger), except the case file itself.
+        if path.is_file() and path.name != "cases.jsonl":
+            published[str(path.relative_to(bike_shop))] = path.read_text(errors="replace")
+
+    recovered = {
+        case.id
+        for case, record in guesses
+        for needle in _fingerprints(case, record)
+        for text in published.values()
+        if re.search(rf"\b{re.escape(needle)}\b", text)
+    }
+    if setup == "plaintext without a key":
+        # The documented limit (docs/holdout.md): unkeyed names can be recomputed. This also
+        # shows that the attack above is real: without the key it recovers every case.
+        assert len(recovered) == len(guesses)
+        assert any("no holdout key is set" in w for w in report["warnings"])
+    else:
+        assert recovered == set()
+        assert report["current"]["holdout"]["rate"]["n"] == len(guesses)
+
+
+# --- the sealed store is tamper-evident --------------------------------------------------------
+
+
+def _sealed(root: Path) -> Path:
+    return root / "holdout.sealed.jsonl"
+
+
+def test_a_trimmed_or_emptied_sealed_file_fails_the_release(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    secret = {KEY: seal_the_holdout(cli, bike_shop)}
+    lines = _sealed(bike_shop).read_text().splitlines()
+    assert len(lines) > 40
+    code, first, err = release(cli, bike_shop, "r1", env=secret)
+    assert code == 0, err
+    assert first["current"]["sealed_lines"] and first["current"]["mac"]
+
+    # A pull request trims the sealed file to 10 lines: the release fails and says why.
+    _sealed(bike_shop).write_text("\n".join(lines[:10]) + "\n")
+    code, trimmed, _ = release(cli, bike_shop, "r2", env=secret)
+    assert code == 1
+    assert trimmed["reasons"][0] == (
+        f"the sealed holdout lost {len(lines) - 10} of its {len(lines)} cases since r1 without a "
+        "recorded `evalgate holdout retire` (it has 10 now): restore the sealed file from "
+        "version control"
+    )
+    # Emptied: the same, and the holdout is empty besides.
+    _sealed(bike_shop).write_text("")
+    code, emptied, _ = release(cli, bike_shop, "r3", env=secret)
+    assert code == 1
+    assert emptied["reasons"][0].startswith(f"the sealed holdout lost {len(lines)} of its")
+    assert any("the holdout has no scored cases" in r for r in emptied["reasons"])
+
+    # Restored, the next release compares with r1 (the last good one), not with r3.
+    _sealed(bike_shop).write_text("\n".join(lines) + "\n")
+    code, restored, err = release(cli, bike_shop, "r4", env=secret)
+    assert code == 0, (restored, err)
+
+
+def test_a_recorded_retire_passes_and_a_forged_one_fails(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    held = [c for c in suite_cases(bike_shop) if c.split == "holdout"]
+    secret = {KEY: seal_the_holdout(cli, bike_shop)}
+    config = str(bike_shop / "evalgate.yml")
+    assert release(cli, bike_shop, "r1", env=secret)[0] == 0
+    retired = bike_shop / "retired.jsonl"
+    code, _, err = cli(
+        "holdout",
+        "retire",
+        held[0].id,
+        held[1].id,
+        "--to",
+        str(retired),
+        "--config",
+        config,
+        env=secret,
+    )
+    assert code == 0, err
+    changes = (bike_shop / "holdout.changes.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["change"] for line in changes]
+    assert kinds == ["add", "retire"]
+    retire = json.loads(changes[1])
+    assert retire["count"] == 2 and len(retire["lines"]) == 2 and retire["mac"]
+    # The change ledger holds counts and ciphertext digests, never a case.
+    for case in held[:2]:
+        assert case.id not in changes[1] and case.input["message"] not in changes[1]
+    code, report, err = release(cli, bike_shop, "r2", env=secret)
+    assert code == 0, (report, err)
+    assert report["current"]["holdout"]["rate"]["n"] == len(held) - 2
+
+    # Someone without the key removes a line and writes a retire record for it.
+    lines = _sealed(bike_shop).read_text().splitlines()
+    _sealed(bike_shop).write_text("\n".join(lines[1:]) + "\n")
+    forged = dict(retire, lines=[line_digest(lines[0])], count=1, mac="0" * 64)
+    with (bike_shop / "holdout.changes.jsonl").open("a") as handle:
+        handle.write(json.dumps(forged) + "\n")
+    code, report, _ = release(cli, bike_shop, "r3", env=secret)
+    assert code == 1
+    assert "not signed by the holdout key" in report["reasons"][0]
+    assert "without a recorded `evalgate holdout retire`" in report["reasons"][1]
+
+
+def test_a_release_record_edited_on_the_history_is_refused(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    secret = {KEY: seal_the_holdout(cli, bike_shop)}
+    assert release(cli, bike_shop, "r1", env=secret)[0] == 0
+    path = bike_shop / ".evalgate" / "releases" / "r1.json"
+    data = json.loads(path.read_text())
+    for case in data["holdout_cases"]:
+        case["score"] = 0.0  # make the last release look worse, so a drop would not show
+    path.write_text(json.dumps(data))
+    code, _, err = release(cli, bike_shop, "r2", env=secret)
+    assert code == 2
+    assert "release record 'r1' was changed after it was written" in err
+
+
+# --- slow drift ---------------------------------------------------------------------------------
+
+
+def test_ten_small_drops_do_not_all_pass_against_the_reference() -> None:
+    """179 holdout cases, all passing at r0; each release breaks 2 or 3 more (1.4 points).
+
+    Against the previous release each step is small: b broken and 0 fixed give the exact
+    one-sided sign test p = 0.5**b, 0.25 for b = 2 and 0.125 for b = 3. Against r0 the breaks
+    add up: 2, 5, 7, ... With two comparisons Holm doubles the smallest p, so a release fails
+    once 2 * 0.5**b < 0.05, i.e. b >= 6: r3 (7 broken since r0, 2 * 0.5**7 = 0.0156).
+    """
+    n = 179
+    steps = [2, 3] * 5
+    history: list[ReleaseRecord] = []
+    broken = 0
+    kinds = []
+    for k in range(11):
+        if k:
+            broken += steps[k - 1]
+        cases = scores([0.0] * broken + [1.0] * (n - broken))
+        current = record(f"r{k}", k + 1, n - broken, n - broken, n=n, cases=cases)
+        report = release_report(current, history, gate=GATE, split=SPLIT, reads=k + 1)
+        if k:
+            step = report.comparisons[0]
+            assert (step.against, step.broken, step.fixed) == (f"r{k - 1}", steps[k - 1], 0)
+            assert step.p_value == pytest.approx(0.5 ** steps[k - 1])  # alone: never < 0.05
+        kinds.append(report.kind)
+        history.append(current)
+    assert kinds[:3] == ["pass", "pass", "pass"]
+    assert kinds[3] == "fail" and kinds[3:] == ["fail"] * 8
+    last = release_report(history[3], history[:3], gate=GATE, split=SPLIT, reads=4)
+    [since_r0] = [c for c in last.comparisons if c.against == "r0"]
+    assert (since_r0.broken, since_r0.p_adjusted) == (7, pytest.approx(2 * 0.5**7))
+    assert "since r0" in last.reasons[0]
+
+
+def test_a_pinned_reference_release_is_the_one_compared_with() -> None:
+    n = 50
+    history = [record(f"r{k}", k + 1, 45, n, n=n, cases=scores([1.0] * n)) for k in range(3)]
+    current = record("r3", 4, 45, n - 1, n=n, cases=scores([0.0] + [1.0] * (n - 1)))
+    pinned = SplitPolicy(reference_release="r1")
+    report = release_report(current, history, gate=GATE, split=pinned, reads=4)
+    assert report.reference is not None and report.reference.name == "r1"
+    assert [c.against for c in report.comparisons] == ["r2", "r1"]
+    missing = SplitPolicy(reference_release="v9")
+    report = release_report(current, history, gate=GATE, split=missing, reads=4)
+    assert [c.against for c in report.comparisons] == ["r2"]
+    assert any("reference release 'v9' is not in the history" in w for w in report.warnings)

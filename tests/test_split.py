@@ -56,7 +56,22 @@ def make(
 
 
 def kinds(cases: list[Case], policy: SplitPolicy = POLICY, **kw: Any) -> dict[str, list[str]]:
-    return {f.kind: f.ids for f in check_split(cases, policy, **kw).findings}
+    """Findings with the ids that only the key's holder sees (``reveal``)."""
+    return {f.kind: f.ids for f in check_split(cases, policy, reveal=True, **kw).findings}
+
+
+def test_leak_findings_name_no_case_unless_revealed() -> None:
+    dev = make("d1", "Where is my order 66?", split="dev", group="g1")
+    held = make("h1", "where is my ORDER 66", split="holdout", group="g2")
+    same_group = make("h2", "something else entirely here", split="holdout", group="g1")
+    report = check_split([dev, held, same_group], POLICY)
+    assert {f.kind for f in report.leaks} == {"identical_input", "group_on_both_sides"}
+    # Counted, never named: neither the holdout ids, nor the dev id or group giving them away.
+    assert all(f.ids == [] for f in report.leaks)
+    dumped = report.model_dump_json()
+    for secret in ("h1", "h2", "d1", "g1", "order 66"):
+        assert secret not in dumped.lower(), secret
+    assert all("--show-holdout" in f.message for f in report.leaks)
 
 
 # --- assignment ------------------------------------------------------------------------------
@@ -266,7 +281,7 @@ def test_a_group_on_both_sides_by_explicit_splits_is_a_leak() -> None:
         make("b", "second one quite different", group="g1", split="holdout"),
         make("c", "third unrelated words", group="g2", split="holdout"),
     ]
-    report = check_split(cases, POLICY)
+    report = check_split(cases, POLICY, reveal=True)
     assert [(f.kind, f.ids) for f in report.leaks] == [("group_on_both_sides", ["g1"])]
     assert report.groups == {"dev": 0, "holdout": 1, "both": 1}
 
@@ -355,7 +370,18 @@ def test_split_exits_1_on_a_planted_leak(cli: Callable[..., CliResult], bike_sho
         handle.write(json.dumps(planted) + "\n")
     code, text, _ = cli("split", "--config", str(config))
     assert code == 1
+    # Counted, not named: the ids (which give the holdout case away) need the key and a flag.
+    assert "LEAK:" in text and held.id not in text and "planted" not in text
+    assert "--show-holdout" in text
+    code, _, err = cli("split", "--config", str(config), "--show-holdout")
+    assert code == 2 and "EVALGATE_HOLDOUT_KEY" in err
+    code, out, _ = cli("holdout", "keygen", "--config", str(config))
+    key = {"EVALGATE_HOLDOUT_KEY": out.strip().splitlines()[-1]}
+    code, text, _ = cli("split", "--config", str(config), "--show-holdout", env=key)
+    assert code == 1
     assert "LEAK:" in text and f"planted={held.id}" in text
+    code, text, _ = cli("split", "--config", str(config), "--json")
+    assert held.id not in text and '"ids": []' in text
 
 
 def test_split_apply_writes_the_assignment(cli: Callable[..., CliResult], bike_shop: Path) -> None:

@@ -225,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
     )
     gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="take the dev / holdout split from this git commit (the pull request's base), as "
+        "the action does; a change of the holdout since then makes the verdict inconclusive",
+    )
     gate.add_argument("--concurrency", type=_positive, help="calls in flight")
     gate.set_defaults(func=cmd_gate, verbose=False, cache=None)
 
@@ -232,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
         "split", parents=[common], help="dev / holdout / regression counts and leak checks"
     )
     split.add_argument("--apply", action="store_true", help="write the split into the case files")
+    split.add_argument(
+        "--show-holdout",
+        action="store_true",
+        help="name the holdout cases in leak findings (needs EVALGATE_HOLDOUT_KEY; counts only "
+        "without it)",
+    )
     split.set_defaults(func=cmd_split)
 
     holdout = sub.add_parser("holdout", parents=[common], help="the sealed holdout")

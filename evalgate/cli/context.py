@@ -6,21 +6,28 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.backends.batch import BatchRunner
 from evalgate.cache import ResponseCache
-from evalgate.cases import CaseSet, hash_cases
+from evalgate.cases import SPLITS, CaseSet
 from evalgate.config import LoadedConfig, ModelSettings, Suite, load_config
 from evalgate.errors import UserError
 from evalgate.gate import SequentialMonitor
 from evalgate.holdout import (
+    HoldoutKey,
     LedgerRecord,
     SecretKey,
     append_ledger,
     load_secret_key,
+    read_changes,
+    read_ledger,
+    reads_of,
+    sealed_digests,
+    unrecorded_changes,
 )
 from evalgate.pipeline import (
     DEFAULT_SPLITS,
@@ -31,6 +38,13 @@ from evalgate.pipeline import (
     run_suite,
 )
 from evalgate.progress import ProgressPrinter
+from evalgate.release import (
+    ReleaseRecord,
+    ReleaseReport,
+    make_record,
+    release_report,
+    usable_history,
+)
 from evalgate.runs import Run
 from evalgate.terminal import colourise, wants_colour
 
@@ -115,12 +129,16 @@ def execute_version(
     prompt: Prompt | None = None,
     shard: tuple[int, int] | None = None,
     early_stop_against: Run | None = None,
+    assign: Callable[[CaseSet], CaseSet] | None = None,
 ) -> Run:
     """Run one prompt version (or the given prompt text) of a suite; record holdout reads."""
     name, suite = loaded.suite(suite_name)
     prompt = prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(ctx, suite) if "holdout" in splits else None
-    cases = load_suite_cases(loaded, suite, case_files, holdout_secret=secret, on_note=ctx.warn)
+    key = HoldoutKey(secret)
+    cases = load_suite_cases(
+        loaded, suite, case_files, holdout_secret=secret, on_note=ctx.warn, assign=assign
+    )
     commit, ref = git_info(loaded.root)
     backend = build_backend(ctx, loaded, suite.model)
     spec = RunSpec(
@@ -135,6 +153,7 @@ def execute_version(
         git_ref=ref,
         splits=splits,
         shard=shard,
+        holdout_key=key,
     )
     verbose = getattr(ctx.args, "verbose", False)
     interactive = ctx.err.isatty() and not ctx.env.get("CI")
@@ -193,7 +212,7 @@ def execute_version(
                 git_commit=commit,
                 prompt=prompt.name,
                 prompt_sha256=prompt.sha256,
-                holdout_sha256=holdout_sha(cases),
+                holdout_sha256=holdout_sha(cases, key),
                 score=sum(scored) / len(scored) if scored else None,
                 n=len(scored),
                 purpose=purpose,
@@ -213,10 +232,11 @@ HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
 
 
 def holdout_secret(ctx: Context, suite: Suite) -> SecretKey | None:
-    """The sealed holdout's secret key, when the suite seals its holdout."""
-    if suite.sealed_holdout is None:
-        return None
+    """The holdout secret: required for a sealed holdout, optional for a plaintext one (where
+    it keys the names that published records give holdout cases)."""
     text = ctx.env.get(HOLDOUT_KEY_VARIABLE, "")
+    if suite.sealed_holdout is None:
+        return load_secret_key(text) if text else None
     if not text:
         raise UserError(
             f"this suite's holdout is sealed and {HOLDOUT_KEY_VARIABLE} is not set",
@@ -229,10 +249,65 @@ def ledger_path(loaded: LoadedConfig) -> Path:
     return loaded.state_dir / "holdout-ledger.jsonl"
 
 
-def holdout_sha(cases: CaseSet) -> str:
-    return hash_cases(c for c in cases.cases if c.split == "holdout")
+def holdout_sha(cases: CaseSet, key: HoldoutKey) -> str:
+    """The holdout's keyed digest: the same cases under the same key give the same digest."""
+    return key.digest(key.case(c.id, c.hash) for c in cases.cases if c.split == "holdout")
 
 
 def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
     suite = loaded.config.suites.get(run.suite)
     return suite.price_as if suite else None
+
+
+def release_version(
+    ctx: Context,
+    loaded: LoadedConfig,
+    name: str,
+    version: str,
+    tag: str,
+    history: list[ReleaseRecord],
+    *,
+    ledger: Path,
+) -> tuple[Run, ReleaseRecord, ReleaseReport]:
+    """Run a release (dev, holdout and regression cases) and decide its gate against the
+    history; the record is signed, names holdout cases under the key and commits to the
+    sealed store's lines, which must match the previous release's but for recorded changes."""
+    _, suite = loaded.suite(name)
+    secret = holdout_secret(ctx, suite)
+    key = HoldoutKey(secret)
+    cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    run = execute_version(ctx, loaded, name, version, splits=frozenset(SPLITS), purpose="release")
+    sealed = None
+    integrity: list[str] = []
+    if suite.sealed_holdout is not None:
+        store = loaded.root / suite.sealed_holdout.file
+        sealed = sealed_digests(store)
+        usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
+        earlier = [
+            r for r in usable if r.name != tag and r.sealed_lines is not None and r.sealed_ok
+        ]
+        if earlier:
+            changes = read_changes(loaded.root / suite.sealed_holdout.changes)
+            integrity = unrecorded_changes(
+                earlier[-1].sealed_lines or [], sealed, changes, key, since=earlier[-1].name
+            )
+    record = make_record(
+        tag,
+        run,
+        run.created_at,
+        holdout_sha(cases, key),
+        key=key,
+        sealed_lines=sealed,
+        sealed_ok=not integrity,
+    )
+    reads = reads_of(read_ledger(ledger), record.holdout_sha256)
+    report = release_report(
+        record,
+        history,
+        gate=suite.gate,
+        split=suite.split,
+        reads=reads,
+        key=key,
+        integrity=integrity,
+    )
+    return run, record, report

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 
+from evalgate.base_split import HoldoutChange, guard, read_tree
+from evalgate.cases import CaseSet
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -11,9 +14,12 @@ from evalgate.cli.context import (
     execute_version,
     price_as_for,
 )
-from evalgate.errors import RunFileError
+from evalgate.config import LoadedConfig
+from evalgate.errors import RunFileError, UserError
 from evalgate.gate import decide
+from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
+from evalgate.pipeline import load_suite_cases
 from evalgate.report.render import render, render_model
 from evalgate.runs import find_run, save_run
 from evalgate.summary import summarise
@@ -54,18 +60,35 @@ def cmd_gate(ctx: Context) -> int:
     baseline = find_run(ctx.args.baseline, loaded.state_dir)
     name, suite = loaded.suite(ctx.args.suite or baseline.suite)
     ref = ctx.args.candidate
+    assign = holdout_change = None
+    if getattr(ctx.args, "base_ref", None):
+        assign, holdout_change = base_guard(loaded, name, ctx.args.base_ref)
     try:
         candidate = find_run(ref, loaded.state_dir)
+        if assign is not None:
+            load_suite_cases(loaded, suite, assign=assign)  # only to see what the head changes
     except RunFileError as exc:
         versions = loaded.prompt_files(suite)
         if ref not in versions:
             raise unknown_candidate(ref, name, sorted(versions), exc) from None
         candidate = execute_version(
-            ctx, loaded, name, ref, early_stop_against=baseline if ctx.args.early_stop else None
+            ctx,
+            loaded,
+            name,
+            ref,
+            early_stop_against=baseline if ctx.args.early_stop else None,
+            assign=assign,
         )
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     verdict = decide(baseline, candidate, suite.gate)
+    if holdout_change is not None and holdout_change().changed:
+        verdict = verdict.model_copy(
+            update={
+                "kind": "inconclusive",
+                "reasons": [holdout_change().line(), *verdict.reasons],
+            }
+        )
     if ctx.args.format == "markdown":
         # There is no gate.md.j2: the Markdown report is the job-summary form of the PR comment.
         from evalgate.report.comment import BaselineProvenance, CommentContext, render_summary
@@ -91,3 +114,18 @@ def cmd_gate(ctx: Context) -> int:
         )
         return code
     return EXIT_OK
+
+
+def base_guard(
+    loaded: LoadedConfig, name: str, ref: str
+) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
+    """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
+    top = toplevel(loaded.root)
+    if top is None:
+        raise UserError(
+            "--base-ref reads the split from git, and the config is not in a git repository",
+            where=str(loaded.path),
+        )
+    config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
+    base = read_tree(GitTree.open(top, ref, fetch=False), config)
+    return guard(base, name, loaded)

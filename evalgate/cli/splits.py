@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evalgate.audit import audit
-from evalgate.cases import SPLITS, CaseSet, load_case_file
+from evalgate.cases import CaseSet, load_case_file
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -18,11 +19,17 @@ from evalgate.cli.context import (
     holdout_secret,
     holdout_sha,
     ledger_path,
+    release_version,
 )
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import UserError
 from evalgate.holdout import (
+    HoldoutKey,
+    SealedChange,
+    SecretKey,
+    append_change,
     keygen,
+    line_digest,
     load_public_key,
     load_secret_key,
     open_sealed,
@@ -34,7 +41,7 @@ from evalgate.holdout import (
 from evalgate.pipeline import (
     load_suite_cases,
 )
-from evalgate.release import make_record, read_releases, release_report, write_release
+from evalgate.release import read_releases, write_release
 from evalgate.report.render import render
 from evalgate.runs import save_run
 from evalgate.split import check_split
@@ -53,8 +60,16 @@ def cmd_split(ctx: Context) -> int:
                 f"the sealed holdout is left out: set {HOLDOUT_KEY_VARIABLE} to count it and "
                 "check it for leaks"
             )
+    reveal = bool(getattr(ctx.args, "show_holdout", False))
+    if reveal:
+        if not ctx.env.get(HOLDOUT_KEY_VARIABLE):
+            raise UserError(
+                "--show-holdout lists holdout cases, which only the holdout key's holder may see",
+                fix=f"set {HOLDOUT_KEY_VARIABLE} (the secret of `evalgate holdout keygen`)",
+            )
+        secret = secret or holdout_secret(ctx, suite)  # a wrong key is refused here
     cases = load_suite_cases(loaded, suite, holdout_secret=secret, on_note=ctx.warn)
-    report = check_split(cases.cases, suite.split, suite.fields)
+    report = check_split(cases.cases, suite.split, suite.fields, reveal=reveal)
     if ctx.args.format == "json":
         ctx.print(report.model_dump_json(indent=2))
     else:
@@ -135,11 +150,17 @@ def cmd_holdout(ctx: Context) -> int:
             )
         recipient = load_public_key(public_path.read_text(encoding="utf-8"))
         added = load_case_file(Path(ctx.args.file), suite.fields)
+        lines = [
+            seal(json.loads(json.dumps(_raw_record(Path(ctx.args.file), c.source))), recipient)
+            for c in added
+        ]
         with store.open("a", encoding="utf-8") as handle:
-            for case in added:
-                record = json.loads(json.dumps(_raw_record(Path(ctx.args.file), case.source)))
-                handle.write(seal(record, recipient) + "\n")
-        ctx.print(f"sealed {len(added)} cases into {store}; delete {ctx.args.file} now")
+            handle.writelines(line + "\n" for line in lines)
+        _record_change(loaded, sealed.changes, "add", lines, store, None)
+        ctx.print(
+            f"sealed {len(added)} cases into {store} and recorded the addition in "
+            f"{sealed.changes}; commit both, and delete {ctx.args.file} now"
+        )
         return EXIT_OK
     if action == "list":
         count = len(sealed_lines(store))
@@ -176,11 +197,35 @@ def cmd_holdout(ctx: Context) -> int:
                 record[suite.fields.split] = "regression"
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     store.write_text("".join(line + "\n" for line, _ in keep), encoding="utf-8")
+    _record_change(loaded, sealed.changes, "retire", [line for line, _ in retired], store, key)
     ctx.print(
-        f"retired {len(retired)} cases to {target} as regression cases; make sure the "
-        "config's cases include it"
+        f"retired {len(retired)} cases to {target} as regression cases and recorded it in "
+        f"{sealed.changes}; make sure the config's cases include {target}, and commit the "
+        "sealed file and its change ledger together"
     )
     return EXIT_OK
+
+
+def _record_change(
+    loaded: LoadedConfig,
+    changes: str,
+    kind: Literal["add", "retire"],
+    lines: list[str],
+    store: Path,
+    secret: SecretKey | None,
+) -> None:
+    """Append an add or retire to the sealed store's change ledger: counts and line digests
+    only; a retire is signed with the holdout key, which only its holder has."""
+    change = SealedChange(
+        time=datetime.now(UTC),
+        change=kind,
+        count=len(lines),
+        lines=[line_digest(line) for line in lines],
+        after=len(sealed_lines(store)),
+    )
+    if secret is not None:
+        change = change.model_copy(update={"mac": HoldoutKey(secret).sign(change.body())})
+    append_change(loaded.root / changes, change)
 
 
 def _raw_record(path: Path, source: str) -> Any:
@@ -196,22 +241,18 @@ def cmd_release(ctx: Context) -> int:
     history_dir = loaded.state_dir / "releases"
     history = read_releases(history_dir)
     tag = ctx.args.name or ctx.env.get("GITHUB_REF_NAME") or ctx.args.version
-    ledger = read_ledger(ledger_path(loaded))
+    key = HoldoutKey(holdout_secret(ctx, suite))
     cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
-    reads_so_far = reads_of(ledger, holdout_sha(cases))
+    reads_so_far = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases, key))
     if reads_so_far >= suite.split.read_budget and not ctx.args.force_reason:
         ctx.warn(
             f"this holdout has been read {reads_so_far} times (budget {suite.split.read_budget})"
         )
-    run = execute_version(
-        ctx, loaded, name, ctx.args.version, splits=frozenset(SPLITS), purpose="release"
+    run, record, report = release_version(
+        ctx, loaded, name, ctx.args.version, tag, history, ledger=ledger_path(loaded)
     )
     if not ctx.args.no_save:
         save_run(run, loaded.state_dir)
-    record = make_record(tag, run, run.created_at, holdout_sha(cases))
-    reads = reads_of(read_ledger(ledger_path(loaded)), record.holdout_sha256)
-    report = release_report(record, history, gate=suite.gate, split=suite.split, reads=reads)
-    if not ctx.args.no_save:
         write_release(history_dir, record)
     fmt = ctx.args.format
     if fmt == "json":
@@ -224,8 +265,9 @@ def cmd_release(ctx: Context) -> int:
 def cmd_audit(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = loaded.suite(ctx.args.suite)
-    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
-    reads = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases))
+    secret = holdout_secret(ctx, suite)
+    cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    reads = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases, HoldoutKey(secret)))
     if reads + 2 > suite.split.read_budget and not ctx.args.force_reason:
         raise UserError(
             f"the holdout has been read {reads} times; an audit reads it twice more, past the "

@@ -68,6 +68,9 @@ class CommentFlags(BaseModel):
     no_baseline: bool = False
     # Why the suite was skipped (the PR changes nothing it depends on); None when it ran.
     skipped: str | None = None
+    # Why nothing could be run safely (the base commit's split could not be read): the verdict
+    # is inconclusive and nothing was spent.
+    stopped: str | None = None
 
 
 class CommentLinks(BaseModel):
@@ -98,7 +101,7 @@ class CommentContext(BaseModel):
 
     @model_validator(mode="after")
     def _report_needs_numbers(self) -> CommentContext:
-        if self.flags.skipped is None and not self.flags.fork:
+        if self.flags.skipped is None and self.flags.stopped is None and not self.flags.fork:
             if self.verdict is None or self.candidate is None:
                 raise ValueError("a report comment needs the verdict and the candidate summary")
         elif self.verdict is not None and self.candidate is None:
@@ -432,6 +435,8 @@ def _render(
     footer = str(m.footer(ctx.version))
     if ctx.flags.skipped is not None:
         return _fit(head, m.skipped(ctx, ctx.flags.skipped) + footer, limit, measure)
+    if ctx.flags.stopped is not None:
+        return _fit(head, m.stopped(ctx, ctx.flags.stopped) + footer, limit, measure)
     if ctx.verdict is None:
         return _fit(head, m.fork(ctx, ctx.pull_request) + footer, limit, measure)
 
