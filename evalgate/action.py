@@ -50,7 +50,7 @@ from evalgate.cli.context import (
     release_version,
 )
 from evalgate.config import LoadedConfig, Suite, load_config
-from evalgate.errors import EvalgateError, UserError
+from evalgate.errors import EvalgateError, UserError, describe_validation
 from evalgate.gate import Verdict, decide
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
@@ -127,7 +127,7 @@ class Inputs(BaseModel):
             error = exc.errors()[0]
             name = ".".join(str(p) for p in error["loc"])
             raise UserError(
-                f"input {name}: {error['msg']} (found {error.get('input')!r})",
+                f"input {name}: {describe_validation(error)}",
                 fix="see the inputs table in the README",
             ) from None
 

@@ -5,9 +5,7 @@ Every error names the file, the line, the key path, what was found and what is a
 
 from __future__ import annotations
 
-import difflib
 import glob
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -21,7 +19,11 @@ from pydantic import (
     model_validator,
 )
 
-from evalgate.errors import ConfigError
+from evalgate.errors import (
+    ConfigError,
+    describe_validation,
+    first_validation_error,
+)
 from evalgate.yamlpos import line_of
 
 DEFAULT_CONFIG = "evalgate.yml"
@@ -389,102 +391,6 @@ UniqueKeyLoader.add_constructor(
 SCORER_KINDS = ("label", "exact", "contains", "regex", "json_schema", "python", "judge")
 
 
-# pydantic's messages by error type, in the house form ("should be ..."); a message of a type
-# not listed keeps pydantic's text, with "Input should" and "Value error, " rewritten.
-_PHRASES: dict[str, str] = {
-    "string_type": "should be text",
-    "int_type": "should be a whole number",
-    "int_parsing": "should be a whole number",
-    "int_from_float": "should be a whole number",
-    "float_type": "should be a number",
-    "float_parsing": "should be a number",
-    "bool_type": "should be true or false",
-    "bool_parsing": "should be true or false",
-    "list_type": "should be a list",
-    "dict_type": "should be a mapping (key: value lines)",
-    "model_type": "should be a mapping (key: value lines)",
-    "model_attributes_type": "should be a mapping (key: value lines)",
-    "none_required": "should be null",
-}
-
-
-def _did_you_mean(word: object, choices: Sequence[str]) -> str | None:
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-def _describe(error: Any) -> str:
-    """A pydantic error as the house says it: what is wrong, and what was found."""
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    found = error.get("input")
-    shown = "" if isinstance(found, dict | list) else f" (found {found!r})"
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "union_tag_invalid":
-        tag = ctx.get("tag")
-        guess = _did_you_mean(tag, SCORER_KINDS)
-        return f"unknown scorer kind {tag!r}" + (f"; did you mean {guess}?" if guess else "")
-    if kind == "union_tag_not_found":
-        return "needs a kind"
-    if kind == "literal_error":
-        return f"should be {ctx.get('expected', 'one of the allowed values')}{shown}"
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        words = {
-            "greater_than": "greater than",
-            "greater_than_equal": "at least",
-            "less_than": "less than",
-            "less_than_equal": "at most",
-        }[kind]
-        limit = next(iter(ctx.values()), "?")
-        return f"should be {words} {limit}{shown}"
-    if kind in ("too_short", "too_long"):
-        bound = ctx.get("min_length" if kind == "too_short" else "max_length")
-        words = "at least" if kind == "too_short" else "at most"
-        return f"should have {words} {bound} item{'s' if bound != 1 else ''}"
-    if kind in _PHRASES:
-        return _PHRASES[kind] + shown
-    msg = str(error["msg"])
-    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if msg.startswith("Input should"):
-        msg = "should" + msg.removeprefix("Input should")
-    elif msg[:1].isupper() and not msg[1:2].isupper():
-        msg = msg[0].lower() + msg[1:]
-    return msg + shown
-
-
-def _parent(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    return loc[:-1]
-
-
-def _first_error(errors: list[Any]) -> tuple[Any, str | None, int]:
-    """The error to show, the key an unknown key is likely a typo of, and how many others.
-
-    An unknown key is shown before anything else: a misspelt required key (``scorrer:``) is
-    reported as the typo it is, not as the required key it leaves missing."""
-    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
-    ordered = unknown + [e for e in errors if e["type"] not in ("extra_forbidden", "missing")]
-    ordered += [e for e in errors if e["type"] == "missing"]
-    first = ordered[0]
-    guess = None
-    explained = {id(first)}
-    if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(Config, first["loc"]) or []
-        guess = _did_you_mean(first["loc"][-1], allowed)
-        for other in errors:
-            # The required key the typo leaves missing is the same mistake, not one more.
-            if (
-                other["type"] == "missing"
-                and guess is not None
-                and _parent(other["loc"]) == _parent(first["loc"])
-                and str(other["loc"][-1]) == guess
-            ):
-                explained.add(id(other))
-    return first, guess, len(errors) - len(explained)
-
-
 def _tagged_branch(union: Any, tag: Any) -> type[BaseModel] | None:
     """The model of a tagged union whose ``kind`` is ``tag`` (pydantic puts tags in error paths)."""
     for arg in getattr(union, "__args__", ()):
@@ -534,7 +440,9 @@ def parse_config(text: str, path: Path) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        error, guess, others = _first_error(exc.errors())
+        error, guess, others = first_validation_error(
+            exc.errors(), lambda loc: _allowed_keys(Config, loc)
+        )
         # Drop pydantic's union-branch tags (e.g. 'label') from the path the user sees.
         loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.endswith("]")))
         # ... and the scorer's kind tag, which pydantic puts after "scorer".
@@ -545,7 +453,7 @@ def parse_config(text: str, path: Path) -> Config:
         line = line_of(text, shown)
         where = f"{path}:{line}" if line else str(path)
         fix = None
-        what = _describe(error)
+        what = describe_validation(error, tag_noun="scorer kind")
         if error["type"] == "extra_forbidden":
             allowed = _allowed_keys(Config, loc)
             if guess is not None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalgate.errors import RunFileError
+from evalgate.errors import RunFileError, describe_validation
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -203,7 +203,7 @@ def read_run(path: Path) -> Run:
         error = exc.errors()[0]
         loc = ".".join(str(p) for p in error["loc"])
         raise RunFileError(
-            f"not a run file of this evalgate version: {loc}: {error['msg']}",
+            f"not a run file of this evalgate version: {loc}: {describe_validation(error)}",
             where=str(path),
             fix="re-create it with `evalgate run`",
         ) from None

@@ -189,3 +189,31 @@ def test_a_json_object_without_text_is_the_reply_itself(app: Path) -> None:
     )
     assert got.error is None
     assert json.loads(got.text) == {"category": "quote"}
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (
+            {"comand": ["python", "app.py"]},
+            "model.options.comand: unknown key; did you mean command? (allowed here: command, "
+            "timeout_s, env",
+        ),
+        (
+            {"command": "x", "timeout_s": "lots"},
+            "model.options.timeout_s: should be a number (found 'lots')",
+        ),
+        (
+            {"command": "x", "timeout_s": 0},
+            "model.options.timeout_s: should be greater than 0.0 (found 0)",
+        ),
+    ],
+)
+def test_bad_options_are_said_in_the_house_form(
+    tmp_path: Path, options: dict[str, Any], says: str
+) -> None:
+    settings = ModelSettings(backend="command", name="my-app", options=options)
+    with pytest.raises(BackendError) as caught:
+        CommandBackend(settings, BackendContext(base_dir=tmp_path))
+    assert str(caught.value).startswith(says)
+    assert "Input should" not in str(caught.value) and "Extra inputs" not in str(caught.value)

@@ -213,8 +213,8 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
     (
         "unknown-version",
         lambda root: None,
-        ["run", "v9"],
-        ["unknown prompt version 'v9'", "v1, v2, v3"],
+        ["run", "v22"],
+        ["unknown prompt version 'v22'", "did you mean v2? prompt versions: v1, v2, v3"],
     ),
     (
         "unknown-run",

@@ -789,3 +789,22 @@ def test_a_pinned_reference_release_is_the_one_compared_with() -> None:
     report = release_report(current, history, gate=GATE, split=missing, reads=4)
     assert [c.against for c in report.comparisons] == ["r2"]
     assert any("reference release 'v9' is not in the history" in w for w in report.warnings)
+
+
+def test_a_release_without_holdout_cases_shows_no_gap(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    # No holdout at all: no fraction, and no split written on any case.
+    config = bike_shop / "evalgate.yml"
+    config.write_text(config.read_text().replace("holdout_fraction: 0.3", "holdout_fraction: 0.0"))
+    rows = [json.loads(x) for x in (bike_shop / "cases.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("split", None)
+    (bike_shop / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for fmt in ("text", "markdown"):
+        code, out, _ = cli("release", "v2", "--config", str(config), "--format", fmt, "--no-save")
+        assert code == 1
+        assert "the holdout has no scored cases" in out
+        # A gap against nothing is no number: not the dev score passed off as a gap.
+        assert "n/a (no holdout cases)" in out
+        assert " pt (± " not in out

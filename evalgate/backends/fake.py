@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.config import ModelSettings
-from evalgate.errors import BackendError
+from evalgate.errors import BackendError, describe_validation
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
 
@@ -71,7 +71,7 @@ def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules:
         opts = FakeOptions.model_validate(options)
     except ValidationError as exc:
         raise BackendError(
-            f"invalid options for the fake backend: {exc.errors()[0]['msg']}",
+            f"invalid options for the fake backend: {describe_validation(exc.errors()[0])}",
             where="model.options",
             fix="see examples/bike-shop/evalgate.yml for a working fake configuration",
         ) from None
@@ -94,7 +94,7 @@ def load_rules(options: dict[str, Any], base_dir: Path) -> FakeRules:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise BackendError(f"{loc}: {err['msg']}", where=str(path)) from None
+        raise BackendError(f"{loc}: {describe_validation(err)}", where=str(path)) from None
 
 
 def message_of(request: Request) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 from evalgate.base_split import HoldoutChange, guard, read_tree
@@ -15,7 +14,7 @@ from evalgate.cli.context import (
     price_as_for,
 )
 from evalgate.config import LoadedConfig
-from evalgate.errors import RunFileError, UserError
+from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate import decide
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
@@ -46,8 +45,8 @@ def unknown_candidate(
     ref: str, suite: str, versions: list[str], missing: RunFileError
 ) -> RunFileError:
     """--candidate is neither a saved run nor a prompt version: say which of either exist."""
-    close = difflib.get_close_matches(ref, versions, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]}? " if close else ""
+    close = did_you_mean(ref, versions)
+    hint = f"did you mean {close}? " if close else ""
     return RunFileError(
         f"--candidate {ref!r} is neither a saved run nor a prompt version of suite {suite} "
         f"({missing.what})",
