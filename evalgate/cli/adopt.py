@@ -154,7 +154,7 @@ def cmd_init(ctx: Context) -> int:
     def ask_pipe(question: str) -> str:
         # Not a terminal: one answer a line, echoed so that a log shows what was taken.
         nonlocal answered
-        line = sys.stdin.readline()
+        line = sys.stdin.readline() if sys.stdin is not None else ""
         if not line:
             asked = question.split(" [")[0].split(" (")[0]
             raise UserError(
@@ -168,7 +168,8 @@ def cmd_init(ctx: Context) -> int:
         ctx.err.write(f"{question}{answer}\n")
         return answer
 
-    chosen_ask = None if args.yes else (ask if sys.stdin.isatty() else ask_pipe)
+    tty = sys.stdin is not None and sys.stdin.isatty()
+    chosen_ask = None if args.yes else (ask if tty else ask_pipe)
     given = onboard.InitOptions(
         prompts=args.prompts,
         cases=args.cases,
