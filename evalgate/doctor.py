@@ -23,6 +23,7 @@ from evalgate.errors import MissingExtraError, UserError
 from evalgate.onboard import (
     BASELINE_ARTIFACT,
     HOLDOUT_SECRET,
+    ID_LIKE,
     SECRET_INPUTS,
     SECRETS,
     SECRETS_PAGE,
@@ -162,10 +163,6 @@ def _check_suite(
     return out
 
 
-# Field names that identify a case or a thread rather than say anything to classify.
-_ID_LIKE = re.compile(r"(^|_)(id|ids|uuid|key|ticket|thread|number|no)$|Id$", re.IGNORECASE)
-
-
 def _check_fields(
     loaded: LoadedConfig, label: str, suite: Suite, cases: Sequence[Case]
 ) -> list[Finding]:
@@ -177,7 +174,7 @@ def _check_fields(
         return out
     if suite.fields.input is None:
         keys = sorted({k for c in plain for k in c.input})
-        ids = [k for k in keys if k == suite.fields.id or _ID_LIKE.search(k)]
+        ids = [k for k in keys if k == suite.fields.id or ID_LIKE.search(k)]
         f = suite.fields
         labels = {f.expected, f.group, f.category, f.split}
         sends_all = re.search(r"\{\{\s*input\s*\}\}", suite.template) is not None
@@ -192,16 +189,13 @@ def _check_fields(
                     f"[{', '.join(k for k in keys if k not in ids and k not in labels) or '...'}]",
                 )
             )
-    optional = [
-        (key, getattr(suite.fields, key))
-        for key in ("group", "category")
-        if getattr(suite.fields, key)
-    ]
-    for key, name in optional:
-        if name in ("group", "category"):
-            continue  # the defaults: a suite without them is fine
-        have = sum(1 for c in plain if getattr(c, key) is not None)
-        if have == 0:
+    for key in ("group", "category"):
+        name = getattr(suite.fields, key)
+        # The default names may be absent (a suite without groups is fine); a name the user
+        # chose that no case has is a typo or a stale mapping.
+        if name is None or name == key:
+            continue
+        if not any(getattr(c, key) is not None for c in plain):
             out.append(
                 _warn(
                     check,

@@ -747,3 +747,15 @@ def test_doctor_warns_when_ids_would_reach_the_model(tmp_path: Path) -> None:
     assert "every field of a case is input and the template sends them all" in fields.message
     assert "ids too: thread, ticket" in fields.message
     assert fields.fix and "fields.input: [body]" in fields.fix
+
+
+def test_doctor_warns_of_a_mapped_field_no_case_has(tmp_path: Path) -> None:
+    root = triage_workspace(
+        tmp_path / "c", fields="{id: ticket, input: [body], expected: label, category: kind}"
+    )
+    fields = by_check(doctor_lines(root), "suite triage: fields")
+    assert fields.status == "warn"
+    assert fields.message == "fields.category is 'kind', which none of the 4 cases has"
+    # The default names may be absent: a suite without categories is fine.
+    plain = triage_workspace(tmp_path / "p")
+    assert by_check(doctor_lines(plain), "suite triage: fields").status == "ok"
