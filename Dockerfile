@@ -1,30 +1,51 @@
 # The evalgate action's image. The base is a build argument so that an air-gapped build can use
-# a local Python image; the default is the official slim image.
+# a local Python image; the default is the official slim image. Released images are prebuilt
+# (.github/workflows/release.yml) and action.yml points at them; this file is for local and
+# air-gapped builds (see the README's "Air-gapped and local builds").
 ARG BASE_IMAGE=python:3.11-slim
-FROM ${BASE_IMAGE}
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
-# Dependencies first, from the pinned list, so that code changes rebuild only the last layer.
-# They are byte-compiled here, in their own cached layer (PYTHONDONTWRITEBYTECODE: nothing is
-# compiled at run time), so a code change recompiles only evalgate (seconds, not a minute).
+# --- deps: the pinned dependencies, trimmed. Cached while constraints.txt is unchanged. -------
+FROM ${BASE_IMAGE} AS deps
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
 COPY constraints.txt /opt/evalgate/constraints.txt
-# The test suites that numpy and scipy ship (about 50 MB, and as much again compiled) are never
-# imported at run time: they are removed before compiling.
-RUN python3 -m venv /opt/evalgate/venv \
- && /opt/evalgate/venv/bin/pip install --no-compile -r /opt/evalgate/constraints.txt \
- && find /opt/evalgate/venv/lib -depth -type d -name tests \
+# What the trimming removes is never used at run time: pip and setuptools (the venv is never
+# installed into again), the test suites numpy and scipy ship, type stubs, and each dependency's
+# .py source once it is byte-compiled next to it (a sourceless .pyc imports as the module;
+# evalgate's own source stays, for readable tracebacks), and the symbol tables of the Python
+# extension modules (strip --strip-unneeded keeps what the dynamic loader needs). The libraries
+# that wheels vendor (*.libs/) are left as they are: stripping them breaks their patched ELF
+# headers (numpy then fails to load). binutils stays in this stage only.
+RUN apt-get update -q >/dev/null \
+ && apt-get install -y -q --no-install-recommends binutils >/dev/null \
+ && python3 -m venv /opt/evalgate/venv \
+ && /opt/evalgate/venv/bin/pip install --no-compile -q -r /opt/evalgate/constraints.txt \
+ && /opt/evalgate/venv/bin/pip uninstall -y -q pip setuptools \
+ && SITE=$(/opt/evalgate/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+ && find "$SITE" -depth -type d -name tests \
       \( -path "*/site-packages/scipy/*" -o -path "*/site-packages/numpy/*" \) -exec rm -rf {} + \
- && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/venv/lib
+ && find "$SITE" -name "*.cpython-*.so" -type f -not -path "*.libs/*" \
+      -exec strip --strip-unneeded {} + \
+ && /opt/evalgate/venv/bin/python -m compileall -q -b "$SITE" \
+ && find "$SITE" \( -name "*.py" -o -name "*.pyi" \) -type f -delete \
+ && find "$SITE" -depth -type d -name __pycache__ -exec rm -rf {} + \
+ && echo /opt/evalgate/app >"$SITE/evalgate-app.pth"
 
+# --- app: evalgate itself, into its own folder, so that a code change rebuilds only this. -----
+FROM deps AS app
 COPY pyproject.toml README.md /opt/evalgate/src/
 COPY evalgate /opt/evalgate/src/evalgate
 COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
-RUN /opt/evalgate/venv/bin/pip install --no-deps --no-compile /opt/evalgate/src \
- && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/venv/lib/python3*/site-packages/evalgate \
- && rm -rf /opt/evalgate/src
+# The loopback stand-ins under evalgate/testing are test support: not in the image.
+RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app /opt/evalgate/src \
+ && rm -rf /opt/evalgate/app/evalgate/testing /opt/evalgate/app/bin \
+ && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app
 
+# --- the image: the base, the trimmed dependencies, evalgate. ---------------------------------
+FROM ${BASE_IMAGE}
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=deps /opt/evalgate/venv /opt/evalgate/venv
+COPY --from=app /opt/evalgate/app /opt/evalgate/app
 ENTRYPOINT ["/opt/evalgate/venv/bin/python", "-m", "evalgate", "action"]

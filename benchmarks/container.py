@@ -118,6 +118,24 @@ def layer_sizes(image: str) -> list[tuple[int, str]]:
     return out
 
 
+def largest_packages(image: str, count: int = 8) -> list[tuple[str, int]]:
+    """The largest entries of the image's site-packages, in MB (du, rounded up)."""
+    listing = docker(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "sh",
+        image,
+        "-c",
+        "cd /opt/evalgate/venv/lib/python3*/site-packages && du -sm -- *",
+    )
+    sizes = []
+    for line in listing.splitlines():
+        mb, _, name = line.partition("\t")
+        sizes.append((name, int(mb)))
+    return sorted(sizes, key=lambda row: -row[1])[:count]
+
+
 def _bytes(text: str) -> int:
     units = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9}
     for unit in sorted(units, key=len, reverse=True):
@@ -141,8 +159,9 @@ def main() -> int:
     size = int(docker("image", "inspect", "--format", "{{.Size}}", IMAGE).strip())
     base = int(docker("image", "inspect", "--format", "{{.Size}}", BASE_IMAGE).strip())
     layers = layer_sizes(IMAGE)
-    deps = sum(s for s, by in layers if "constraints.txt" in by and "pip install" in by)
-    own = sum(s for s, by in layers if "--no-deps" in by)
+    deps = sum(s for s, by in layers if "in /opt/evalgate/venv" in by)
+    own = sum(s for s, by in layers if "in /opt/evalgate/app" in by)
+    packages = largest_packages(IMAGE)
 
     rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
     container: list[Timing] = []
@@ -178,9 +197,15 @@ def main() -> int:
         ("machine load", f"{load:.1f}", f"1-minute load average on {os.cpu_count()} CPUs"),
         ("image size", f"{size / MB:.0f} MB", f"{IMAGE}"),
         ("  base image", f"{base / MB:.0f} MB", BASE_IMAGE),
-        ("  dependencies layer", f"{deps / MB:.0f} MB", "constraints.txt, byte-compiled"),
+        ("  added to the base", f"{(deps + own) / MB:.0f} MB", "target: under 200 MB"),
+        ("  dependencies layer", f"{deps / MB:.0f} MB", "constraints.txt, sourceless .pyc"),
+        *[(f"    {name}", f"{mb} MB", "in the dependencies layer") for name, mb in packages],
         ("  evalgate layer", f"{own / MB:.1f} MB", "the package, byte-compiled"),
-        ("docker build (cache as found)", f"{build_s:.1f} s", "a code change rebuilds 1 layer"),
+        (
+            "docker build (cache as found)",
+            f"{build_s:.1f} s",
+            "a code change rebuilds the app stage",
+        ),
         (
             "docker run -> first model request",
             best([t.first_request_s for t in container]),

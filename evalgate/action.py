@@ -21,6 +21,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -40,6 +41,7 @@ from evalgate.base_split import (
     Tree,
     guard,
     read_tree,
+    relative_config,
 )
 from evalgate.cases import CaseSet
 from evalgate.cli.context import (
@@ -392,16 +394,12 @@ def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
             "the event names no base commit, so the default branch's split cannot be read",
             fix="run pr mode on pull_request events",
         )
-    top = toplevel(loaded.root) or runner.workspace.resolve()
-    try:
-        config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
-        raise BaseUnavailable(
-            "the config is outside the repository", where=str(loaded.path)
-        ) from None
+    top = runner.workspace
+    # The config's path as the inputs name it, not as resolved: a symbolic link is refused.
+    config = relative_config(top, top / runner.inputs.working_directory / runner.inputs.config)
     tree: Tree
     try:
-        tree = GitTree.open(top, sha, fetch=True)
+        tree = GitTree.open(toplevel(top) or top, sha, fetch=True)
     except BaseUnavailable as exc:
         if runner.repo is None:
             raise BaseUnavailable(
@@ -409,7 +407,7 @@ def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
                 fix="pass github_token to the action, or check out with fetch-depth: 0",
             ) from None
         tree = gh.ContentsTree(runner.repo, sha)
-    return read_tree(tree, config)
+    return read_tree(tree, config, loaded)
 
 
 def run_pr(
@@ -546,7 +544,7 @@ def publish_pr(
         f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
         f"--artifact {runner.inputs.baseline_artifact}\n"
         f"evalgate gate --suite {name} --baseline .evalgate/baseline/{name}.json "
-        f"--candidate {version}"
+        f"--candidate {version}{_base_ref_option(runner.event)}"
     )
     context = CommentContext(
         suite=name,
@@ -575,6 +573,14 @@ def publish_pr(
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _base_ref_option(event: dict[str, Any]) -> str:
+    """``--base-ref SHA``: locally too, the split is the pull request's base commit's."""
+    sha = ((event.get("pull_request") or {}).get("base") or {}).get("sha")
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{7,64}", sha):
+        return f" --base-ref {sha}"
+    return ""
 
 
 def _annotate_verdict(runner: Runner, name: str, verdict: Verdict) -> None:
@@ -651,7 +657,14 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
     ledger = ledger_path(loaded)
     if runner.repo is not None:
         text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
-        history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
+        try:
+            history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
+        except (ValueError, TypeError):
+            raise UserError(
+                "the release history on the data branch is not a list of release records",
+                where=f"{DATA_BRANCH}:{history_file}",
+                fix="restore it from the data branch's git history",
+            ) from None
         remote_ledger = gh.read_data_file(runner.repo, DATA_BRANCH, ledger_file)
         if remote_ledger is not None:
             ledger.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 import posixpath
+import re
 import tempfile
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,8 +39,9 @@ from evalgate.cases import Case, CaseSet, SplitName
 from evalgate.config import LoadedConfig, SplitPolicy, Suite, load_config
 from evalgate.errors import UserError
 from evalgate.pipeline import read_suite_cases
-from evalgate.split import assign, group_key, hashed_side, input_text, normalise
+from evalgate.split import assign, group_key, hashed_side, input_text
 from evalgate.split import not_input as bookkeeping
+from evalgate.templating import compile_template, render_turn
 
 # A base folder larger than this is not copied: the split cannot depend on that many files.
 MAX_FILES = 5_000
@@ -133,7 +137,10 @@ def materialize(tree: Tree, config: str, dest: Path) -> Path | None:
 
             for case_file in loaded.expand(suite.cases, "case file"):
                 for extra in referenced_files(suite.cases_format, case_file):
-                    relative = Path(extra).resolve().relative_to(dest.resolve()).as_posix()
+                    try:
+                        relative = Path(extra).resolve().relative_to(dest.resolve()).as_posix()
+                    except ValueError:
+                        continue  # outside the repository: not the base's to provide
                     content = tree.read(relative)
                     if content is not None and not (dest / relative).exists():
                         put(relative, content)
@@ -157,7 +164,13 @@ def _sha(path: Path) -> str | None:
 def _lines(path: Path) -> Counter[str]:
     if not path.is_file():
         return Counter()
-    return Counter(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaseUnavailable(
+            f"the sealed holdout cannot be read: {exc}", where=str(path)
+        ) from None
+    return Counter(line.strip() for line in text.splitlines() if line.strip())
 
 
 @dataclass(frozen=True)
@@ -233,6 +246,9 @@ class HoldoutChange(BaseModel):
     removed: int = 0
     # Base holdout cases the head edited.
     edited: int = 0
+    # New cases that copy a base holdout case (its words, through the head's template) and
+    # that the head's own split would have shown.
+    copied: int = 0
     # Settings of the split that the head changes (salt, holdout_fraction, ...).
     policy: list[str] = []
     # Sealed lines the head removes or alters (adding lines is how cases are added).
@@ -242,7 +258,7 @@ class HoldoutChange(BaseModel):
 
     @property
     def cases(self) -> int:
-        return self.moved + self.removed + self.edited + self.sealed_removed
+        return self.moved + self.removed + self.edited + self.copied + self.sealed_removed
 
     @property
     def changed(self) -> bool:
@@ -254,6 +270,7 @@ class HoldoutChange(BaseModel):
             (self.moved, "moved out of the holdout"),
             (self.removed, "removed"),
             (self.edited, "edited"),
+            (self.copied, "copied into new cases"),
             (self.sealed_removed, "sealed cases removed or altered"),
         ):
             if count:
@@ -286,10 +303,69 @@ def _policy_changes(base: Suite, head: Suite) -> list[str]:
     return changed
 
 
-def read_tree(tree: Tree, config: str) -> BaseSplit:
-    """The split of the commit ``tree`` holds, for the config at ``config`` (repo-relative)."""
+def relative_config(top: Path, config: Path) -> str:
+    """``config``'s path inside the repository at ``top``, as the base commit would hold it.
+
+    Refused when it leaves the repository or passes through a symbolic link: a link would let
+    the pull request choose which of the base's files (or none) the split is read from.
+    """
+    absolute = Path(os.path.abspath(config))
+    for root in (Path(os.path.abspath(top)), Path(os.path.realpath(top))):
+        try:
+            relative = absolute.relative_to(root)
+            break
+        except ValueError:
+            continue
+    else:
+        raise BaseUnavailable(
+            "the config is outside the repository, so the default branch's split cannot be read",
+            where=str(config),
+        )
+    current = root
+    for part in relative.parts:
+        current = current / part
+        if current.is_symlink():
+            raise BaseUnavailable(
+                f"the config's path goes through a symbolic link ({current.relative_to(root)}), "
+                "so the pull request would choose where the default branch's split is read "
+                "from",
+                where=str(config),
+                fix="keep evalgate.yml and its folders real files and folders",
+            )
+    return relative.as_posix()
+
+
+def read_tree(tree: Tree, config: str, head: LoadedConfig | None = None) -> BaseSplit:
+    """The split of the commit ``tree`` holds, for the config at ``config`` (repo-relative).
+
+    When the base has no config there, nothing is held out at the base, unless the case files
+    the head's config reads are already there: then the head has moved (or linked) the config
+    over existing cases, and its own split cannot be trusted.
+    """
     with tempfile.TemporaryDirectory(prefix="evalgate-base-") as folder:
-        return read_base(materialize(tree, config, Path(folder)))
+        copied = materialize(tree, config, Path(folder))
+        if copied is None and head is not None:
+            existing = _existing_cases(tree, config, head)
+            if existing:
+                raise BaseUnavailable(
+                    f"the default branch has no evalgate config at {config}, yet it has the "
+                    f"case files this pull request's config reads ({existing}): the split of "
+                    "existing cases is the default branch's to decide",
+                    fix="add or move the config on the default branch first",
+                )
+        return read_base(copied)
+
+
+def _existing_cases(tree: Tree, config: str, head: LoadedConfig) -> str | None:
+    folder = posixpath.dirname(config)
+    for suite in head.config.suites.values():
+        for pattern in suite.cases:
+            path = posixpath.normpath(posixpath.join(folder, pattern))
+            if _inside(path):
+                for match in _glob(tree, path):
+                    if tree.read(match) is not None:
+                        return match
+    return None
 
 
 def guard(
@@ -323,10 +399,9 @@ def hold_out(
             HoldoutChange()
         )
     own = base.suites.get(name)
-    policy = own.suite.split if own else suite.split
-    skip = bookkeeping(suite.fields)
+    policy = own.suite.split if own else _strictest(base, suite.split)
     texts = {
-        normalise(input_text(c, bookkeeping(s.suite.fields)))
+        _skeleton(input_text(c, bookkeeping(s.suite.fields)))
         for s in base.suites.values()
         for c in s.holdout
     }
@@ -334,18 +409,21 @@ def hold_out(
     ids = {c.id for c in own.holdout} if own else set()
     groups = own.holdout_groups if own else frozenset()
     # A case unchanged since the base keeps the base's split; the rest are new or edited, and
-    # any of those that copies a base holdout case (most of its words, in order) is held out.
+    # any of those whose user turn (what the model would receive, through the head's own
+    # template) copies a base holdout case is held out.
     unchanged = {c.id for c in cases if own is not None and own.hashes.get(c.id) == c.hash}
-    near = _copies([c for c in cases if c.id not in unchanged], base.holdout, policy, skip)
+    changed = [c for c in cases if c.id not in unchanged]
+    shown = {c.id: _shown(c, suite) for c in changed}
+    near = _copies(shown, base.holdout, policy)
 
     out: list[Case] = []
-    moved = edited = 0
+    moved = edited = copied = 0
     for case in cases:
         mine = assign(case, suite.split)
         held = (
             case.id in ids
             or case.hash in hashes
-            or normalise(input_text(case, skip)) in texts
+            or shown.get(case.id) in texts
             or case.id in near
             or group_key(case, policy) in groups
         )
@@ -359,6 +437,8 @@ def hold_out(
                 edited += 1
             elif (case.id in ids or case.hash in hashes) and mine != "holdout":
                 moved += 1
+            elif mine != "holdout" and (case.id in near or shown.get(case.id) in texts):
+                copied += 1
         elif own is not None and case.id in own.splits:
             side = own.splits[case.id]
         elif case.split is not None:
@@ -367,7 +447,7 @@ def hold_out(
             side = hashed_side(group_key(case, policy), policy)
         out.append(case.model_copy(update={"split": side}))
 
-    change = HoldoutChange(moved=moved, edited=edited)
+    change = HoldoutChange(moved=moved, edited=edited, copied=copied)
     if own is not None:
         head_ids = {c.id for c in cases}
         head_hashes = {c.hash for c in cases}
@@ -388,10 +468,8 @@ def hold_out(
     return out, change
 
 
-def _copies(
-    cases: list[Case], holdout: tuple[Case, ...], policy: SplitPolicy, skip: frozenset[str]
-) -> set[str]:
-    """Ids of ``cases`` whose input contains most of a holdout case's word shingles.
+def _copies(shown: dict[str, str], holdout: tuple[Case, ...], policy: SplitPolicy) -> set[str]:
+    """Ids whose shown text contains most of a holdout case's word shingles.
 
     Containment (shared shingles over the holdout case's), not Jaccard: a holdout message with
     words added around it is still that message. Shingles are as long as the policy says, or
@@ -400,7 +478,7 @@ def _copies(
     index: dict[tuple[int, str], list[int]] = defaultdict(list)
     sizes: list[int] = []
     for i, h in enumerate(holdout):
-        words = normalise(input_text(h, skip)).split()
+        words = _skeleton(input_text(h)).split()
         size = min(policy.shingle_words, len(words))
         grams = _grams(words, size) if size >= 2 else set()
         sizes.append(len(grams))
@@ -408,15 +486,53 @@ def _copies(
             index[(size, gram)].append(i)
     lengths = sorted({k for k, _ in index})
     found = set()
-    for case in cases:
-        words = normalise(input_text(case, skip)).split()
+    for case_id, text in shown.items():
+        words = text.split()
         shared: Counter[int] = Counter()
         for size in lengths:
             for gram in _grams(words, size):
                 shared.update(index.get((size, gram), ()))
         if any(n / sizes[i] >= policy.near_duplicate for i, n in shared.items()):
-            found.add(case.id)
+            found.add(case_id)
     return found
+
+
+# Letters of other scripts that render like Latin ones (Unicode's confusables, the common
+# ones): a copy spelled with them reads the same to the model and to a reviewer.
+_LOOKALIKES = str.maketrans(
+    "аеорсухіјѕԁһԛԝвмнткАВЕКМНОРСТХУІЈЅαβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdhqwbmhtkABEKMHOPCTXYIJSabeikvoptuxABEZHIKMNOPTYX",
+)
+
+
+def _skeleton(text: str) -> str:
+    """Words as a reader sees them: compatibility forms folded, marks and invisible format
+    characters (zero-width spaces, joiners, bidi controls) dropped, look-alike letters mapped
+    to Latin, case folded, and ``_`` a separator like any punctuation."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Mn", "Me", "Cf"))
+    return " ".join(re.findall(r"[^\W_]+", text.translate(_LOOKALIKES).casefold()))
+
+
+def _shown(case: Case, suite: Suite) -> str:
+    """The case's user turn through the head's template (every input value when it fails)."""
+    try:
+        turn = render_turn(compile_template(suite.template, "template"), case.input, "template")
+    except UserError:
+        turn = " ".join(str(v) for v in case.input.values())
+    return _skeleton(turn)
+
+
+def _strictest(base: BaseSplit, head: SplitPolicy) -> SplitPolicy:
+    """For a suite the base does not have: its own salt and fraction (none of its cases is
+    holdout at the base), but the strictest copy check of any base suite (or the default)."""
+    policies = [s.suite.split for s in base.suites.values()] + [SplitPolicy()]
+    return head.model_copy(
+        update={
+            "near_duplicate": min(p.near_duplicate for p in policies),
+            "shingle_words": min(p.shingle_words for p in policies),
+        }
+    )
 
 
 def _grams(words: list[str], size: int) -> set[str]:

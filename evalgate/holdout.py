@@ -119,6 +119,38 @@ def redact(case: CaseResult, key: HoldoutKey) -> CaseResult:
     )
 
 
+_USAGE = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
+
+
+def redact_all(cases: list[CaseResult], key: HoldoutKey) -> list[CaseResult]:
+    """A run's cases with its holdout redacted: the other cases in their order, then the
+    holdout sorted by keyed name (in file order, a name's position would tell which case it
+    is), every holdout outcome's token counts and latency evened out to the holdout's mean
+    (the totals stay exact; a case's length no longer singles it out)."""
+    visible = [c for c in cases if c.split != "holdout"]
+    held = sorted((redact(c, key) for c in cases if c.split == "holdout"), key=lambda c: c.id)
+    outcomes = [o for c in held for o in c.outcomes]
+    if not outcomes:
+        return visible + held
+    n = len(outcomes)
+    totals = {name: sum(getattr(o, name) for o in outcomes) for name in _USAGE}
+    latency = sum(o.latency_s for o in outcomes) / n
+    evened = []
+    index = 0
+    for case in held:
+        shares = []
+        for outcome in case.outcomes:
+            # Integer shares that add up to the total: the first (total mod n) get one more.
+            update: dict[str, Any] = {
+                name: totals[name] // n + (index < totals[name] % n) for name in _USAGE
+            }
+            update["latency_s"] = latency
+            shares.append(outcome.model_copy(update=update))
+            index += 1
+        evened.append(case.model_copy(update={"outcomes": shares}))
+    return visible + evened
+
+
 # --- ledger ----------------------------------------------------------------------------------
 
 
@@ -270,12 +302,23 @@ def unseal(line: str, secret: X25519PrivateKey, where: str) -> dict[str, Any]:
     return record
 
 
+def _text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"the {what} cannot be read: {exc}",
+            where=str(path),
+            fix="restore it from version control",
+        ) from None
+
+
 def sealed_lines(path: Path) -> list[tuple[int, str]]:
     if not path.exists():
         return []
     return [
         (number, line)
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        for number, line in enumerate(_text(path, "sealed holdout").splitlines(), start=1)
         if line.strip()
     ]
 
@@ -326,7 +369,7 @@ def read_changes(path: Path) -> list[tuple[str, SealedChange]]:
     if not path.exists():
         return []
     found = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_text(path, "holdout change ledger").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -345,6 +388,18 @@ def append_change(path: Path, change: SealedChange) -> None:
         handle.write(change.model_dump_json() + "\n")
 
 
+def forged_retires(changes: list[tuple[str, SealedChange]], key: HoldoutKey) -> list[str]:
+    """A problem line when a retire record is not signed by the holdout key."""
+    forged = [w for w, c in changes if c.change == "retire" and not key.verify(c.body(), c.mac)]
+    if not forged:
+        return []
+    return [
+        f"the holdout change ledger has {len(forged)} retire records not signed by the holdout "
+        f"key ({', '.join(forged[:3])}): only `evalgate holdout retire`, run with the key, may "
+        "remove sealed cases"
+    ]
+
+
 def unrecorded_changes(
     previous: list[str],
     current: list[str],
@@ -353,15 +408,13 @@ def unrecorded_changes(
     since: str,
 ) -> list[str]:
     """Why the sealed store's change since the previous release is not accounted for, if so."""
-    problems = []
-    forged = [w for w, c in changes if c.change == "retire" and not key.verify(c.body(), c.mac)]
-    if forged:
-        problems.append(
-            f"the holdout change ledger has {len(forged)} retire records not signed by the "
-            f"holdout key ({', '.join(forged[:3])}): only `evalgate holdout retire`, run with "
-            "the key, may remove sealed cases"
-        )
-    retired = {d for w, c in changes if c.change == "retire" and w not in forged for d in c.lines}
+    problems = forged_retires(changes, key)
+    retired = {
+        d
+        for _, c in changes
+        if c.change == "retire" and key.verify(c.body(), c.mac)
+        for d in c.lines
+    }
     added = {d for _, c in changes if c.change == "add" for d in c.lines}
     before, now = set(previous), set(current)
     removed = before - now - retired
@@ -376,5 +429,33 @@ def unrecorded_changes(
         problems.append(
             f"{len(appeared)} sealed holdout cases appeared since {since} without a recorded "
             "`evalgate holdout add`: add cases only with that command"
+        )
+    return problems
+
+
+def replayed_changes(
+    current: list[str], changes: list[tuple[str, SealedChange]], key: HoldoutKey
+) -> list[str]:
+    """Without an earlier release to compare with: the change ledger, replayed (adds less
+    signed retires), must give the sealed lines there are."""
+    retired = {
+        d
+        for _, c in changes
+        if c.change == "retire" and key.verify(c.body(), c.mac)
+        for d in c.lines
+    }
+    expected = {d for _, c in changes if c.change == "add" for d in c.lines} - retired
+    now = set(current)
+    problems = []
+    if expected - now:
+        problems.append(
+            f"the sealed holdout lacks {len(expected - now)} of the {len(expected)} cases its "
+            "change ledger records, with no `evalgate holdout retire` recorded for them: restore "
+            "the sealed file from version control"
+        )
+    if now - expected:
+        problems.append(
+            f"{len(now - expected)} sealed holdout cases are not in its change ledger: add cases "
+            "only with `evalgate holdout add`"
         )
     return problems

@@ -17,7 +17,7 @@ from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
-from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact
+from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected
@@ -270,7 +270,7 @@ def run_suite(
         for i, case in enumerate(cases)
     ]
     # The holdout keeps only hashes, groups and scores, from here on.
-    results = [redact(r, spec.holdout_key) if r.split == "holdout" else r for r in results]
+    results = redact_all(results, spec.holdout_key)
     # Cases a sequential test made unnecessary were never sent: they are not part of the run.
     saved = sum(1 for o in outcomes if o.error_kind == "skipped")
     results = [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]

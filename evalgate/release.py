@@ -122,11 +122,13 @@ def make_record(
         dev=_score([c.score or 0.0 for c in dev], [c.group or c.id for c in dev]),
         holdout=_score([c.score or 0.0 for c in hold], [c.group or c.id for c in hold]),
         holdout_sha256=holdout_sha256,
-        holdout_cases=[
-            HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold
-        ],
+        # Sorted by keyed name: in file order, a name's position would tell which case it is.
+        holdout_cases=sorted(
+            (HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold),
+            key=lambda h: h.id,
+        ),
         holdout_keyed=key is not None and key.keyed,
-        sealed_lines=sealed_lines,
+        sealed_lines=None if sealed_lines is None else sorted(sealed_lines),
         sealed_ok=sealed_ok,
         regression_failed=sum(1 for c in regression if c.passed is False),
         regression_n=len(regression),

@@ -55,12 +55,14 @@ REQUIRED = os.environ.get("EVALGATE_CONTAINER", "").strip().lower() == "required
 BASE_IMAGE = "python:3.11-slim"  # the Dockerfile's default base; a local image (container-setup)
 JOB_IMAGE = os.environ.get("EVALGATE_JOB_IMAGE", "evalgate-runner:bookworm")
 ACTION_IMAGE = "evalgate-action:e2e"
-# act's name for the image of a `uses: ./` action. The test builds the image itself with
-# `docker build` (as GitHub's runner does), tags it with this name and runs act with
-# --rebuild=false, so act runs exactly that image: act's own build would not share the CLI's
-# layer cache and would install every dependency again. Two act runs at once would race on
-# this tag: every act run of this test (and of scripts/smoke-act) holds ACT_LOCK.
-ACT_IMAGE = "act-dockeraction:latest"
+# The image action.yml names (`image: docker://...`, the released image). The test builds the
+# image from this tree with `docker build` and tags it with that name, and act (--pull=false)
+# runs the local image instead of pulling it: the docker:// form users get, built from this
+# code. Two act runs at once would race on this tag: every act run of this test (and of
+# scripts/smoke-act) holds ACT_LOCK.
+ACT_IMAGE = (
+    yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["runs"]["image"]
+).removeprefix("docker://")
 ACT_LOCK = Path(os.environ.get("EVALGATE_ACT_LOCK", "/tmp/evalgate-act.lock"))
 
 REPO = "acme/widgets"

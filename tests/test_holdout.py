@@ -28,6 +28,7 @@ from evalgate.holdout import (
     read_ledger,
     reads_of,
     redact,
+    redact_all,
     seal,
     unseal,
 )
@@ -373,3 +374,24 @@ def test_a_corrupt_ledger_line_names_file_and_line(tmp_path: Path, bad: str) -> 
         read_ledger(path)
     assert caught.value.where == f"{path}:3"
     assert "corrupt ledger record" in caught.value.what
+
+
+def test_redact_all_puts_the_holdout_last_by_keyed_name_with_even_usage(
+    make_case: Callable[..., CaseResult],
+) -> None:
+    """File order or a case's token count would tell which keyed name is which case."""
+    key = HoldoutKey(X25519PrivateKey.generate())
+    cases = [
+        make_case("h1", split="holdout", outcome={"input_tokens": 10, "latency_s": 1.0}),
+        make_case("d1"),
+        make_case("h2", split="holdout", outcome={"input_tokens": 31, "latency_s": 2.0}),
+        make_case("h3", split="holdout", outcome={"input_tokens": 20, "latency_s": 3.0}),
+    ]
+    out = redact_all(cases, key)
+    assert [c.id for c in out[:1]] == ["d1"]
+    held = out[1:]
+    assert [c.id for c in held] == sorted(key.case(c.id, c.hash) for c in cases if c.id != "d1")
+    # 10 + 31 + 20 = 61 tokens over 3 outcomes: shares 21, 20, 20 (the total is kept exactly);
+    # latency the mean, (1 + 2 + 3) / 3 = 2.
+    assert [o.input_tokens for c in held for o in c.outcomes] == [21, 20, 20]
+    assert {o.latency_s for c in held for o in c.outcomes} == {2.0}

@@ -101,7 +101,56 @@ def _paraphrase_holdout(workspace: Path) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-ATTACKS: dict[str, Callable[[Path], None]] = {
+def _copy_holdout(
+    workspace: Path, disguise: Callable[[str], str], template: str | None = None
+) -> list[str]:
+    """Append a disguised copy of every holdout case (new id, new group, ``split: dev``),
+    optionally with a template that undoes the disguise; returns the disguised messages."""
+    hidden = {case_id for case_id, _ in holdout_cases(workspace)}
+    path = workspace / CASES
+    lines = path.read_text(encoding="utf-8").splitlines()
+    planted = []
+    for line in list(lines):
+        record = json.loads(line)
+        if record["id"] in hidden:
+            message = disguise(record["message"])
+            planted.append(message)
+            copy = record | {"id": "c-" + record["id"], "group": "c-" + record["group"]}
+            lines.append(json.dumps(copy | {"split": "dev", "message": message}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if template is not None:
+        edit_config(workspace, lambda c: suite_of(c).update(template=template))
+    return planted
+
+
+LOOKALIKE = str.maketrans("aeopcx", "аеорсх")  # Latin to Cyrillic letters that look the same
+
+
+def _lax_second_suite(workspace: Path) -> list[str]:
+    """A new suite over the same file, with the loosest copy check its own config can say,
+    and copies with one word added."""
+    planted = _copy_holdout(workspace, lambda m: "Hello! " + m)
+
+    def add(config: dict[str, Any]) -> None:
+        extra = json.loads(json.dumps(suite_of(config)))
+        extra["split"].update(near_duplicate=1.0, shingle_words=10)
+        config["suites"]["extra"] = extra
+
+    edit_config(workspace, add)
+    return planted
+
+
+def _symlinked_config(workspace: Path) -> list[str]:
+    """The config moved beside itself with every case on dev; evalgate.yml links to it."""
+    config = workspace / CONFIG
+    _split(workspace, holdout_fraction=0.0)
+    moved = config.with_name("evalgate-pr.yml")
+    config.rename(moved)
+    config.symlink_to(moved.name)
+    return []
+
+
+ATTACKS: dict[str, Callable[[Path], list[str] | None]] = {
     "holdout_fraction 0": lambda w: _split(w, holdout_fraction=0.0),
     "a new salt": lambda w: _split(w, salt="every-case-to-dev-please"),
     "split: dev on holdout cases": lambda w: _write_split_on_holdout(w, "dev"),
@@ -111,20 +160,38 @@ ATTACKS: dict[str, Callable[[Path], None]] = {
     ),
     "suite renamed, ids and groups new": _rename_everything,
     "holdout paraphrased under new ids": _paraphrase_holdout,
+    "copies in underscores, the template undoes them": lambda w: _copy_holdout(
+        w,
+        lambda m: m.replace(" ", "_"),
+        "<message>\n{{ message|replace('_', ' ') }}\n</message>",
+    ),
+    "copies with words reversed, the template reverses them": lambda w: _copy_holdout(
+        w,
+        lambda m: " ".join(reversed(m.split(" "))),
+        "<message>\n{{ message.split(' ')|reverse|join(' ') }}\n</message>",
+    ),
+    "copies in look-alike letters": lambda w: _copy_holdout(w, lambda m: m.translate(LOOKALIKE)),
+    "copies with zero-width spaces": lambda w: _copy_holdout(
+        w, lambda m: m.replace(" ", " \u200b").replace("e", "e\u200b")
+    ),
+    "a new suite with a lax copy check": _lax_second_suite,
+    "symlinked config": _symlinked_config,
 }
 
 
-def _pr(tmp_path: Path, gh: GitHubServer, messages: MessagesServer, attack: str) -> Job:
+def _pr(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer, attack: str
+) -> tuple[Job, list[str]]:
     workspace = make_workspace(tmp_path)
     use_anthropic(workspace)
-    ATTACKS[attack](workspace)
+    planted = ATTACKS[attack](workspace) or []
     changed = {p: (workspace / p).read_text(encoding="utf-8") for p in (CONFIG, CASES)}
     gh.create_branch(REPO, "feature")
     gh.add_commit(REPO, changed, branch="feature")
     gh.add_pull(REPO, head="feature", number=7)
     event = pr_event()
     event["pull_request"]["base"]["sha"] = gh.branch_sha(REPO, "main")
-    return run_action(
+    job = run_action(
         workspace,
         "pull_request",
         event,
@@ -132,10 +199,15 @@ def _pr(tmp_path: Path, gh: GitHubServer, messages: MessagesServer, attack: str)
         inputs=api(gh) | {"anthropic_api_key": KEY},
         env=api_env(gh) | {"ANTHROPIC_BASE_URL": messages.url},
     )
+    return job, planted
 
 
 def _sent(messages: MessagesServer) -> list[str]:
-    return [json.dumps(ex.body) for ex in messages.requests if ex.path.endswith("/messages")]
+    return [
+        json.dumps(ex.body, ensure_ascii=False)
+        for ex in messages.requests
+        if ex.path.endswith("/messages")
+    ]
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -144,13 +216,23 @@ def test_a_pull_request_that_re_splits_sends_and_shows_no_holdout_case(
 ) -> None:
     hidden = holdout_cases(make_workspace(tmp_path / "base"))
     assert len(hidden) > 40
-    job = _pr(tmp_path, gh, messages, attack)
+    job, planted = _pr(tmp_path, gh, messages, attack)
 
     sent = _sent(messages)
+    if attack == "symlinked config":
+        # Which file the base's split is read from would be the head's choice: nothing runs.
+        assert sent == [] and "symbolic link" in job.summary
+        assert job.outputs["verdict"] == "inconclusive"
+        return
     # The dev cases were run (the job did its work on the default branch's split) ...
     assert len(sent) > 100, job.out + job.err
-    # ... and not one holdout message was sent, in any phrasing.
-    leaked = [m for _, m in hidden for body in sent if json.dumps(m)[1:-1] in body]
+    # ... and not one holdout message was sent, as written or as planted in disguise.
+    leaked = [
+        m
+        for m in [json.dumps(m, ensure_ascii=False)[1:-1] for _, m in hidden] + planted
+        for body in sent
+        if m in body
+    ]
     assert leaked == []
     public = [job.summary, job.out, job.err, *comments(gh)]
     for case_id, message in hidden:
@@ -158,9 +240,11 @@ def test_a_pull_request_that_re_splits_sends_and_shows_no_holdout_case(
             assert not re.search(rf"\b{re.escape(case_id)}\b", text), (attack, case_id)
             assert message not in text, (attack, message)
     # The comment and the job say what happened, and the job fails.
-    [comment] = comments(gh)
-    assert "this pull request changes the holdout" in comment
-    assert "decided on the default branch" in comment
+    posted = comments(gh)
+    assert posted
+    for comment in posted:  # one a suite
+        assert "this pull request changes the holdout" in comment
+        assert "decided on the default branch" in comment
     assert job.outputs["verdict"] == "inconclusive"
     assert job.code == 1
     assert any("changes the holdout" in a for a in job.annotations("error"))
@@ -169,7 +253,7 @@ def test_a_pull_request_that_re_splits_sends_and_shows_no_holdout_case(
 def test_a_pull_request_that_keeps_the_split_is_not_flagged(
     tmp_path: Path, gh: GitHubServer, messages: MessagesServer
 ) -> None:
-    job = _pr(tmp_path, gh, messages, "holdout_fraction 0")  # warm-up: the flagged path
+    job, _ = _pr(tmp_path, gh, messages, "holdout_fraction 0")  # warm-up: the flagged path
     assert job.code == 1
     # The same repository, a pull request that only switches the model: no holdout change.
     messages.reset()
@@ -190,6 +274,9 @@ def test_a_pull_request_that_keeps_the_split_is_not_flagged(
     )
     assert "changes the holdout" not in job.summary
     assert job.outputs["verdict"] != "inconclusive" or "holdout" not in job.summary
+    # The comment's command reproduces the job locally on the same base commit's split.
+    base = event["pull_request"]["base"]["sha"]
+    assert any(f"--base-ref {base}" in body for body in comments(gh, 9))
     assert not any("changes the holdout" in a for a in job.annotations("error"))
 
 

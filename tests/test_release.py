@@ -133,7 +133,9 @@ def test_make_record_scores_dev_and_holdout_apart(
     assert (rec.dev.rate.low, rec.dev.rate.high) == pytest.approx((0.150, 0.850), abs=1e-3)
     assert (rec.holdout.rate.low, rec.holdout.rate.high) == pytest.approx((0.376, 0.964), abs=1e-3)
     assert (rec.regression_failed, rec.regression_n) == (1, 2)
-    assert [h.score for h in rec.holdout_cases] == [1, 1, 1, 1, 0]
+    # Listed by keyed name, not in file order (a position would tell which case a name is).
+    assert sorted(h.score for h in rec.holdout_cases) == [0, 1, 1, 1, 1]
+    assert [h.id for h in rec.holdout_cases] == sorted(h.id for h in rec.holdout_cases)
     assert all(h.id.startswith("h-") for h in rec.holdout_cases)
     assert "hold-" not in rec.model_dump_json()
 
@@ -789,6 +791,61 @@ def test_a_pinned_reference_release_is_the_one_compared_with() -> None:
     report = release_report(current, history, gate=GATE, split=missing, reads=4)
     assert [c.against for c in report.comparisons] == ["r2"]
     assert any("reference release 'v9' is not in the history" in w for w in report.warnings)
+
+
+def test_sealing_cannot_be_dropped_or_dodged_at_release(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    """After a sealed release: a re-run of the same tag on a trimmed store, a config without
+    sealed_holdout, and a renamed suite (a new history) on a trimmed store all fail."""
+    secret = {KEY: seal_the_holdout(cli, bike_shop)}
+    store = _sealed(bike_shop)
+    lines = store.read_text().splitlines()
+    assert release(cli, bike_shop, "r1", env=secret)[0] == 0
+
+    store.write_text("\n".join(lines[:10]) + "\n")
+    code, again, _ = release(cli, bike_shop, "r1", env=secret)  # the same tag, re-run
+    assert code == 1 and "lost" in again["reasons"][0]
+
+    config = bike_shop / "evalgate.yml"
+    original = config.read_text()
+    data = yaml.safe_load(original)
+    data["suites"]["bike-shop"].pop("sealed_holdout")
+    config.write_text(yaml.safe_dump(data))
+    code, unsealed, _ = release(cli, bike_shop, "r2", env=secret)
+    assert code == 1
+    assert any("sealed at release r1 and is not now" in r for r in unsealed["reasons"])
+
+    data = yaml.safe_load(original)
+    data["suites"] = {"renamed": data["suites"].pop("bike-shop")}
+    config.write_text(yaml.safe_dump(data))
+    code, out, err = cli(
+        "release",
+        "v2",
+        "--config",
+        str(config),
+        "--name",
+        "r9",
+        "--format",
+        "json",
+        "--suite",
+        "renamed",
+        env=secret,
+    )
+    renamed = json.loads(out)
+    assert code == 1, err
+    assert "lacks" in renamed["reasons"][0] and "change ledger records" in renamed["reasons"][0]
+
+
+def test_an_unreadable_change_ledger_is_one_line(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    secret = {KEY: seal_the_holdout(cli, bike_shop)}
+    with (bike_shop / "holdout.changes.jsonl").open("ab") as handle:
+        handle.write(b"\xff\xfe not text\n")
+    code, _, err = release(cli, bike_shop, "r1", env=secret)
+    assert code == 2 and "Traceback" not in err
+    assert "holdout change ledger cannot be read" in err
 
 
 def test_a_release_without_holdout_cases_shows_no_gap(

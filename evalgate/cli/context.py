@@ -22,10 +22,12 @@ from evalgate.holdout import (
     LedgerRecord,
     SecretKey,
     append_ledger,
+    forged_retires,
     load_secret_key,
     read_changes,
     read_ledger,
     reads_of,
+    replayed_changes,
     sealed_digests,
     unrecorded_changes,
 )
@@ -279,18 +281,28 @@ def release_version(
     run = execute_version(ctx, loaded, name, version, splits=frozenset(SPLITS), purpose="release")
     sealed = None
     integrity: list[str] = []
+    usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
     if suite.sealed_holdout is not None:
         store = loaded.root / suite.sealed_holdout.file
         sealed = sealed_digests(store)
-        usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
-        earlier = [
-            r for r in usable if r.name != tag and r.sealed_lines is not None and r.sealed_ok
-        ]
+        changes_file = loaded.root / suite.sealed_holdout.changes
+        changes = read_changes(changes_file)
+        # The last good release (a re-run of this very tag included: a re-run on a trimmed
+        # store must not pass) is what the store may differ from, by recorded changes only.
+        earlier = [r for r in usable if r.sealed_lines is not None and r.sealed_ok]
         if earlier:
-            changes = read_changes(loaded.root / suite.sealed_holdout.changes)
             integrity = unrecorded_changes(
                 earlier[-1].sealed_lines or [], sealed, changes, key, since=earlier[-1].name
             )
+        elif changes_file.exists():
+            integrity = forged_retires(changes, key) + replayed_changes(sealed, changes, key)
+    else:
+        was_sealed = [r.name for r in usable if r.sealed_lines]
+        if was_sealed:
+            integrity = [
+                f"the holdout was sealed at release {was_sealed[-1]} and is not now "
+                "(sealed_holdout is gone from the config): restore it"
+            ]
     record = make_record(
         tag,
         run,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
-from evalgate.base_split import HoldoutChange, guard, read_tree
+from evalgate.base_split import HoldoutChange, guard, read_tree, relative_config
 from evalgate.cases import CaseSet
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
@@ -61,7 +62,7 @@ def cmd_gate(ctx: Context) -> int:
     ref = ctx.args.candidate
     assign = holdout_change = None
     if getattr(ctx.args, "base_ref", None):
-        assign, holdout_change = base_guard(loaded, name, ctx.args.base_ref)
+        assign, holdout_change = base_guard(loaded, name, ctx.args.base_ref, ctx.args.config)
     try:
         candidate = find_run(ref, loaded.state_dir)
         if assign is not None:
@@ -116,7 +117,7 @@ def cmd_gate(ctx: Context) -> int:
 
 
 def base_guard(
-    loaded: LoadedConfig, name: str, ref: str
+    loaded: LoadedConfig, name: str, ref: str, raw_config: str
 ) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
     """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
     top = toplevel(loaded.root)
@@ -125,6 +126,6 @@ def base_guard(
             "--base-ref reads the split from git, and the config is not in a git repository",
             where=str(loaded.path),
         )
-    config = loaded.path.resolve().relative_to(top.resolve()).as_posix()
-    base = read_tree(GitTree.open(top, ref, fetch=False), config)
+    config = relative_config(top, Path(raw_config))
+    base = read_tree(GitTree.open(top, ref, fetch=False), config, loaded)
     return guard(base, name, loaded)
