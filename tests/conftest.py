@@ -298,6 +298,9 @@ case = json.load(sys.stdin)
 if os.environ.get("MODE") == "crash":
     sys.stderr.write("KeyError: 'thread'\n")
     sys.exit(4)
+if os.environ.get("MODE") == "echo":  # the user turn it was sent, as the label
+    print(json.dumps({"label": case["messages"][-1]["content"]}))
+    sys.exit(0)
 print(json.dumps({"label": "spam"}) if os.environ.get("MODE") == "ok" else "Spam, I think.")
 """
 

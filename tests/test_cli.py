@@ -205,6 +205,19 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
         ["evalgate.yml:", "suites.bike-shop.model.max_tokenz: unknown key", "max_tokens"],
     ),
     (
+        "misspelt-required-key",
+        lambda root: edit(root / "evalgate.yml", "    scorer:\n", "    scorrer:\n"),
+        ["run", "v2"],
+        ["suites.bike-shop.scorrer: unknown key; did you mean scorer?", "rename it to scorer"],
+    ),
+    (
+        "template-syntax",
+        lambda root: edit(root / "evalgate.yml", "      {{ message }}\n", "      {{ message }\n"),
+        ["run", "v2"],
+        # "template: |" is line 20 of the example's evalgate.yml; "{{ message }}" line 22.
+        ["evalgate.yml:22: suites.bike-shop.template: template syntax error"],
+    ),
+    (
         "bad-case-file",
         break_case_file,
         ["run", "v2"],
@@ -497,3 +510,33 @@ def test_gate_markdown_honours_show(
     fixed = out[out.index("<summary>Fixed:") :].split("</details>")[0]
     rows = [line for line in fixed.splitlines() if line.startswith("| bk-")]
     assert len(rows) == 2
+
+
+def test_a_null_input_field_reaches_the_model_as_nothing(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="echo", template="[{{ body }}]")
+    rows = [json.loads(x) for x in (root / "cases.jsonl").read_text().splitlines()]
+    rows[0]["body"] = None
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli("run", "v1", "--config", str(root / "evalgate.yml"))
+    assert code == 0, err
+    [saved] = runs_dir(root / ".evalgate").glob("*.json")
+    replies = {c["id"]: c["outcomes"][0]["text"] for c in json.loads(saved.read_text())["cases"]}
+    # The app echoes the user turn it got: "[]" for the null body, never "[None]".
+    assert json.loads(replies["T-1"]) == {"label": "[]"}
+    assert json.loads(replies["T-2"]) == {"label": "[message number 2]"}
+
+
+def test_merging_incomplete_shards_exits_3_and_lists_the_errors(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="crash")
+    config = str(root / "evalgate.yml")
+    for shard in ("1/2", "2/2"):
+        assert cli("run", "v1", "--config", config, "--shard", shard)[0] == 3
+    shards = sorted(str(p) for p in runs_dir(root / ".evalgate").glob("*.json"))
+    code, out, err = cli("merge", *shards, "--config", config, "--output", str(tmp_path / "m.json"))
+    assert code == 3
+    assert "Failed cases  4 errored, 0 wrong" in out
+    assert "the run is incomplete: 4 of 4 cases errored" in err
