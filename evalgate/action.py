@@ -53,10 +53,11 @@ from evalgate.cli.context import (
 )
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError, describe_validation
+from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
 from evalgate.gate import Verdict, decide
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
-from evalgate.pipeline import Prompt, sha256_text
+from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.release import ReleaseRecord
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -71,7 +72,7 @@ from evalgate.report.render import render, render_model
 from evalgate.runs import Run, read_run, save_run
 from evalgate.summary import summarise
 
-Mode = Literal["pr", "baseline", "release", "audit", "skip"]
+Mode = Literal["pr", "baseline", "release", "audit", "collect", "fork", "skip"]
 VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]
 SEVERITY = {"skipped": 0, "pass": 1, "inconclusive": 2, "fail": 3}
 DATA_BRANCH = "evalgate-data"
@@ -84,10 +85,11 @@ class Inputs(BaseModel):
 
     config: str = "evalgate.yml"
     suite: str = "all"
-    mode: Literal["auto", "pr", "baseline", "release", "audit"] = "auto"
+    mode: Literal["auto", "pr", "baseline", "release", "audit", "collect", "fork"] = "auto"
     github_token: SecretStr = SecretStr("")
     anthropic_api_key: SecretStr = SecretStr("")
     baseline_artifact: str = "evalgate-baseline"
+    fork_artifact: str = "evalgate-fork"
     fail_on: list[Literal["fail", "inconclusive"]] = Field(default=["fail"])
     comment: bool = True
     holdout_key: SecretStr = SecretStr("")
@@ -157,10 +159,23 @@ class Runner:
     outputs: Outputs = field(default_factory=Outputs)
     summary: list[str] = field(default_factory=list)
     verdicts: list[VerdictKind] = field(default_factory=list)
-    # Set when a pull request changes the holdout: the job fails whatever fail_on says.
-    must_fail: bool = False
+    # Why the job fails whatever fail_on says (a pull request that changes the holdout, or a
+    # fork's data that was refused); None when fail_on decides.
+    must_fail: str | None = None
+    # Set in fork mode: the pull request's files came as data, checked, onto the default
+    # branch's checkout, and the job holds the base repository's secrets.
+    fork_data: bool = False
+    # The pull request's check run: annotations on the case files, and whether to make one.
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    check: bool = False
 
     # --- the GitHub environment ------------------------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        """A fork's own pull_request job: no secrets, a read-only token. (In fork mode the
+        pull request's files came as checked data, and the job holds the base's secrets.)"""
+        return _is_fork(self.event) and not self.fork_data
 
     @property
     def workspace(self) -> Path:
@@ -248,6 +263,8 @@ def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], t
         return "baseline"
     if name == "schedule":
         return "baseline"
+    if name == "workflow_run":
+        return "fork"
     raise UserError(
         f"cannot choose a mode for the event {name!r}",
         fix="set the mode input (pr, baseline or release)",
@@ -418,7 +435,9 @@ def run_pr(
     base: BaseSplit | BaseUnavailable,
 ) -> None:
     number = _pr_number(runner.event)
-    fork = _is_fork(runner.event)
+    fork = runner.read_only
+    # A fork's token is read-only: it can write no check run (nor a comment).
+    runner.check = runner.check or not fork
     pull = gh.pull_request_info(runner.repo, number) if runner.repo is not None else None
     if pull is not None:
         touched = {(runner.workspace / p).resolve() for p in pull.changed_files}
@@ -453,13 +472,17 @@ def run_pr(
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
     verdict = decide(found.run, candidate, suite.gate)
+    runner.annotations += _broken_annotations(runner, loaded, suite, assign, verdict)
     if change.changed:
         # The job ran on the default branch's split, which is safe; but a change of the
         # holdout is for the default branch to make, after review: it cannot pass here.
         verdict = verdict.model_copy(
             update={"kind": "inconclusive", "reasons": [change.line(), *verdict.reasons]}
         )
-        runner.must_fail = True
+        runner.must_fail = (
+            "this pull request changes the holdout, which is decided on the default branch: "
+            "the job fails whatever fail_on says (see the comment)"
+        )
     publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
 
 
@@ -495,16 +518,109 @@ def _baseline_in_job(
     return Baseline(run, provenance)
 
 
-def _stopped(runner: Runner, name: str, number: int, reason: str) -> None:
-    """Nothing ran: the base's split is unknown, so no case is known to be safe to send."""
+def run_collect(runner: Runner, loaded: LoadedConfig) -> int:
+    """A fork's unprivileged job: pack the pull request's changed files under the suite's
+    folder as data for the base repository's ``workflow_run`` job; runs nothing, spends
+    nothing, needs no secret (a read-only token lists the changed files)."""
+    number = _pr_number(runner.event)
+    if runner.repo is None:
+        raise UserError(
+            "collect mode lists the pull request's changed files through the API",
+            fix="pass github_token (a fork's read-only token is enough)",
+        )
+    pull = gh.pull_request_info(runner.repo, number)
+    head = ((runner.event.get("pull_request") or {}).get("head") or {}).get("sha")
+    folder = Path(os.path.relpath(loaded.root, runner.workspace)).as_posix()
+    data = collect(runner.workspace, folder, pull.changed_files, number, head or pull.head_sha)
+    path = loaded.state_dir / "fork" / MANIFEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data.model_dump_json(), encoding="utf-8")
+    runner.log(
+        f"packed {len(data.files)} changed files of pull request #{number} for the base "
+        f"repository's evalgate job: {path} (nothing was run)"
+    )
+    runner.add_summary(
+        f"evalgate packed {len(data.files)} changed files of this pull request as data; the "
+        "base repository's workflow_run job checks them and posts the verdict.\n"
+    )
+    runner.outputs.set("data_file", path)
+    runner.outputs.set("verdict", "skipped")
+    runner.flush()
+    return 0
+
+
+def prepare_fork(runner: Runner, loaded: LoadedConfig) -> bool:
+    """workflow_run, in the base repository: the fork's data onto the default branch's
+    checkout, and the event made the pull request's; False (with the refusal published) when
+    the data asks for what only the default branch may change."""
+    run = runner.event.get("workflow_run") or {}
+    run_id, head = run.get("id"), run.get("head_sha")
+    if run.get("event") != "pull_request" or not isinstance(run_id, int) or not head:
+        raise UserError(
+            "fork mode runs on the workflow_run event of a pull_request workflow",
+            fix="trigger the job with `on: workflow_run: {workflows: [...], types: [completed]}`",
+        )
+    if runner.repo is None:
+        raise UserError("fork mode needs github_token", fix="pass secrets.GITHUB_TOKEN")
+    ref = gh.find_run_artifact(runner.repo, run_id, runner.inputs.fork_artifact)
+    if ref is None:
+        raise UserError(
+            f"workflow run {run_id} has no artefact named {runner.inputs.fork_artifact!r}",
+            fix="the pull_request workflow must run mode: collect and upload its data_file",
+        )
+    folder = gh.download_artifact(
+        ref, runner.inputs.github_token.get_secret_value(), loaded.state_dir / "download"
+    )
+    data = read_manifest(folder / MANIFEST)
+    pull = gh.pull_request_info(runner.repo, data.pull_request)
+    if data.head_sha != head or pull.head_sha != head:
+        raise Refused(
+            f"the fork's data names pull request #{data.pull_request} at {data.head_sha[:12]}, "
+            f"but this run was for {str(head)[:12]} (the pull request's head is "
+            f"{pull.head_sha[:12]}): refused",
+        )
+    runner.event = {
+        "pull_request": {
+            "number": pull.number,
+            "head": {"sha": head, "ref": pull.head_ref, "repo": {"full_name": pull.head_repo}},
+            "base": {
+                "sha": pull.base_sha,
+                "ref": pull.base_ref,
+                "repo": {"full_name": pull.base_repo},
+            },
+        },
+        "repository": runner.event.get("repository") or {},
+    }
+    runner.fork_data = True
+    try:
+        written = overlay(data, runner.workspace, loaded)
+    except Refused as exc:
+        for name, _ in suites_to_run(loaded, runner.inputs.suite):
+            _stopped(runner, name, pull.number, exc.one_line(), refused=True)
+        runner.must_fail = f"the fork's pull request was refused: {exc.what}"
+        runner.outputs.set("verdict", "fail")
+        runner.check = True
+        _publish_check(runner, "fail")
+        runner.annotate("error", runner.must_fail)
+        return False
+    runner.log(
+        f"fork pull request #{pull.number}: {len(written)} changed prompt and case files laid "
+        "onto the default branch's checkout, as data"
+    )
+    return True
+
+
+def _stopped(runner: Runner, name: str, number: int, reason: str, *, refused: bool = False) -> None:
+    """Nothing ran: the base's split is unknown (or a fork's data was refused), so no case is
+    known to be safe to send."""
     context = CommentContext(
         suite=name,
-        flags=CommentFlags(stopped=reason),
+        flags=CommentFlags(refused=reason) if refused else CommentFlags(stopped=reason),
         pull_request=number,
         links=CommentLinks(workflow_run=runner.run_url),
     )
     runner.add_summary(render_summary(context))
-    if runner.inputs.comment and runner.repo is not None and not _is_fork(runner.event):
+    if runner.inputs.comment and runner.repo is not None and not runner.read_only:
         url, created = gh.upsert_comment(runner.repo, number, render_comment(context), marker(name))
         runner.log(f"{name}: comment {'posted' if created else 'updated'}: {url}")
     runner.annotate("warning", f"{name}: INCONCLUSIVE: nothing was run: {reason}")
@@ -573,6 +689,80 @@ def publish_pr(
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _broken_annotations(
+    runner: Runner,
+    loaded: LoadedConfig,
+    suite: Suite,
+    assign: Callable[[CaseSet], CaseSet],
+    verdict: Verdict,
+) -> list[dict[str, Any]]:
+    """An annotation at each broken case's file:line, with its expected, baseline and pull
+    request answers (cut short; annotations are plain text, so nothing there renders)."""
+    if not verdict.broken:
+        return []
+    sources = {
+        c.id: c.source
+        for c in load_suite_cases(loaded, suite, assign=assign).cases
+        if c.split != "holdout"
+    }
+    notes = []
+    for case in verdict.broken:
+        path, _, line = sources.get(case.id, "").rpartition(":")
+        try:
+            relative = Path(path).resolve().relative_to(runner.workspace.resolve()).as_posix()
+        except ValueError:
+            continue
+        notes.append(
+            {
+                "path": relative,
+                "start_line": int(line) if line.isdigit() else 1,
+                "end_line": int(line) if line.isdigit() else 1,
+                "annotation_level": "failure",
+                "title": f"broken: {case.id}"[:200],
+                "message": (
+                    f"expected {case.expected!s:.200}; the baseline answered "
+                    f"{case.baseline_answer!s:.200}; this pull request answered "
+                    f"{case.candidate_answer!s:.200}"
+                ),
+            }
+        )
+    return notes
+
+
+def _publish_check(runner: Runner, worst: VerdictKind) -> None:
+    """One check run named evalgate on the pull request's head: the verdict teams can require."""
+    pr = runner.event.get("pull_request") or {}
+    head = (pr.get("head") or {}).get("sha")
+    if runner.repo is None or not isinstance(head, str) or not runner.check:
+        return
+    failing = runner.must_fail or worst in set(runner.inputs.fail_on)
+    conclusion: gh.CheckConclusion = {
+        "pass": "success",
+        "fail": "failure",
+        "inconclusive": "failure" if failing else "neutral",
+        "skipped": "skipped",
+    }[worst]
+    title = f"evalgate: {worst.upper()}"
+    summary = "\n".join(runner.summary) or title
+    kind, url = gh.publish_check(
+        runner.repo,
+        head,
+        "evalgate",
+        conclusion,
+        title,
+        summary,
+        runner.annotations,
+        details_url=runner.run_url,
+    )
+    if kind == "status":
+        runner.log(
+            "the token cannot create check runs (it needs checks: write): set the commit "
+            "status evalgate instead, without annotations"
+        )
+    else:
+        runner.log(f"check run evalgate: {conclusion}: {url}")
 
 
 def _base_ref_option(event: dict[str, Any]) -> str:
@@ -761,6 +951,13 @@ def action(
             return 0
         if mode != "baseline":
             runner.repo = connect(env, inputs)
+        if mode == "collect":
+            return run_collect(runner, loaded)
+        if mode == "fork":
+            if not prepare_fork(runner, loaded):
+                runner.flush()
+                return 1
+            mode = "pr"
         base: BaseSplit | BaseUnavailable = BaseSplit(suites={}, configured=False)
         if mode == "pr":
             try:
@@ -788,12 +985,10 @@ def action(
         if files:
             runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
         runner.outputs.set("verdict", worst)
+        if mode == "pr":
+            _publish_check(runner, worst)
         if runner.must_fail:
-            runner.annotate(
-                "error",
-                "this pull request changes the holdout, which is decided on the default branch: "
-                "the job fails whatever fail_on says (see the comment)",
-            )
+            runner.annotate("error", runner.must_fail)
         runner.flush()
         return 1 if runner.must_fail or worst in set(inputs.fail_on) else 0
     except EvalgateError as exc:

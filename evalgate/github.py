@@ -808,6 +808,73 @@ def create_check_run(
         return check.html_url
 
 
+# GitHub takes at most 50 annotations a request; more go in later updates of the same run.
+ANNOTATIONS_PER_REQUEST = 50
+# More than this would bury the first ones: the rest are counted in the summary instead.
+MAX_ANNOTATIONS = 200
+
+
+def publish_check(
+    repo: Repository,
+    head_sha: str,
+    name: str,
+    conclusion: CheckConclusion,
+    title: str,
+    summary: str,
+    annotations: list[dict[str, Any]],
+    *,
+    details_url: str | None = None,
+) -> tuple[str, str | None]:
+    """The verdict as a completed check run on ``head_sha``, with annotations batched 50 a
+    request (capped at MAX_ANNOTATIONS, the rest counted). When the token may not write checks
+    (403), a commit status of the same name instead. Returns (kind, url): kind is "check" or
+    "status"."""
+    shown = annotations[:MAX_ANNOTATIONS]
+    if len(annotations) > len(shown):
+        summary += f"\n\n{len(annotations) - len(shown)} more cases are not annotated."
+    output: dict[str, Any] = {
+        "title": _truncate(title, 1_000),
+        "summary": _truncate(summary, CHECK_SUMMARY_MAX),
+        "annotations": shown[:ANNOTATIONS_PER_REQUEST],
+    }
+    where = f"{repo.full_name}@{head_sha[:12]}"
+    try:
+        with _calling(f"create the check run {name!r}", where, PERM_CHECKS_WRITE):
+            try:
+                if details_url:
+                    check = repo.create_check_run(
+                        name,
+                        head_sha,
+                        status="completed",
+                        conclusion=conclusion,
+                        output=output,
+                        details_url=details_url,
+                    )
+                else:
+                    check = repo.create_check_run(
+                        name, head_sha, status="completed", conclusion=conclusion, output=output
+                    )
+            except GithubException as exc:
+                if exc.status == 403:
+                    raise _NoChecks from None
+                raise
+            for start in range(ANNOTATIONS_PER_REQUEST, len(shown), ANNOTATIONS_PER_REQUEST):
+                batch = shown[start : start + ANNOTATIONS_PER_REQUEST]
+                check.edit(output={**output, "annotations": batch})
+            return "check", str(check.html_url)
+    except _NoChecks:
+        # A commit status has no neutral: an inconclusive (neutral) verdict is "success" with
+        # its title saying so, as the check run would count for branch protection.
+        failed = conclusion in ("failure", "cancelled", "timed_out", "action_required")
+        state: StatusState = "failure" if failed else "success"
+        set_commit_status(repo, head_sha, state, title, name, details_url)
+        return "status", None
+
+
+class _NoChecks(Exception):
+    """The token may not create check runs (no checks: write)."""
+
+
 def set_commit_status(
     repo: Repository,
     sha: str,
@@ -957,3 +1024,33 @@ class ContentsTree:
         if not isinstance(got, list):
             return []
         return [(entry.name, entry.type == "dir") for entry in got]
+
+
+def find_run_artifact(repo: Repository, run_id: int, name: str) -> BaselineRef | None:
+    """The unexpired artefact ``name`` of workflow run ``run_id``, or None.
+
+    For a fork's pull request: the run is untrusted, so what the artefact holds is data to
+    check (see fork.py), never code to run.
+    """
+    where = f"{repo.full_name} run {run_id} artefact {name!r}"
+    now = datetime.now(UTC)
+    with _calling("list the run's artefacts", where, PERM_ACTIONS_READ):
+        run = repo.get_workflow_run(run_id)
+        data: dict[str, Any] = run.raw_data
+        for art in run.get_artifacts():
+            if art.name != name or art.expired or art.expires_at <= now:
+                continue
+            return BaselineRef(
+                artifact_id=art.id,
+                name=art.name,
+                size_in_bytes=art.size_in_bytes,
+                created_at=art.created_at,
+                expires_at=art.expires_at,
+                archive_download_url=art.archive_download_url,
+                run_id=run_id,
+                head_sha=str(data.get("head_sha") or ""),
+                head_branch=str(data.get("head_branch") or ""),
+                event=str(data.get("event") or ""),
+                html_url=str(data.get("html_url") or ""),
+            )
+    return None

@@ -71,6 +71,8 @@ class CommentFlags(BaseModel):
     # Why nothing could be run safely (the base commit's split could not be read): the verdict
     # is inconclusive and nothing was spent.
     stopped: str | None = None
+    # Why a fork's pull request was refused (its data changes what only the default branch may).
+    refused: str | None = None
 
 
 class CommentLinks(BaseModel):
@@ -101,7 +103,8 @@ class CommentContext(BaseModel):
 
     @model_validator(mode="after")
     def _report_needs_numbers(self) -> CommentContext:
-        if self.flags.skipped is None and self.flags.stopped is None and not self.flags.fork:
+        quiet = self.flags.skipped or self.flags.stopped or self.flags.refused
+        if quiet is None and not self.flags.fork:
             if self.verdict is None or self.candidate is None:
                 raise ValueError("a report comment needs the verdict and the candidate summary")
         elif self.verdict is not None and self.candidate is None:
@@ -437,6 +440,8 @@ def _render(
         return _fit(head, m.skipped(ctx, ctx.flags.skipped) + footer, limit, measure)
     if ctx.flags.stopped is not None:
         return _fit(head, m.stopped(ctx, ctx.flags.stopped) + footer, limit, measure)
+    if ctx.flags.refused is not None:
+        return _fit(head, m.refused(ctx, ctx.flags.refused) + footer, limit, measure)
     if ctx.verdict is None:
         return _fit(head, m.fork(ctx, ctx.pull_request) + footer, limit, measure)
 
