@@ -54,8 +54,9 @@ from evalgate.cli.context import (
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError, describe_validation
 from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
-from evalgate.gate import Verdict, decide
+from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
+from evalgate.judge_pr import judge_in_pr
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
 from evalgate.release import ReleaseRecord
@@ -399,6 +400,23 @@ def find_baseline_run(
     return Baseline(run, provenance)
 
 
+@dataclass(frozen=True)
+class PendingSuite:
+    """A suite of a pull request that ran and has its own verdict, not yet published: the
+    pull request's verdict (one familywise alpha over every suite) comes first."""
+
+    name: str
+    suite: Suite
+    candidate: Run
+    verdict: Verdict
+    found: Baseline
+    number: int
+    version: str
+    fork: bool
+    # The judge's agreement section of the comment (suites with labels).
+    judge: str | None = None
+
+
 def read_pr_base(runner: Runner, loaded: LoadedConfig) -> BaseSplit:
     """The pull request's base commit's split: read through git (fetching the one commit a
     shallow checkout lacks), else through the contents API; never the head's own."""
@@ -433,7 +451,7 @@ def run_pr(
     name: str,
     suite: Suite,
     base: BaseSplit | BaseUnavailable,
-) -> None:
+) -> PendingSuite | None:
     number = _pr_number(runner.event)
     fork = runner.read_only
     # A fork's token is read-only: it can write no check run (nor a comment).
@@ -449,15 +467,15 @@ def run_pr(
                 f"**{name}**: skipped (the pull request changes none of its files).\n"
             )
             runner.verdicts.append("skipped")
-            return
+            return None
     offline = suite.model.backend == "fake"
     if not offline and not runner.inputs.anthropic_api_key.get_secret_value() and fork:
         _fork_notice(runner, name, number)
-        return
+        return None
 
     if isinstance(base, BaseUnavailable):
         _stopped(runner, name, number, base.one_line())
-        return
+        return None
     assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
     ctx = runner.context()
@@ -476,14 +494,54 @@ def run_pr(
     if change.changed:
         # The job ran on the default branch's split, which is safe; but a change of the
         # holdout is for the default branch to make, after review: it cannot pass here.
-        verdict = verdict.model_copy(
-            update={"kind": "inconclusive", "reasons": [change.line(), *verdict.reasons]}
-        )
+        verdict = verdict.model_copy(update={"mismatch": [change.line(), *verdict.mismatch]})
         runner.must_fail = (
             "this pull request changes the holdout, which is decided on the default branch: "
             "the job fails whatever fail_on says (see the comment)"
         )
-    publish_pr(runner, name, suite, candidate, verdict, found, number, version, fork)
+    judge = None
+    if suite.judge is not None:
+        # The judge, checked against its labels and, when the PR changed it, against the base's.
+        base_sha = pull.base_sha if pull is not None else None
+
+        def read_base(path: Path) -> str | None:
+            if runner.repo is None or base_sha is None:
+                return None
+            relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
+            return gh.read_data_file(runner.repo, base_sha, relative)
+
+        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base, candidate)
+        # Settled with the pull request's other tests (decide_pull_request): a judge that
+        # cannot be read makes the suite inconclusive, a judge that got worse fails it.
+        verdict = verdict.model_copy(
+            update={
+                "mismatch": [*judge.doubts, *verdict.mismatch],
+                "rule_failures": [*judge.failures, *verdict.rule_failures],
+            }
+        )
+    markdown = judge.markdown if judge else None
+    return PendingSuite(name, suite, candidate, verdict, found, number, version, fork, markdown)
+
+
+def publish_pull_request(
+    runner: Runner, pending: list[PendingSuite]
+) -> list[tuple[VerdictKind, dict[str, str]]]:
+    """Settle every suite with one familywise alpha, then publish each; (kind, outputs) each."""
+    decision = decide_pull_request([(p.name, p.verdict) for p in pending])
+    if len(pending) > 1:
+        runner.log(decision.line())
+        rows = "".join(f"| {s.suite} | {s.verdict.kind} |\n" for s in decision.suites)
+        runner.add_summary(
+            f"### Pull request: {decision.kind.upper()}\n\n{len(pending)} suites; "
+            f"{decision.tests} tests share one familywise alpha of {decision.alpha:g} "
+            f"(weighted Holm).\n\n| suite | verdict |\n|---|---|\n{rows}"
+        )
+    results: list[tuple[VerdictKind, dict[str, str]]] = []
+    for p, part in zip(pending, decision.suites, strict=True):
+        runner.outputs.values = {}
+        publish_pr(runner, p, part.verdict, decision if len(pending) > 1 else None)
+        results.append((part.verdict.kind, dict(runner.outputs.values)))
+    return results
 
 
 def _baseline_in_job(
@@ -645,16 +703,10 @@ def _fork_notice(runner: Runner, name: str, number: int) -> None:
 
 
 def publish_pr(
-    runner: Runner,
-    name: str,
-    suite: Suite,
-    candidate: Run,
-    verdict: Verdict,
-    found: Baseline,
-    number: int,
-    version: str,
-    fork: bool,
+    runner: Runner, pending: PendingSuite, verdict: Verdict, decision: PullRequestVerdict | None
 ) -> None:
+    name, suite, candidate, found = pending.name, pending.suite, pending.candidate, pending.found
+    number, version, fork = pending.number, pending.version, pending.fork
     summary = summarise(candidate, price_as=suite.price_as)
     reproduce = (
         f"evalgate baseline pull --repo {runner.env.get('GITHUB_REPOSITORY', 'OWNER/REPO')} "
@@ -675,6 +727,10 @@ def publish_pr(
         ),
         reproduce=reproduce,
         pull_request=number,
+        pull_request_kind=decision.kind if decision else None,
+        pull_request_tests=decision.tests if decision else None,
+        suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if decision else [],
+        judge=pending.judge,
     )
     runner.add_summary(render_summary(context))
     comment_url = None
@@ -968,17 +1024,23 @@ def action(
         # Each suite's numeric outputs; with several suites the outputs are those of the suite
         # whose verdict is the worst (the first such), so they explain the job's verdict.
         per_suite: list[tuple[VerdictKind, dict[str, str]]] = []
+        pending: list[PendingSuite] = []
         for name, suite in suites_to_run(loaded, inputs.suite):
             runner.outputs.values = {}
             if mode == "baseline":
                 files.append(run_baseline(runner, loaded, name, suite))
             elif mode == "pr":
-                run_pr(runner, loaded, name, suite, base)
+                ran = run_pr(runner, loaded, name, suite, base)
+                if ran is not None:
+                    pending.append(ran)  # published below, with the pull request's verdict
+                    continue
             elif mode == "audit":
                 run_audit(runner, loaded, name, suite)
             else:
                 run_release(runner, loaded, name, suite)
             per_suite.append((runner.verdicts[-1], dict(runner.outputs.values)))
+        if pending:
+            per_suite += publish_pull_request(runner, pending)
         worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
         chosen = next((values for kind, values in per_suite if kind == worst), {})
         runner.outputs.values = dict(chosen)

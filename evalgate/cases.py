@@ -270,7 +270,8 @@ def add_unique(case: Case, cases: list[Case], seen: dict[str, str]) -> None:
     cases.append(case)
 
 
-def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
+def read_records(path: Path) -> list[tuple[int, Any]]:
+    """A JSONL or YAML case file's records with their line numbers; at least one."""
     data = read_case_bytes(path)
     suffix = path.suffix.lower()
     if suffix in (".yml", ".yaml"):
@@ -283,6 +284,11 @@ def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) ->
         )
     if not records:
         raise CaseFileError("case file has no cases", where=str(path))
+    return records
+
+
+def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
+    records = read_records(path)
     return [
         parse_case(record, fields, f"{path}:{line}", need_expected=need_expected)
         for line, record in records

@@ -153,22 +153,30 @@ class GatePolicy(Strict):
 
     # The significance level of every test.
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
-    # The drop (as a fraction) the suite should be able to detect with 80% power.
+    # The largest drop (as a fraction) a pass may hide: a pass needs the data to rule out a
+    # drop this large (non-inferiority margin), and the suite should detect it with 80% power.
     tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
     # The power the minimum detectable effect is computed for.
     power: float = Field(default=0.80, gt=0.0, lt=1.0)
-    # Use the mid-p sign test (less conservative) instead of the exact one.
+    # The paired test for pass/fail scores: the exact conditional test over every repeat of
+    # both runs (1:R / K:R matched sets), or the sign test over matched repeats.
+    test: Literal["conditional", "sign"] = "conditional"
+    # Use the mid-p version of the test (less conservative, not exact) instead of the exact one.
     mid_p: bool = False
-    # Cases that flipped between the baseline's repeats are shown apart and left out.
+    # Sign test only: cases that flipped between baseline repeats it does not use are left out.
     exclude_unstable: bool = True
+    # The share of each suite's alpha given to the paired test; the other fail routes (format
+    # validity, critical categories, a failing noise check) share the rest (weighted Holm).
+    paired_alpha_share: float = Field(default=0.9, gt=0.0, le=1.0)
     # Does the PR break more than the baseline's measured flips predict? off | warn | fail.
     noise_check: Literal["off", "warn", "fail"] = "warn"
     # Categories whose own regression fails the gate (Holm-adjusted).
     critical_categories: list[str] = Field(default_factory=list)
     # Continuous scores (a judge's 0..1): sign-flip permutation test, or Wilcoxon (Pratt).
     continuous_test: Literal["permutation", "wilcoxon"] = "permutation"
-    # Test at the level of scenario groups instead of cases (clustered data).
-    unit: Literal["case", "group"] = "case"
+    # The unit of inference: scenario groups when cases carry groups (auto), or always cases
+    # (for suites whose groups are labels only), or groups.
+    unit: Literal["auto", "case", "group"] = "auto"
     # More than this share of the candidate's cases unpaired (new, edited) -> inconclusive.
     max_unpaired_share: float = Field(default=0.2, ge=0.0, le=1.0)
     # Exit code of `evalgate gate` for an inconclusive verdict (0 with a warning, or 1).
@@ -219,6 +227,28 @@ class SealedHoldout(Strict):
     changes: str = "holdout.changes.jsonl"
 
 
+class JudgeCalibration(Strict):
+    """Human labels the suite's judge is measured against, and the floor it must clear to gate."""
+
+    # The labels file (JSONL or YAML, relative to evalgate.yml): the case's input fields, the
+    # reply to grade and the human verdict; ids, groups and splits as fields: maps them for cases.
+    labels: str
+    # The field holding the reply the judge grades.
+    reply_field: str = "reply"
+    # The field holding the human verdict: pass / fail, true / false, or a score in [0, 1].
+    human_field: str = "human"
+    # A human score at or above this is a pass (the judge's scores use the gate's 0.5).
+    human_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    # Mixed into the labels' hash, apart from the cases' salt: labels split on their own.
+    salt: str = "evalgate-judge"
+    # The share of label groups hashed to the holdout (a split written on an item wins).
+    holdout_fraction: float = Field(default=0.30, ge=0.0, lt=1.0)
+    # Fewer labels than this where the floor is read (the holdout) and the judge may not gate.
+    min_labels: int = Field(default=50, ge=1)
+    # The lower end of kappa's 95% interval (on the holdout) must reach this for the judge to gate.
+    min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+
+
 class Suite(Strict):
     prompts: list[str] = Field(min_length=1, description="prompt files or globs")
     # The prompt version the product ships: the one pull requests and releases are gated on.
@@ -250,11 +280,22 @@ class Suite(Strict):
     split: SplitPolicy = SplitPolicy()
     # Holdout cases encrypted to a public key in the repository (optional, recommended).
     sealed_holdout: SealedHoldout | None = None
+    # Human labels for the judge scorer: `evalgate judge check` and the floor before it gates.
+    judge: JudgeCalibration | None = None
 
     @field_validator("prompts", "cases", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _judge_needs_a_judge(self) -> Suite:
+        if self.judge is not None and self.scorer.kind != "judge":
+            raise ValueError(
+                f"a judge: section calibrates a judge scorer, and this suite's scorer is "
+                f"{self.scorer.kind!r}"
+            )
+        return self
 
 
 class Config(Strict):
@@ -356,6 +397,12 @@ class LoadedConfig(BaseModel):
                     paths.append(self.root / value)
         if suite.sealed_holdout is not None:
             paths.append(self.root / suite.sealed_holdout.file)
+        if suite.judge is not None:
+            paths.append(self.root / suite.judge.labels)
+        if suite.scorer.kind == "judge":
+            from evalgate.scorers.base import file_names
+
+            paths += [self.root / name for name in file_names(suite.scorer)]
         if suite.scorer.kind == "python":
             paths.append(
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")

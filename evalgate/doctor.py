@@ -160,6 +160,7 @@ def _check_suite(
         if backend is not None and role == "model" and jobs:
             out += _probe(backend, f"{label}: {role}", suite, jobs[0])
         _close(backend)
+    out.extend(_check_judge_labels(loaded, label, suite))
     return out
 
 
@@ -258,6 +259,48 @@ def _close(backend: Any) -> None:
         close()
 
 
+def _check_judge_labels(loaded: LoadedConfig, label: str, suite: Suite) -> list[Finding]:
+    """The judge's human labels load, and the holdout has enough of them for the floor."""
+    judge = suite.judge
+    if judge is None:
+        return []
+    from evalgate.judge_labels import load_labels, split_policy
+
+    check = f"{label}: judge labels"
+    try:
+        labels = load_labels(loaded.root / judge.labels, suite)
+    except UserError as exc:
+        return [_from_error(check, exc)]
+    sides = Counter(x.split for x in labels)
+    passes = Counter(x.split for x in labels if x.human)
+    message = f"{len(labels)} labels: dev {sides['dev']}, holdout {sides['holdout']}"
+    report = check_split([x.case for x in labels], split_policy(judge, suite), suite.fields)
+    leaks = [f for f in report.findings if f.kind in LEAK_KINDS]
+    if leaks:
+        fix = "give labels of one case the same group, then check with `evalgate judge check`"
+        return [_fail(check, f"leak: {leaks[0].message}", fix)]
+    if sides["holdout"] < judge.min_labels:
+        return [
+            _warn(
+                check,
+                f"{message}; the floor needs {judge.min_labels} holdout labels, so the judge "
+                "cannot gate yet",
+                "label more replies (or lower judge.min_labels, knowing kappa's interval widens)",
+            )
+        ]
+    one_sided = [s for s in ("dev", "holdout") if passes[s] in (0, sides[s]) and sides[s]]
+    if one_sided:
+        return [
+            _warn(
+                check,
+                f"{message}; every {one_sided[0]} label has the same verdict, so kappa is "
+                "undefined there",
+                "label replies that fail as well as replies that pass",
+            )
+        ]
+    return [_ok(check, message)]
+
+
 def _check_backends(
     loaded: LoadedConfig, label: str, suite: Suite, env: Mapping[str, str]
 ) -> list[tuple[Finding, Any]]:
@@ -284,10 +327,10 @@ def _check_backends(
             )
             continue
         if settings.backend == "fake":
-            from evalgate.backends.fake import load_rules
+            from evalgate.backends.fake import load_options
 
             try:
-                load_rules(settings.options, loaded.root)
+                load_options(settings.options, loaded.root)
             except UserError as exc:
                 out.append((_from_error(check, exc), None))
                 continue

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.runs import Run
-from evalgate.stats import flip_rate, minimum_detectable_effect
+from evalgate.stats import conditional_mde, flip_rate
 
 
 class UnstableCase(BaseModel):
@@ -35,16 +35,21 @@ class NoiseFloor(BaseModel):
     power: float
 
 
-@lru_cache(maxsize=4096)  # a power search (~0.1 s) whose arguments repeat across runs
-def _mde(n: int, f: float, alpha: float, power: float) -> float:
+@lru_cache(maxsize=4096)  # a power search whose arguments repeat across runs
+def _mde(n: int, f: float, alpha: float, power: float, repeats: int) -> float:
     if n == 0:
         return 1.0
-    # f = 1 (every case flipped, e.g. one case and two repeats): no drop is detectable.
-    return minimum_detectable_effect(n, f, alpha, power) if f < 1.0 else math.inf
+    # f >= 1/2 (e.g. one case and two repeats that disagree): the model has nothing settled.
+    if f >= 0.5:
+        return math.inf
+    return conditional_mde(n, f, alpha, power, repeats, 1)
 
 
 def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> NoiseFloor | None:
     """The noise floor of a run made with repeats >= 2 (None for a single run).
+
+    Its MDE is that of the default paired test (the exact conditional test) for a candidate
+    run once against a baseline with this run's repeats, at ``alpha``.
 
     Only cases whose every repeat was scored count; the regression split is left out of every
     estimate, as is the holdout (measured separately).
@@ -70,7 +75,7 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
         flip_rate=f,
         flips=len(unstable),
         unstable=unstable,
-        mde=_mde(len(cases), f, alpha, power),
+        mde=_mde(len(cases), f, alpha, power, run.repeats),
         alpha=alpha,
         power=power,
     )

@@ -20,7 +20,7 @@ from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.scorers.base import build_scorer, needs_expected
+from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.split import assign_all
 from evalgate.templating import compile_template, render, render_turn
 
@@ -211,6 +211,16 @@ class RunSpec:
     holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
 
 
+def cases_to_run(spec: RunSpec) -> list[Case]:
+    """The cases a run of ``spec`` sends, in case-file order: its splits, shard and limit."""
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if spec.shard is not None:
+        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
+    if spec.limit is not None:
+        cases = cases[: spec.limit]
+    return cases
+
+
 def run_suite(
     spec: RunSpec,
     backend: Backend,
@@ -231,10 +241,7 @@ def run_suite(
             fix="check the case files, the split policy, or the holdout key",
         )
     whole_sha = public_cases_sha(cases, spec.holdout_key)
-    if spec.shard is not None:
-        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
-    if spec.limit is not None:
-        cases = cases[: spec.limit]
+    cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
     started = time.perf_counter()
@@ -295,7 +302,13 @@ def run_suite(
             offline=bool(getattr(backend, "offline", False)),
         ),
         scorer=scorer_dump,
-        scorer_sha256=sha256_json(scorer_dump),
+        # A judge's rubric file, rules files and command program are part of what it is (the
+        # config holds their names alone); configs that name no file keep the hash they had.
+        scorer_sha256=sha256_json(
+            {**scorer_dump, "files": files}
+            if (files := read_files(suite.scorer, base_dir))
+            else scorer_dump
+        ),
         git_commit=spec.git_commit,
         git_ref=spec.git_ref,
         evalgate_version=__version__,

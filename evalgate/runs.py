@@ -148,6 +148,9 @@ class Run(BaseModel):
     interrupted: bool = False
     # Calls a sequential test made unnecessary (the run stopped early, with its verdict known).
     calls_saved: int = 0
+    # The largest e-value the sequential test saw while the run went (None: not monitored).
+    # The gate splits the paired test's alpha between it and the final test.
+    sequential_e_max: float | None = None
     # Sent through the Message Batches API: every call at half price.
     batch: bool = False
     max_error_share: float = 0.02

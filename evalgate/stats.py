@@ -231,25 +231,34 @@ def paired_difference(
     groups: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> PairedDifference:
-    """Paired difference of means, ``mean(candidate - baseline) ± z * SE``.
+    """Paired difference of means, ``mean(candidate - baseline) ± q * SE``, inside [-1, 1].
 
     Pairing removes the between-case variance that both prompts share, so the interval is
     tighter than one for two independent means whenever the prompts' scores are positively
     correlated across cases (Miller 2024, arXiv:2411.00640, "paired differences"). The SE is
-    the ordinary one, or cluster-robust when ``groups`` is given (:func:`mean_and_se`); ``z``
-    is the two-sided normal quantile for ``confidence``.
+    the ordinary one, or cluster-robust when ``groups`` is given (:func:`mean_and_se`); ``q``
+    is the two-sided normal quantile for ``confidence``, or with ``C >= 2`` clusters the t
+    quantile with ``C - 1`` degrees of freedom. The interval is clipped to [-1, 1], the range
+    of a difference of two scores in [0, 1].
     """
     if len(candidate) != len(baseline):
         raise ValueError(
             f"candidate and baseline must have the same length, got {len(candidate)} and "
             f"{len(baseline)}"
         )
-    z = _two_sided_z(confidence)
     diffs = np.asarray(candidate, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
     mean, se = mean_and_se(diffs.tolist(), groups)
-    return PairedDifference(
-        mean=mean, se=se, low=mean - z * se, high=mean + z * se, n=len(candidate)
-    )
+    clusters = len(set(groups)) if groups is not None else 0
+    if clusters >= 2:
+        # Few clusters make the sandwich SE noisy: t with C - 1 degrees of freedom (Cameron &
+        # Miller 2015, "A practitioner's guide to cluster-robust inference", JHR 50:317, sec. VI).
+        q = float(stats.t.ppf(0.5 + confidence / 2.0, clusters - 1))
+    else:
+        q = _two_sided_z(confidence)
+    # Scores lie in [0, 1], so a difference of means lies in [-1, 1]: so does its interval.
+    low = max(-1.0, mean - q * se) if math.isfinite(se) else -1.0
+    high = min(1.0, mean + q * se) if math.isfinite(se) else 1.0
+    return PairedDifference(mean=mean, se=se, low=low, high=high, n=len(candidate))
 
 
 # --------------------------------------------------------------------------------------------
@@ -731,3 +740,376 @@ def sequential_e_value(broken: int, fixed: int) -> float:
     log_sum = top + math.log(float(np.sum(np.exp(log_binomials - top))))
     log_e = float(special.betaln(broken + 1, fixed + 1)) + log_sum
     return math.exp(min(log_e, 700.0))
+
+
+# --------------------------------------------------------------------------------------------
+# The exact conditional test over every repeat (1:R and K:R matched sets)
+# --------------------------------------------------------------------------------------------
+
+#: One case's draws: (baseline passes, baseline draws, candidate passes, candidate draws).
+MatchedSet = tuple[int, int, int, int]
+
+
+def _check_matched(case: MatchedSet) -> None:
+    bp, r, cp, k = case
+    if r < 1 or k < 1 or not 0 <= bp <= r or not 0 <= cp <= k:
+        raise ValueError(f"a matched set needs 0 <= passes <= draws >= 1 on both sides, got {case}")
+
+
+def _power_of(pmf: NDArray[np.float64], times: int) -> NDArray[np.float64]:
+    """The pmf of the sum of ``times`` independent draws from ``pmf`` (repeated squaring)."""
+    result = np.ones(1, dtype=np.float64)
+    square = pmf
+    while times:
+        if times & 1:
+            result = np.convolve(result, square)
+        times >>= 1
+        if times:
+            square = np.convolve(square, square)
+    return result
+
+
+def conditional_null(cases: Sequence[MatchedSet]) -> tuple[NDArray[np.float64], int, int]:
+    """The exact null distribution of the candidate's total passes, given every case's total.
+
+    Returns ``(pmf, offset, observed)``: ``pmf[j]`` is ``P(T = offset + j)`` under H0 and
+    ``observed`` is the candidate's total passes. See :func:`conditional_test_worse`. Cases of
+    the same shape (draws on each side, total passes) share one law, so the convolution is over
+    a few shapes, each raised to its count by repeated squaring, instead of case by case.
+    """
+    shapes: dict[tuple[int, int, int], int] = {}
+    observed = 0
+    offset = 0
+    for case in cases:
+        _check_matched(case)
+        bp, r, cp, k = case
+        observed += cp
+        s = bp + cp
+        low, high = max(0, s - r), min(s, k)
+        if low == high:  # every draw passed or failed: the case carries no information
+            offset += low
+            continue
+        shapes[(r, k, s)] = shapes.get((r, k, s), 0) + 1
+    pmf = np.ones(1, dtype=np.float64)
+    for (r, k, s), count in sorted(shapes.items()):
+        low, high = max(0, s - r), min(s, k)
+        offset += low * count
+        support = np.arange(low, high + 1)
+        if k == 1:
+            # One candidate draw: Bernoulli(s / (r + 1)), so the count's sum is binomial.
+            part = stats.binom.pmf(np.arange(count + 1), count, s / (r + 1))
+        else:
+            part = _power_of(stats.hypergeom.pmf(support, r + k, s, k), count)
+        pmf = np.convolve(pmf, part)
+    return pmf, offset, observed
+
+
+def conditional_test_worse(cases: Sequence[MatchedSet], mid_p: bool = False) -> float:
+    """Exact one-sided conditional test that the candidate passes less often than the baseline.
+
+    Each case is a matched set: R baseline draws and K candidate draws of the same case, scored
+    pass/fail. Under H0 (the change does nothing) a case's R + K draws are exchangeable, whatever
+    its own pass rate; so given its total passes ``s``, the candidate's passes are
+    hypergeometric, ``X ~ Hyp(R + K, s, K)`` (for K = 1, Bernoulli ``s / (R + 1)``), independently
+    across cases. The statistic is the candidate's total ``T = sum X``, whose exact null law is
+    the convolution of those hypergeometrics (a Poisson-binomial for K = 1), and
+    ``p = P(T <= t_observed)``; mid-p: ``P(T < t) + P(T = t) / 2``. This is the test for 1:R
+    matched sets of Miettinen (1969, "Individual matching with multiple controls in the case of
+    all-or-none responses", Biometrics 25:339-355), extended to K:R by conditioning on each
+    set's total (Mantel & Haenszel 1959). For R = K = 1 it is the exact sign test. Cases whose
+    draws all agree (s = 0 or s = R + K) have a fixed X and leave the p-value unchanged.
+    No informative case: ``1.0``.
+    """
+    pmf, offset, observed = conditional_null(cases)
+    j = observed - offset
+    if pmf.size == 1:
+        return 1.0
+    below = float(np.sum(pmf[:j]))
+    at = float(pmf[j])
+    p = below + (0.5 * at if mid_p else at)
+    return float(min(1.0, max(0.0, p)))
+
+
+def conditional_residuals(cases: Sequence[MatchedSet]) -> list[float]:
+    """Per case, the candidate's passes minus their null expectation given the case's total.
+
+    ``X - K s / (R + K)``: the score contributions of :func:`conditional_test_worse`. They sum
+    to ``T - E0[T]`` and have mean zero under H0, case by case.
+    """
+    out = []
+    for case in cases:
+        _check_matched(case)
+        bp, r, cp, k = case
+        out.append(cp - k * (bp + cp) / (r + k))
+    return out
+
+
+def clustered_test_worse(totals: Sequence[float]) -> float:
+    """One-sided cluster-level t test that the mean of per-cluster totals is below zero.
+
+    ``totals`` holds one number per cluster (e.g. the sum over a scenario's cases of
+    :func:`conditional_residuals`). Clusters are independent while cases inside one may be
+    correlated, so the clusters are the units: ``t = mean / (sd / sqrt(C))`` on ``C - 1``
+    degrees of freedom, ``p = P(t_{C-1} <= t)`` (the cluster-robust score test with the small-
+    sample t reference of Cameron & Miller 2015, JHR 50:317, sec. VI). All totals zero: ``1.0``;
+    fewer than two clusters: ``1.0`` (no spread can be estimated).
+    """
+    x = np.asarray(totals, dtype=np.float64)
+    c = int(x.size)
+    if c < 2 or not np.any(x != 0.0):
+        return 1.0
+    sd = float(np.std(x, ddof=1))
+    mean = float(np.mean(x))
+    if sd == 0.0:
+        return 0.0 if mean < 0 else 1.0
+    t = mean / (sd / math.sqrt(c))
+    return float(stats.t.cdf(t, c - 1))
+
+
+def conditional_power(
+    n: int,
+    flip_rate: float,
+    drop: float,
+    alpha: float = 0.05,
+    baseline_draws: int = 1,
+    candidate_draws: int = 1,
+) -> float:
+    """Power of :func:`conditional_test_worse` with R baseline and K candidate draws a case.
+
+    For R = K = 1 the test is the sign test and its power is computed exactly (the trinomial of
+    :func:`minimum_detectable_effect`); with no noise (f = 0) too, from the binomial count of
+    broken cases. Otherwise a normal approximation under this model: a
+    share ``u = 2f`` of cases is noisy with pass rate 1/2 on both sides (so two runs differ on a
+    share ``f`` of cases), a share ``d`` passes every baseline draw and fails every candidate
+    draw (a true drop of ``d``), the rest are settled. Per case, with ``N = R + K``, the score
+    ``X - K s / N`` has mean ``-d K R / N`` and variance ``u K R / (4 N) + d (KR/N)^2 - m^2``,
+    and its conditional null variance has mean ``u K R / (4 N) + d K^2 R^2 / (N^2 (N - 1))``;
+    so ``power = Phi((n |m| - z_alpha sqrt(n v0)) / sqrt(n v1))``. benchmarks/gate_simulation.py
+    checks the approximation against simulated pull requests.
+    """
+    _check_count("n", n)
+    r, k = baseline_draws, candidate_draws
+    if r < 1 or k < 1:
+        raise ValueError(f"draws must be >= 1, got {r} and {k}")
+    if r == 1 and k == 1:
+        return _sign_test_power(n, flip_rate, drop, alpha)
+    if n == 0:
+        return 0.0
+    if flip_rate == 0.0:
+        # No noise: only broken cases are informative, each with null probability
+        # 1 / C(R + K, K) of the candidate failing every draw, so the test rejects once
+        # B >= b* = the smallest b with C(R + K, K)^-b <= alpha; exactly, B ~ Bin(n, d).
+        b_star = math.ceil(math.log(alpha) / -math.log(math.comb(r + k, k)) - 1e-12)
+        return float(stats.binom.sf(b_star - 1, n, min(1.0, drop)))
+    u = min(1.0, 2.0 * flip_rate)
+    d = min(drop, 1.0 - u)
+    big_n = r + k
+    m = -d * k * r / big_n
+    noisy = u * k * r / (4.0 * big_n)
+    v1 = noisy + d * (k * r / big_n) ** 2 - m * m
+    v0 = noisy + d * (k * r) ** 2 / (big_n**2 * (big_n - 1))
+    if v1 <= 0.0:
+        return 0.0 if d <= 0.0 else 1.0
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    return NormalDist().cdf((n * abs(m) - z * math.sqrt(n * v0)) / math.sqrt(n * v1))
+
+
+def conditional_mde(
+    n: int,
+    flip_rate: float,
+    alpha: float = 0.05,
+    power: float = 0.80,
+    baseline_draws: int = 1,
+    candidate_draws: int = 1,
+) -> float:
+    """Smallest drop :func:`conditional_test_worse` detects with ``power`` (see its power).
+
+    R = K = 1: :func:`minimum_detectable_effect` (exact). Otherwise bisection on the normal
+    approximation of :func:`conditional_power`, which is increasing in the drop; ``inf`` when
+    no drop reaches ``power``.
+    """
+    if baseline_draws == 1 and candidate_draws == 1:
+        return minimum_detectable_effect(n, flip_rate, alpha, power)
+    _check_count("n", n)
+    _check_power_args(flip_rate, alpha, power)
+
+    def reach(d: float) -> float:
+        return conditional_power(n, flip_rate, d, alpha, baseline_draws, candidate_draws)
+
+    lo, hi = 0.0, max(0.0, 1.0 - min(1.0, 2.0 * flip_rate))
+    if hi == 0.0 or reach(hi) < power:
+        return math.inf
+    while hi - lo > MDE_TOLERANCE:
+        mid = (lo + hi) / 2.0
+        if reach(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def conditional_cases_for(
+    target: float,
+    flip_rate: float,
+    alpha: float = 0.05,
+    power: float = 0.80,
+    baseline_draws: int = 1,
+    candidate_draws: int = 1,
+) -> int:
+    """Smallest n whose :func:`conditional_mde` is at most ``target`` (``CASES_CAP`` if none)."""
+    if baseline_draws == 1 and candidate_draws == 1:
+        return cases_for_mde(target, flip_rate, alpha, power)
+    _check_power_args(flip_rate, alpha, power)
+
+    def enough(n: int) -> bool:
+        drop = min(target, 1.0 - min(1.0, 2.0 * flip_rate))
+        return conditional_power(n, flip_rate, drop, alpha, baseline_draws, candidate_draws) >= (
+            power
+        )
+
+    if not enough(CASES_CAP):
+        return CASES_CAP
+    hi = 1
+    while not enough(hi):
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return min(hi, CASES_CAP)
+
+
+# --------------------------------------------------------------------------------------------
+# Non-inferiority: an upper confidence bound on the drop
+# --------------------------------------------------------------------------------------------
+
+
+def tango_z(broken: float, fixed: float, n: int, drop: float) -> float:
+    """Tango's score statistic for H0 "the paired drop in pass rate is ``drop``".
+
+    For paired pass/fail with ``b`` cases broken (baseline pass, candidate fail) and ``c`` fixed
+    out of ``n``, the drop is ``D = p10 - p01``. Tango (1998, "Equivalence test and confidence
+    interval for the difference in proportions for the paired-sample design", Stat Med
+    17:891-908)::
+
+        Z(D0) = (b - c - n D0) / sqrt(n (2 p01~ + D0 (1 - D0)))
+
+    with ``p01~`` the maximum-likelihood ``p01`` under ``p10 - p01 = D0``, the positive root of
+    ``2n p² + (-b - c + (2n - b + c) D0) p - c D0 (1 - D0) = 0``. Negative Z: the data say the
+    drop is below D0. At ``D0 = 0`` it is McNemar's ``(b - c) / sqrt(b + c)``. ``b`` and ``c``
+    may be fractional (expected discordant counts over repeats, :func:`noninferiority_bound`).
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    if broken < 0 or fixed < 0 or broken + fixed > n + 1e-9:
+        raise ValueError(f"need 0 <= broken, fixed and broken + fixed <= n, got {broken}, {fixed}")
+    if not -1.0 < drop < 1.0:
+        raise ValueError(f"drop must be in (-1, 1), got {drop!r}")
+    b, c = broken, fixed
+    a = 2.0 * n
+    bb = -b - c + (2.0 * n - b + c) * drop
+    cc = -c * drop * (1.0 - drop)
+    p01 = (-bb + math.sqrt(max(0.0, bb * bb - 4.0 * a * cc))) / (2.0 * a)
+    var = n * (2.0 * p01 + drop * (1.0 - drop))
+    num = b - c - n * drop
+    if var <= 0.0:
+        return 0.0 if num == 0 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+def tango_upper_drop(broken: float, fixed: float, n: int, alpha: float = 0.05) -> float:
+    """One-sided ``1 - alpha`` upper confidence bound on the drop, by inverting :func:`tango_z`.
+
+    The bound is the drop ``D0`` at which ``Z(D0) = -z_{1-alpha}``: every larger drop is
+    rejected at level alpha. Found by bisection (Z decreases in D0) within 1e-9; capped at 1.
+    Known: no case changed of n gives ``z² / (n + z²)`` (Z(D0) = -sqrt(n D0 / (1 - D0))).
+    """
+    _check_probability("alpha", alpha)
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    lo = (broken - fixed) / n if n else -1.0
+    lo = max(-1.0 + 1e-12, min(lo, 1.0 - 1e-12))
+    hi = 1.0 - 1e-12
+    if tango_z(broken, fixed, n, hi) > -z:
+        return 1.0
+    if tango_z(broken, fixed, n, lo) <= -z:
+        return lo
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2.0
+        if tango_z(broken, fixed, n, mid) <= -z:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def t_upper_drop(
+    diffs: Sequence[float], groups: Sequence[str] | None = None, alpha: float = 0.05
+) -> float:
+    """One-sided ``1 - alpha`` upper bound on the drop ``-mean(diffs)``, from a t interval.
+
+    ``diffs`` are candidate - baseline per case. The SE is the ordinary one or, with
+    ``groups``, cluster-robust (:func:`clustered_se`) on ``C - 1`` degrees of freedom (n - 1
+    without groups). Clipped to [-1, 1]. Fewer than two units: ``1.0`` (nothing ruled out).
+    """
+    _check_probability("alpha", alpha)
+    n = len(diffs)
+    units = len(set(groups)) if groups is not None else n
+    if units < 2:
+        return 1.0
+    mean, se = mean_and_se(diffs, groups)
+    if not math.isfinite(se):
+        return 1.0
+    q = float(stats.t.ppf(1.0 - alpha, units - 1))
+    return float(min(1.0, max(-1.0, -mean + q * se)))
+
+
+def cases_to_rule_out(broken: float, fixed: float, n: int, margin: float, alpha: float) -> int:
+    """Cases that would make :func:`tango_upper_drop` fall below ``margin`` at the same rates.
+
+    Holding ``b / n`` and ``c / n`` fixed, ``Z(margin)`` grows as ``sqrt(n)`` (its numerator
+    scales with n, its variance term depends on the rates only), so the n that reaches
+    ``-z_{1-alpha}`` is ``n (z / Z)²``. When the observed drop is already at or above the
+    margin no number of cases will do: ``CASES_CAP``.
+    """
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    current = tango_z(broken, fixed, n, margin)
+    if current >= 0.0:
+        return CASES_CAP
+    return min(CASES_CAP, max(n, math.ceil(n * (z / current) ** 2)))
+
+
+def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted Holm step-down adjusted p-values (Holm 1979, sec. 5), in the original order.
+
+    Hypothesis j gets the share ``w_j`` of alpha (weights are normalised to sum to 1). Order
+    by ``p_j / w_j``; then ``adj_(i) = min(1, max_{k <= i} W_k p_(k) / w_(k))`` with ``W_k`` the
+    total weight of the hypotheses not yet rejected at step k. Rejecting where ``adj <= alpha``
+    keeps the familywise error rate at alpha under any dependence, and each hypothesis is
+    rejected at least when ``p_j <= alpha w_j`` (weighted Bonferroni). Equal weights give
+    :func:`holm_adjust`. A zero weight never rejects (adjusted p 1).
+    """
+    if len(p_values) != len(weights):
+        raise ValueError(f"need one weight a p-value, got {len(p_values)} and {len(weights)}")
+    p = np.asarray(p_values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if p.size == 0:
+        return []
+    if np.any(np.isnan(p)) or np.any(p < 0.0) or np.any(p > 1.0):
+        raise ValueError(f"p-values must be in [0, 1], got {list(p_values)!r}")
+    if np.any(w < 0.0) or not np.sum(w) > 0.0:
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {list(weights)!r}")
+    w = w / np.sum(w)
+    ratio = np.where(w > 0.0, p / np.where(w > 0.0, w, 1.0), np.inf)
+    order = np.argsort(ratio, kind="stable")
+    remaining = np.cumsum(w[order][::-1])[::-1]  # weight not yet rejected at each step
+    sorted_ratio = ratio[order]
+    finite = np.isfinite(sorted_ratio)
+    scaled = np.ones(p.size, dtype=np.float64)
+    scaled[finite] = np.minimum(1.0, remaining[finite] * sorted_ratio[finite])
+    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(scaled))
+    adjusted = np.empty(p.size, dtype=np.float64)
+    adjusted[order] = adjusted_sorted
+    return [float(x) for x in adjusted]

@@ -145,8 +145,9 @@ def test_audit_gain_counts_and_sign_test_by_hand(
     # Mean 2/10; sample SD sqrt(3.6 / 9); SE = SD / sqrt(10) = 0.2 (each case its own group).
     assert report.gain.mean == pytest.approx(0.2)
     assert report.gain.se == pytest.approx(stdev(diffs) / math.sqrt(10)) == pytest.approx(0.2)
-    assert report.gain.low == pytest.approx(0.2 - 1.959964 * 0.2, abs=1e-6)
-    assert report.gain.high == pytest.approx(0.2 + 1.959964 * 0.2, abs=1e-6)
+    # Ten clusters (one case each): t(0.975, 9 df) = 2.262157 from the t table.
+    assert report.gain.low == pytest.approx(0.2 - 2.262157 * 0.2, abs=1e-6)
+    assert report.gain.high == pytest.approx(0.2 + 2.262157 * 0.2, abs=1e-6)
     assert report.gain.n == 10
     assert (report.better, report.worse) == (3, 1)
     # Two-sided sign test on 4 changed cases, 1 the rarer way: 2 * P(Bin(4, 1/2) <= 1) = 10/16.

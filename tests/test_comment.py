@@ -18,7 +18,7 @@ from conftest import CREATED, GOLDEN
 from pydantic import ValidationError
 
 from evalgate.config import GatePolicy
-from evalgate.gate import decide
+from evalgate.gate import decide, decide_pull_request
 from evalgate.report.comment import (
     COMMENT_LIMIT,
     BaselineProvenance,
@@ -265,7 +265,33 @@ def huge_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
     return context(baseline, candidate)
 
 
+def pull_request_context(make_case: MakeCase, make_run: MakeRun) -> CommentContext:
+    """One suite's comment in a pull request of three suites, decided with one alpha."""
+    baseline, candidate = make_pair(
+        make_case, make_run, n=80, broken=[7], fixed=[12, 33], unstable=[21]
+    )
+    verdict = decide(baseline, candidate, GatePolicy())
+    worse_base, worse_cand = make_pair(make_case, make_run, n=120, broken=range(0, 30))
+    small_base, small_cand = make_pair(make_case, make_run, n=20)
+    decision = decide_pull_request(
+        [
+            (SUITE, verdict),
+            ("refunds", decide(worse_base, worse_cand, GatePolicy())),
+            ("smalltalk", decide(small_base, small_cand, GatePolicy())),
+        ]
+    )
+    return context(
+        baseline,
+        candidate,
+        verdict=decision.suites[0].verdict,
+        pull_request_kind=decision.kind,
+        pull_request_tests=decision.tests,
+        suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites],
+    )
+
+
 CONTEXTS: dict[str, Callable[[MakeCase, MakeRun], CommentContext]] = {
+    "pull-request": pull_request_context,
     "pass": pass_context,
     "fail": fail_context,
     "inconclusive": inconclusive_context,
@@ -425,7 +451,6 @@ def test_sections_come_in_the_documented_order(rendered: dict[str, str]) -> None
         "#### Regression cases that failed",
         "#### Broken",
         "<details><summary>Fixed",
-        "<details><summary>Unstable",
         "#### Per category",
         "**Reproduce locally**",
         "[Workflow run](",
@@ -449,12 +474,15 @@ def test_fail_shows_twenty_broken_cases_open_and_the_rest_collapsed(
 
 def test_every_number_has_its_n_and_interval(rendered: dict[str, str]) -> None:
     lines = rendered["fail"].split("\n")
-    assert lines[9].startswith("| n (cases) | accuracy: baseline → PR (95% CI) |")
-    row = lines[11]
-    assert row.startswith("| 117 paired | ")
+    head = next(i for i, line in enumerate(lines) if line.startswith("| n ("))
+    assert lines[head].startswith("| n (cases) | accuracy: baseline → PR (95% CI) |")
+    assert "| ruled out |" in lines[head] and "| drops above 23.2 points |" in lines[head + 2]
+    row = lines[head + 2]
+    # 119 dev cases; the two unstable ones stay in (the conditional test uses every repeat).
+    assert row.startswith("| 119 paired | ")
     assert re.search(r"\| \d+\.\d% \(\d+\.\d–\d+\.\d%\) → \d+\.\d% \(\d+\.\d–\d+\.\d%\) \|", row)
     assert " points (-" in row and "1.1% (3 repeats, n = 119)" in row
-    assert "\n| 60 scored | none → 100.0% (94.0–100.0%) | n/a |" in rendered["no-baseline"]
+    assert "\n| 60 scored | none → 100.0% (94.0–100.0%) | n/a | n/a |" in rendered["no-baseline"]
 
 
 def test_untrusted_text_is_escaped(rendered: dict[str, str]) -> None:

@@ -15,7 +15,11 @@ reach them. In order:
 4. a second ``pull_request`` run edits that comment instead of adding one;
 5. a planted regression in the PR's prompt fails the job, and the comment says so;
 6. a pull request that re-splits (``holdout_fraction: 0`` in its own evalgate.yml) sends none
-   of the base's holdout cases to the model, and fails with the reason in the comment.
+   of the base's holdout cases to the model, and fails with the reason in the comment;
+7. a fork's pull request gets its verdict through the ``workflow_run`` job
+   (examples/workflows/evalgate-fork.yml): its data (a harmless prompt edit) is gated on the
+   default branch's checkout, with a comment and a check run; data that also changes the config
+   is refused, with a comment saying why.
 
 Docker and act come from scripts/container-setup. Without them the module is skipped, unless
 ``EVALGATE_CONTAINER=required`` (set by .ci/run once the setup succeeded): then it fails.
@@ -50,6 +54,7 @@ from evalgate.testing.messages_server import Knobs, MessagesServer
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
+FORK_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate-fork.yml"
 
 REQUIRED = os.environ.get("EVALGATE_CONTAINER", "").strip().lower() == "required"
 BASE_IMAGE = "python:3.11-slim"  # the Dockerfile's default base; a local image (container-setup)
@@ -72,6 +77,9 @@ MODEL = "claude-haiku-4-5"
 N_CASES = 40
 PR = 7
 BRANCH = "prompt-tweak"
+FORK_REPO = "forker/widgets"
+FORK_PR = 9
+FORK_BRANCH = "fork-tweak"
 ARTIFACT = "evalgate-baseline"
 # Long, distinctive fake secrets: act masks secret values in its log, and a leak is easy to spot.
 GITHUB_TOKEN = "ghs_EvalgateContainerE2eFakeGithubToken7Qx2Lm9Rt4Vw"
@@ -330,6 +338,7 @@ class Scenario:
         self._done: dict[str, Any] = {}
         self.push_workflow_run: WorkflowRun | None = None
         self.baseline_file: Path | None = None
+        self.heads: dict[str, str] = {}
         self._make_repo()
         self._seed_github()
 
@@ -343,14 +352,7 @@ class Scenario:
             ".evalgate/\n__pycache__/\n.e2e-artifacts/\n", encoding="utf-8"
         )
         suite = repo / SUITE_DIR
-        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
-        cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
-        (suite / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
-        (suite / "evalgate.yml").write_text(
-            "# The bike-shop suite on the anthropic backend (the Messages stand-in, in tests).\n"
-            + yaml.safe_dump(suite_config(), sort_keys=False),
-            encoding="utf-8",
-        )
+        self._write_suite(suite)
         action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
         self.output_names = list(action["outputs"])
         example = yaml.safe_load(EXAMPLE_WORKFLOW.read_text(encoding="utf-8"))
@@ -360,18 +362,39 @@ class Scenario:
         (repo / ".github" / "workflows" / "evalgate.yml").write_text(
             yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8"
         )
+        fork_flow = derive_workflow(
+            yaml.safe_load(FORK_WORKFLOW.read_text(encoding="utf-8")), self.output_names
+        )
+        (repo / ".github" / "workflows" / "evalgate-fork.yml").write_text(
+            yaml.safe_dump(fork_flow, sort_keys=False), encoding="utf-8"
+        )
         _git(repo, "init", "-q", "-b", "main")
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", "evalgate with the bike-shop suite")
         _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
-        # The pull request's branch: a harmless edit of the shipped prompt.
         _git(repo, "checkout", "-q", "-b", BRANCH)
+        self._change_on_branch(suite)
+        _git(repo, "commit", "-q", "-am", self.pr_title)
+        _git(repo, "checkout", "-q", "main")
+
+    pr_title = "Thank the model"
+
+    def _write_suite(self, suite: Path) -> None:
+        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
+        cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
+        (suite / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
+        (suite / "evalgate.yml").write_text(
+            "# The bike-shop suite on the anthropic backend (the Messages stand-in, in tests).\n"
+            + yaml.safe_dump(suite_config(), sort_keys=False),
+            encoding="utf-8",
+        )
+
+    def _change_on_branch(self, suite: Path) -> None:
+        """The pull request's branch: a harmless edit of the shipped prompt."""
         prompt = suite / "prompts" / "v3.txt"
         prompt.write_text(
             prompt.read_text(encoding="utf-8").rstrip("\n") + "\n\nThank you.\n", encoding="utf-8"
         )
-        _git(repo, "commit", "-q", "-am", "Thank the model")
-        _git(repo, "checkout", "-q", "main")
 
     def _suite_files(self, ref: str) -> dict[str, str]:
         names = _git(self.repo, "ls-tree", "-r", "--name-only", ref, "--", SUITE_DIR).splitlines()
@@ -382,8 +405,8 @@ class Scenario:
         gh.add_token(GITHUB_TOKEN, "write")
         gh.add_repo(REPO, files={"README.md": "# widgets\n", **self._suite_files("main")})
         gh.create_branch(REPO, BRANCH)
-        gh.add_commit(REPO, self._suite_files(BRANCH), branch=BRANCH, message="Thank the model")
-        gh.add_pull(REPO, head=BRANCH, number=PR, title="Thank the model")
+        gh.add_commit(REPO, self._suite_files(BRANCH), branch=BRANCH, message=self.pr_title)
+        gh.add_pull(REPO, head=BRANCH, number=PR, title=self.pr_title)
 
     # --- steps, each done once
 
@@ -408,7 +431,14 @@ class Scenario:
 
         return self.step("build", make)
 
-    def act(self, event_name: str, event: dict[str, Any], *, bind: bool = False) -> ActRun:
+    def act(
+        self,
+        event_name: str,
+        event: dict[str, Any],
+        *,
+        bind: bool = False,
+        workflow: str = "evalgate.yml",
+    ) -> ActRun:
         run_id = next(self.run_ids)
         label = f"{event_name}-{run_id}"
         event_file = self.root / f"event-{label}.json"
@@ -419,7 +449,7 @@ class Scenario:
             "--eventpath",
             str(event_file),
             "--workflows",
-            ".github/workflows/evalgate.yml",
+            f".github/workflows/{workflow}",
             "-P",
             f"ubuntu-latest={JOB_IMAGE}",
             "--pull=false",
@@ -529,7 +559,7 @@ class Scenario:
             "number": PR,
             "pull_request": {
                 "number": PR,
-                "title": "Thank the model",
+                "title": self.pr_title,
                 "head": {"ref": BRANCH, "sha": head, "repo": repository},
                 "base": {"ref": "main", "sha": base, "repo": repository},
             },
@@ -550,7 +580,9 @@ class Scenario:
                 self.plant_regression()
             if which == "pr-resplit":
                 self.resplit()
-            return self.act("pull_request", self._pr_event())
+            event = self._pr_event()
+            self.heads[which] = event["pull_request"]["head"]["sha"]
+            return self.act("pull_request", event)
 
         return self.step(which, make)
 
@@ -563,6 +595,56 @@ class Scenario:
         self.gh.add_commit(
             REPO, {f"{SUITE_DIR}/prompts/v3.txt": text}, branch=BRANCH, message="Shorter prompt"
         )
+
+    def fork_run(self, which: str, extra: dict[str, str]) -> ActRun:
+        """The base repository's workflow_run job for the fork's pull request, whose collect
+        run uploaded the harmless prompt edit (and ``extra`` files) as data."""
+        from evalgate.fork import MANIFEST, ForkData
+
+        def seed() -> str:
+            self.gh.add_repo(FORK_REPO, fork_of=REPO)
+            prompt = f"{SUITE_DIR}/prompts/v3.txt"
+            text = _git(self.repo, "show", f"main:{prompt}") + "\n\nBe brief.\n"
+            self.gh.add_commit(FORK_REPO, {prompt: text}, branch=FORK_BRANCH)
+            self.gh.add_pull(
+                REPO, head=FORK_BRANCH, head_repo=FORK_REPO, number=FORK_PR, user="forker"
+            )
+            return text
+
+        def make() -> ActRun:
+            self.push_run()
+            prompt_text = self.step("fork-seed", seed)
+            head = self.gh.branch_sha(FORK_REPO, FORK_BRANCH)
+            assert head is not None
+            files = {f"{SUITE_DIR}/prompts/v3.txt": prompt_text, **extra}
+            data = ForkData(pull_request=FORK_PR, head_sha=head, files=files)
+            run = self.gh.add_workflow_run(
+                REPO,
+                event="pull_request",
+                head_branch=FORK_BRANCH,
+                head_repo=FORK_REPO,
+                name="evalgate fork data",
+            )
+            self.gh.add_artifact(
+                REPO, "evalgate-fork", files={MANIFEST: data.model_dump_json()}, run=run
+            )
+            shutil.rmtree(self.repo / SUITE_DIR / ".evalgate", ignore_errors=True)
+            _git(self.repo, "checkout", "-q", "main")
+            event = {
+                "action": "completed",
+                "workflow_run": {
+                    "id": run.id,
+                    "event": "pull_request",
+                    "head_sha": head,
+                    "head_branch": FORK_BRANCH,
+                    "conclusion": "success",
+                    "pull_requests": [],
+                },
+                "repository": self._repository(),
+            }
+            return self.act("workflow_run", event, workflow="evalgate-fork.yml")
+
+        return self.step(which, make)
 
     def resplit(self) -> None:
         """The pull request's own config puts every case on the dev side."""
@@ -751,3 +833,94 @@ def test_a_pull_request_that_re_splits_sends_no_holdout_case(e2e: Scenario) -> N
     for message in hidden:
         assert message not in comment and message not in run.output
     assert "changes the holdout" in run.output
+
+
+def test_a_failing_pull_request_has_a_failed_check_with_annotations(e2e: Scenario) -> None:
+    e2e.pr_run("pr-regression")
+    checks = [c for c in e2e.gh.check_runs(REPO) if c.name == "evalgate"]
+    failing = [c for c in checks if c.head_sha == e2e.heads["pr-regression"]]
+    assert [c.conclusion for c in failing] == ["failure"], [
+        (c.head_sha, c.conclusion) for c in checks
+    ]
+    notes = failing[0].annotations
+    assert notes and all(n["path"] == f"{SUITE_DIR}/cases.jsonl" for n in notes)
+    assert all(n["annotation_level"] == "failure" for n in notes)
+
+
+def test_a_fork_pull_request_gets_a_verdict_through_workflow_run(e2e: Scenario) -> None:
+    run = e2e.fork_run("fork", {})
+    assert run.returncode == 0, run.why()
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "pass", run.why()
+    assert run.model_requests > 0
+    [comment] = [c for c in e2e.gh.comments(REPO, FORK_PR) if marker(SUITE) in c.body]
+    assert "passed" in comment.body
+    head = e2e.gh.branch_sha(FORK_REPO, FORK_BRANCH)
+    assert [(c.head_sha, c.conclusion) for c in e2e.gh.check_runs(REPO) if c.head_sha == head] == [
+        (head, "success")
+    ]
+
+
+def test_fork_data_that_changes_the_config_is_refused_under_act(e2e: Scenario) -> None:
+    e2e.fork_run("fork", {})
+    run = e2e.fork_run("fork-config", {f"{SUITE_DIR}/evalgate.yml": "version: 1\nsuites: {}\n"})
+    assert run.returncode != 0, run.why()
+    assert run.model_requests == 0
+    bodies = [c.body for c in e2e.gh.comments(REPO, FORK_PR) if marker(SUITE) in c.body]
+    assert len(bodies) == 1 and "was refused" in bodies[0]
+    assert "evalgate.yml" in bodies[0]
+
+
+# --------------------------------------------------------------------------- a judge change
+
+JUDGED = "bike-shop-judged"
+JUDGE_FILES = ("judge-labels.jsonl", "judge-rules.yml", "judge-rubric.txt", "fake-rules.yml")
+
+
+class JudgeScenario(Scenario):
+    """The bundled example's judged suite (the offline fake model and fake judge, judge.yml as
+    the suite's evalgate.yml); the pull request adds a sentence to the rubric that makes the
+    judge pass replies people fail (see tests/test_judge_pr.py, which shows the same in-process)."""
+
+    pr_title = "Let the judge accept categories in prose"
+
+    def _write_suite(self, suite: Path) -> None:
+        shutil.copytree(EXAMPLE / "prompts", suite / "prompts")
+        for name in ("cases.jsonl", *JUDGE_FILES):
+            shutil.copy2(EXAMPLE / name, suite / name)
+        shutil.copy2(EXAMPLE / "judge.yml", suite / "evalgate.yml")
+
+    def _change_on_branch(self, suite: Path) -> None:
+        rubric = suite / "judge-rubric.txt"
+        text = rubric.read_text(encoding="utf-8") + "A category named in prose also passes.\n"
+        rubric.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def judge_e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    if UNAVAILABLE is not None:
+        pytest.fail(f"EVALGATE_CONTAINER=required, but {UNAVAILABLE}")
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    root = tmp_path_factory.mktemp("container-e2e-judge")
+    with (
+        GitHubServer() as gh,
+        MessagesServer(rules, Knobs(api_key=ANTHROPIC_KEY)) as messages,
+    ):
+        yield JudgeScenario(root, gh, messages)
+
+
+def test_a_rubric_change_that_lowers_agreement_fails_the_job(judge_e2e: Scenario) -> None:
+    run = judge_e2e.pr_run("pr-1")
+    assert run.returncode != 0, "a judge change that lowers agreement must fail the job"
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "fail", run.why()
+    assert f"::error title=evalgate::{JUDGED}: FAIL: the judge change lowers" in run.output
+    assert run.model_requests == 0, "the judged suite is offline"
+    [comment] = [c for c in judge_e2e.gh.comments(REPO, PR) if marker(JUDGED) in c.body]
+    assert "**Agreement dropped significantly**" in comment.body
+    # The base judge read the base commit's rubric through the contents API.
+    base = judge_e2e.gh.branch_sha(REPO, "main")
+    fetched = judge_e2e.gh.find_requests(
+        "GET", f"/repos/{REPO}/contents/{SUITE_DIR}/judge-rubric.txt"
+    )
+    assert fetched and all(r.query.get("ref") == [base] for r in fetched)

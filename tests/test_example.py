@@ -101,9 +101,9 @@ def test_v2_and_v3_name_every_category_and_ask_for_json(version: str) -> None:
 
 def test_the_bundled_example_is_this_example() -> None:
     bundled = bundled_example()
-    files = ["evalgate.yml", "cases.jsonl", "fake-rules.yml"] + [
-        f"prompts/{p.name}" for p in (EXAMPLE / "prompts").iterdir()
-    ]
+    files = ["evalgate.yml", "cases.jsonl", "fake-rules.yml"]
+    files += ["judge.yml", "judge-labels.jsonl", "judge-rules.yml", "judge-rubric.txt"]
+    files += [f"prompts/{p.name}" for p in (EXAMPLE / "prompts").iterdir()]
     for name in files:
         assert (bundled / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
 

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ import yaml
 from conftest import copy_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from evalgate.cli import main
 from evalgate.config import GatePolicy
@@ -185,9 +187,18 @@ def test_the_factory_builds_what_the_spec_says() -> None:
 
 def test_five_broken_none_fixed_fails_at_p_one_in_32() -> None:
     v = decide(*sign_pair(broken=5, same=20), policy())
-    assert v.p_value == pytest.approx(0.5**5)  # 0.03125 < 0.05
+    # One repeat a side: the conditional test is the sign test, P(Bin(5, 1/2) >= 5) = 1/32.
+    assert v.p_value == pytest.approx(0.5**5)
+    # Weighted Holm over the paired test (0.9 of alpha) and format validity (0.1): the
+    # adjusted p is (0.9 + 0.1) * (1/32) / 0.9 = 0.0347 < 0.05.
     assert v.kind == "fail"
-    assert v.test == "one-sided exact sign test"
+    assert [r.route for r in v.routes] == ["paired", "format"]
+    assert [r.weight for r in v.routes] == pytest.approx([0.9, 0.1])
+    assert v.routes[0].p_adjusted == pytest.approx((1 / 32) / 0.9)
+    assert v.test == "exact conditional test over 1 baseline and 1 candidate repeats a case"
+    assert decide(*sign_pair(broken=5, same=20), policy(test="sign")).test == (
+        "one-sided exact sign test"
+    )
     assert v.reasons[0].startswith("significantly worse: broke 5, fixed 0")
     assert (len(v.broken), len(v.fixed), v.unchanged, v.n_tested) == (5, 0, 20, 25)
 
@@ -196,15 +207,16 @@ def test_four_broken_none_fixed_passes_at_p_one_in_16() -> None:
     v = decide(*sign_pair(broken=4, same=20), policy())
     assert v.p_value == pytest.approx(0.0625)
     assert v.kind == "pass"
-    assert v.reasons[0].startswith("no significant drop (p = 0.062)")
+    assert v.reasons[0].startswith("not worse: the data rule out drops above ")
+    assert re.search(r"no significant drop \(p = 0.06[23]\)$", v.reasons[0])
 
 
 def test_mid_p_halves_the_observed_term() -> None:
     v = decide(*sign_pair(broken=5), policy(mid_p=True))
     assert v.p_value == pytest.approx(0.5**5 / 2)  # 0.015625
-    assert v.test == "one-sided exact sign test (mid-p)"
-    # b = 4: exact p = 1/16 passes, mid-p = 1/32 fails.
-    assert decide(*sign_pair(broken=4), policy()).kind == "pass"
+    assert v.test == "exact conditional test (mid-p) over 1 baseline and 1 candidate repeats a case"
+    # b = 4: exact p = 1/16 does not fail, mid-p = 1/32 does.
+    assert decide(*sign_pair(broken=4), policy()).kind != "fail"
     v4 = decide(*sign_pair(broken=4), policy(mid_p=True))
     assert (v4.kind, v4.p_value) == ("fail", pytest.approx(0.5**4 / 2))
 
@@ -220,9 +232,11 @@ def test_ties_are_dropped_and_fixes_count_against_breaks() -> None:
 
 
 def test_p_equal_to_alpha_does_not_fail() -> None:
-    # The spec: fail when p < alpha. b = 5, c = 0 gives p = 1/32 exactly.
-    assert decide(*sign_pair(broken=5), policy(alpha=0.03125)).kind == "pass"
-    assert decide(*sign_pair(broken=5), policy(alpha=0.0313)).kind == "fail"
+    # The spec: fail when the adjusted p < alpha. b = 5, c = 0 gives p = 1/32 exactly; alone in
+    # its family (paired share 1) the adjusted p is 1/32 too.
+    alone = {"paired_alpha_share": 1.0}
+    assert decide(*sign_pair(broken=5), policy(alpha=0.03125, **alone)).kind != "fail"
+    assert decide(*sign_pair(broken=5), policy(alpha=0.0313, **alone)).kind == "fail"
 
 
 # ------------------------------------------------------------------------------------------
@@ -254,14 +268,19 @@ def test_unstable_cases_are_left_out_when_other_repeats_show_them() -> None:
     # "110" flipped between repeats 2 and 3, which the comparison does not use.
     base = run([case(f"u{i}", "110") for i in range(5)] + [case(f"s{i}", "111") for i in range(10)])
     cand = run([case(f"u{i}", "0") for i in range(5)] + [case(f"s{i}", "1") for i in range(10)])
-    out = decide(base, cand, policy())
+    out = decide(base, cand, policy(test="sign"))
     assert ids(out.unstable) == [f"u{i}" for i in range(5)]
     assert (out.kind, len(out.broken), out.n_tested) == ("pass", 0, 10)
     assert out.noise is not None and out.noise.flips == 5
 
-    kept = decide(base, cand, policy(exclude_unstable=False))
+    kept = decide(base, cand, policy(test="sign", exclude_unstable=False))
     assert kept.unstable == []
     assert (kept.kind, len(kept.broken), kept.n_tested) == ("fail", 5, 15)
+    # The conditional test leaves nothing out: u* have s = 2 of 4 draws, the candidate's one
+    # draw failed (P = 1 - 2/4 = 1/2 each); s* are settled. p = P(Bin(5, 1/2) <= 0) = 1/32.
+    every = decide(base, cand, policy())
+    assert (every.unstable, every.n_tested) == ([], 15)
+    assert every.p_value == pytest.approx(1 / 32)
     assert kept.p_value == pytest.approx(1 / 32)
 
 
@@ -286,7 +305,7 @@ def test_unstable_cases_stay_in_when_leaving_them_out_would_bias_the_test() -> N
         + [case(f"f{i}", "1") for i in range(5)]
         + [case(f"g{i}", "1") for i in range(5)]
     )
-    v = decide(base, cand, policy())
+    v = decide(base, cand, policy(test="sign"))
     assert (len(v.broken), len(v.fixed), v.n_tested) == (5, 5, 100)
     assert v.p_value == pytest.approx(sum(math.comb(10, j) for j in range(5, 11)) / 1024)
     assert v.kind == "pass"
@@ -296,7 +315,7 @@ def test_unstable_cases_stay_in_when_leaving_them_out_would_bias_the_test() -> N
     assert warning.startswith("10 cases that flipped")
     assert "--repeats 3" in warning
     # Nothing to warn about when the policy keeps unstable cases in anyway.
-    kept = decide(base, cand, policy(exclude_unstable=False))
+    kept = decide(base, cand, policy(test="sign", exclude_unstable=False))
     assert not any("flipped between" in w for w in kept.warnings)
     assert kept.p_value == v.p_value
 
@@ -335,50 +354,59 @@ def test_regression_cases_stay_out_of_the_paired_test() -> None:
 
 def test_a_significant_drop_in_format_validity_fails() -> None:
     base, cand = sign_pair(same=20)
-    # Same answers, but five replies lost the asked-for format: p = 1/32.
-    cand.cases[:5] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(5)]
+    # Same answers, but eight replies lost the asked-for format: p = 1/256. Format validity has
+    # 0.1 of alpha; weighted Holm: (1/256) / 0.1 = 0.039 < 0.05.
+    cand.cases[:8] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(8)]
     v = decide(base, cand, policy())
-    assert (v.format_broken, v.format_fixed, v.format_p) == (5, 0, pytest.approx(1 / 32))
+    assert (v.format_broken, v.format_fixed, v.format_p) == (8, 0, pytest.approx(1 / 256))
     assert v.kind == "fail"
     assert v.p_value == 1.0
     assert v.reasons == [
-        "format validity dropped: 5 replies lost the asked-for format, 0 gained it (p = 0.031)"
+        "format validity dropped: 8 cases lost the asked-for format, 0 gained it "
+        "(p = 0.0039; weighted Holm over 2 tests: 0.039 < 0.05)"
     ]
-    cand.cases[:5] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(4)] + [case("c004")]
-    assert decide(base, cand, policy()).kind == "pass"  # 4 lost: p = 1/16
+    # 7 lost: p = 1/128, adjusted 0.078: not a fail.
+    cand.cases[:8] = [case(f"c{i:03d}", "1", format_ok=False) for i in range(7)] + [case("c007")]
+    assert decide(base, cand, policy()).kind == "pass"
 
 
 def categorised(safety_broken: int) -> tuple[Run, Run]:
-    """Category "safety" with ``safety_broken`` breaks; "billing" with 3 fixes and 7 ties."""
+    """Category "safety" with ``safety_broken`` breaks; "billing" with 5 fixes and 5 ties."""
     base = [case(f"s{i}", "1", category="safety") for i in range(10)]
-    base += [case(f"b{i}", "0" if i < 3 else "1", category="billing") for i in range(10)]
+    base += [case(f"b{i}", "0" if i < 5 else "1", category="billing") for i in range(10)]
     cand = [case(f"s{i}", "0" if i < safety_broken else "1", category="safety") for i in range(10)]
     cand += [case(f"b{i}", "1", category="billing") for i in range(10)]
     return run(base, name="baseline"), run(cand)
 
 
 def test_a_critical_category_that_regresses_fails() -> None:
-    # Overall b = 6, c = 3: P(Bin(9, 1/2) >= 6) = (84 + 36 + 9 + 1) / 512, no overall fail.
-    # safety: p = 1/64, Holm over two categories: 2/64 = 0.03125 < 0.05.
-    v = decide(*categorised(6), policy(critical_categories=["safety"]))
-    assert v.p_value == pytest.approx(130 / 512)
+    # Overall b = 10, c = 5: P(Bin(15, 1/2) >= 10) = 4944 / 32768 = 0.151, no overall fail.
+    # safety: p = 1/1024. Routes: paired 0.9, format 0.05, safety 0.05 of alpha; weighted Holm
+    # takes safety first (p / w = 0.0195, all the weight still in play): adjusted 0.0195.
+    v = decide(*categorised(10), policy(critical_categories=["safety"]))
+    assert v.p_value == pytest.approx(4944 / 32768)
     assert v.kind == "fail"
     assert v.reasons == [
-        "critical category safety regressed: broke 6, fixed 0 (Holm-adjusted p = 0.031)"
+        "critical category safety regressed: broke 10, fixed 0 (p = 0.00098; weighted Holm "
+        "over 3 tests: 0.02 < 0.05)"
     ]
     row = {c.category: c for c in v.categories}["safety"]
+    # The category table's own Holm over the two categories (billing p = 1): 2/1024.
     assert (row.critical, row.p_value, row.p_holm) == (
         True,
-        pytest.approx(1 / 64),
-        pytest.approx(2 / 64),
+        pytest.approx(1 / 1024),
+        pytest.approx(2 / 1024),
+    )
+    assert {r.route: r.weight for r in v.routes} == pytest.approx(
+        {"paired": 0.9, "format": 0.05, "category safety": 0.05}
     )
 
 
 def test_the_same_drop_in_a_category_that_is_not_critical_passes() -> None:
-    v = decide(*categorised(6), policy(critical_categories=["billing"]))
-    assert v.kind == "pass"
+    v = decide(*categorised(10), policy(critical_categories=["billing"]))
+    assert v.kind != "fail"
     assert {c.category: c.critical for c in v.categories} == {"billing": True, "safety": False}
-    assert decide(*categorised(6), policy()).kind == "pass"
+    assert decide(*categorised(10), policy()).kind != "fail"
 
 
 def test_holm_adjusted_category_p_values() -> None:
@@ -407,40 +435,68 @@ def test_broke_more_than_noise_known_answer() -> None:
     cand = run("0  0  0  1  0  1  1  1  1  1")
     v = decide(base, cand, policy())
     assert v.noise is not None and (v.noise.flips, v.noise.repeats) == (2, 2)
-    assert (len(v.broken), len(v.fixed)) == (3, 0)
+    # Over every repeat, c003 (baseline 1/2, candidate 1) is fixed and c004 (1/2, 0) broken;
+    # against the first repeat, which the check's null is about, only c000-c002 broke.
+    assert (len(v.broken), len(v.fixed)) == (4, 1)
     assert v.noise_p == pytest.approx(by_hand)
     assert not any("noise predicts" in w for w in v.warnings)  # 0.21 >= 0.05
 
 
 def test_broke_more_than_noise_warns_by_default_and_can_fail() -> None:
-    # b = 4, F = 1, R = 2: P(Bin(5, 1/3) >= 4) = (5 * 2 + 1) / 3**5 = 11/243 = 0.045.
-    base = run("11 11 11 11 10 11 11 11 11 11", name="baseline")
-    cand = run("0  0  0  0  1  1  1  1  1  1")
-    p = 11 / 243
+    # 10 settled passes broken, 10 settled failures fixed, 1 flipper: the paired test sees a
+    # wash, but against the first repeat b = 10 with F = 1 flip over R = 2 repeats:
+    # P(Bin(11, 1/3) >= 10) = (11 * 2 + 1) / 3**11 = 23 / 177147.
+    base = [case(f"h{i:02d}", "11") for i in range(20)] + [
+        case(f"z{i:02d}", "00") for i in range(20)
+    ]
+    cand = [case(f"h{i:02d}", "0" if i < 10 else "1") for i in range(20)]
+    cand += [case(f"z{i:02d}", "1" if i < 10 else "0") for i in range(20)]
+    base.append(case("f", "10"))
+    cand.append(case("f", "1"))
+    baseline, candidate = run(base, name="baseline"), run(cand)
+    p = 23 / 3**11
     message = (
-        "the PR broke 4 cases, more than the baseline's noise predicts "
-        "(1 flips over 2 repeats; p = 0.045)"
+        "the PR broke 10 cases (against the baseline's first repeat), more than the baseline's "
+        "noise predicts (1 flips over 2 repeats)"
     )
-    warned = decide(base, cand, policy())
+    warned = decide(baseline, candidate, policy())
     assert warned.noise_p == pytest.approx(p)
-    assert warned.p_value == pytest.approx(1 / 16)
-    assert (warned.kind, message in warned.warnings) == ("pass", True)
-    failed = decide(base, cand, policy(noise_check="fail"))
-    assert (failed.kind, failed.reasons) == ("fail", [message])
-    off = decide(base, cand, policy(noise_check="off"))
-    assert (off.kind, off.noise_p) == ("pass", None)
+    assert warned.kind != "fail"
+    assert f"{message}; p = 0.00013" in warned.warnings
+    # As a fail route it has 0.05 of alpha: weighted Holm gives p / 0.05 = 0.0026 < 0.05.
+    failed = decide(baseline, candidate, policy(noise_check="fail"))
+    assert failed.kind == "fail"
+    assert failed.reasons == [f"{message} (p = 0.00013; weighted Holm over 3 tests: 0.0026 < 0.05)"]
+    off = decide(baseline, candidate, policy(noise_check="off"))
+    assert (off.kind, off.noise_p) == (warned.kind, None)
+
+
+def test_the_noise_check_runs_only_where_its_null_holds() -> None:
+    # Two candidate draws: the share 1/(1 + R) no longer describes the breaks, so no check.
+    base = run("11 11 10 11", name="baseline")
+    v = decide(base, run("11 00 11 11"), policy())
+    assert v.noise_p is None
+    assert any("did not run" in w and "here 2 and 2" in w for w in v.warnings)
+    assert decide(base, run("1 0 1 1"), policy()).noise_p is not None
 
 
 def test_underpowered_warning_says_how_many_cases_would_do() -> None:
     v = decide(*sign_pair(same=20), GatePolicy())
-    needed = cases_for_mde(0.05, 0.0)
-    assert v.mde == minimum_detectable_effect(20, 0.0) > 0.05
+    # The paired test has 0.9 of alpha, so its MDE and sample size are at alpha 0.045.
+    needed = cases_for_mde(0.05, 0.0, alpha=0.045)
+    assert v.mde == minimum_detectable_effect(20, 0.0, alpha=0.045) > 0.05
     assert v.cases_needed == needed
     warning = next(w for w in v.warnings if w.startswith("underpowered"))
     assert f"about {needed} cases would bring that under the 5.0-point tolerance" in warning
     assert f"drops of {100 * v.mde:.1f} points" in warning
-    assert v.kind == "pass"
-    assert f"detects drops of {100 * v.mde:.1f} points or more" in v.reasons[0]
+    # Nothing changed in 20 cases: Tango's bound is z²/(n + z²) = 2.7055 / 22.7055 = 11.9
+    # points, over the 5-point tolerance. The bound falls under 5 points once
+    # n > z² (1 - 0.05) / 0.05 = 51.4, so 52 cases would decide it.
+    assert v.kind == "inconclusive"
+    assert v.drop_bound == pytest.approx(1.6448536**2 / (20 + 1.6448536**2), abs=1e-7)
+    assert v.cases_to_decide == 52
+    assert "the data rule out drops above 11.9 points" in v.reasons[0]
+    assert "about 52 cases at the observed rates would rule it out" in v.reasons[0]
     # A tolerance the suite meets: no warning, no count.
     easy = decide(*sign_pair(same=20), GatePolicy(tolerance=0.9))
     assert easy.cases_needed is None
@@ -567,12 +623,20 @@ def test_repeats_on_both_sides_score_a_case_by_its_mean_and_count_cases() -> Non
     assert v.candidate_accuracy.hits == pytest.approx(2 / 3 + 2 / 3 + 2 / 3 + 0)
     assert v.baseline_accuracy is not None
     assert v.baseline_accuracy.hits == pytest.approx(1 + 1 / 3 + 2 / 3 + 0)
-    assert v.p_value == pytest.approx(0.75)  # b = 1, c = 1: P(Bin(2, 1/2) >= 1)
+    # Every repeat counts. Given each case's total passes over its 6 draws, the candidate's
+    # passes are hypergeometric: a (s = 5) 2 or 3 with 1/2 each; b (s = 3) 0..3 with
+    # (1, 9, 9, 1)/20; c (s = 4) 1..3 with (4, 12, 4)/20; d carries nothing. Observed total 6.
+    # P(T >= 7), enumerated by hand: (52 + 200) / 800 = 0.315, so p = P(T <= 6) = 0.685.
+    assert v.p_value == pytest.approx(0.685)
+    sign = decide(base, cand, policy(test="sign"))
+    assert sign.p_value == pytest.approx(0.75)  # b = 1, c = 1: P(Bin(2, 1/2) >= 1)
 
 
 def test_a_single_candidate_run_is_compared_with_one_baseline_repeat() -> None:
     # Baseline "10" vs candidate "0": the baseline's first repeat passed, so it broke.
-    v = decide(run("10 01", name="baseline"), run("0 0"), policy(exclude_unstable=False))
+    v = decide(
+        run("10 01", name="baseline"), run("0 0"), policy(test="sign", exclude_unstable=False)
+    )
     assert ids(v.broken) == ["c000"] and v.fixed == [] and v.unchanged == 1
     assert v.broken[0].baseline_score == 1.0
 
@@ -592,10 +656,20 @@ def groups_pair() -> tuple[Run, Run]:
 
 
 def test_group_unit_counts_groups() -> None:
-    by_case = decide(*groups_pair(), policy())
+    by_case = decide(*groups_pair(), policy(unit="case"))
     assert by_case.n_tested == 15
     assert by_case.p_value == pytest.approx(binom_sf(11, 12, 0.5))  # b = 11, c = 1
-    by_group = decide(*groups_pair(), policy(unit="group"))
+    # The default with groups: conditional scores (candidate passes - s/2 a case) summed per
+    # group are -1 (x5), 0 (m) and 0 (t). One-sample t on them: mean -5/7, sd sqrt(10/42),
+    # t = (-5/7) / (sd / sqrt 7) = -3.8730, on 6 degrees of freedom.
+    auto = decide(*groups_pair(), policy())
+    t = (-5 / 7) / (math.sqrt(10 / 42) / math.sqrt(7))
+    assert t == pytest.approx(-3.8730, abs=1e-4)
+    assert auto.unit == "group" and auto.n_tested == 7
+    assert auto.p_value == pytest.approx(scipy_stats.t.cdf(t, 6))
+    assert auto.test.startswith("cluster-level t test of the exact conditional scores over 7")
+    assert any(w.startswith("only 7 scenario groups") for w in auto.warnings)
+    by_group = decide(*groups_pair(), policy(unit="group", test="sign"))
     assert by_group.n_tested == 7
     assert by_group.unit == "group"
     assert by_group.test == "one-sided exact sign test, over 7 scenario groups"
@@ -657,8 +731,20 @@ def test_a_pass_reports_the_mde_at_the_tested_n() -> None:
     cand = run(" ".join(["1"] * 100))
     v = decide(base, cand, GatePolicy(tolerance=0.5))
     assert v.noise is not None and v.noise.flip_rate == pytest.approx(0.05)
-    assert v.mde == pytest.approx(minimum_detectable_effect(100, 0.05))
-    assert f"detects drops of {100 * v.mde:.1f} points" in v.reasons[0]
+
+    # The MDE is the conditional test's with 2 baseline and 1 candidate draws, at the paired
+    # test's alpha share 0.045; its normal approximation, written out: noisy share u = 2f,
+    # per case mean -2d/3, null variance u*2/12 + d*4/18, variance u*2/12 + d*4/9 - (2d/3)².
+    def power(d: float) -> float:
+        u, z = 0.1, NormalDist().inv_cdf(1 - 0.045)
+        v0 = u * 2 / 12 + d * 4 / 18
+        v1 = u * 2 / 12 + d * 4 / 9 - (2 * d / 3) ** 2
+        return NormalDist().cdf((100 * 2 * d / 3 - z * math.sqrt(100 * v0)) / math.sqrt(100 * v1))
+
+    assert v.mde is not None
+    assert power(v.mde) == pytest.approx(0.8, abs=1e-4)
+    assert v.kind == "pass"
+    assert v.reasons[0].startswith("not worse: the data rule out drops above ")
 
 
 # ------------------------------------------------------------------------------------------
@@ -749,7 +835,7 @@ def test_the_second_baseline_repeat_never_moves_the_sign_test(
 
     def p_with(other: str) -> float | None:
         base = [case(f"c{i}", a + b) for i, (a, b) in enumerate(zip(first, other, strict=True))]
-        return decide(run(base, name="baseline"), cand, policy()).p_value
+        return decide(run(base, name="baseline"), cand, policy(test="sign")).p_value
 
     assert p_with(second) == p_with(first)
 
@@ -834,7 +920,9 @@ def test_cli_gate_passes_an_equivalent_prompt(cli: dict[str, Any]) -> None:
     code, out, err = cli["pass"]
     assert code == 0, err
     assert out.startswith("Verdict: PASS\n")
-    assert "Test      one-sided exact sign test: broken 0, fixed 0" in out
+    # The example's cases carry scenario groups: the default test works at the group level.
+    assert "Test      cluster-level t test of the exact conditional scores over " in out
+    assert "Bound     rules out drops above " in out
 
 
 @pytest.mark.slow
@@ -879,3 +967,25 @@ def test_cli_gate_markdown_is_the_job_summary(
     code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")
+
+
+def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
+    from evalgate.gate import overrule
+
+    base, cand = sign_pair(broken=0, fixed=0, same=10)
+    passed = decide(base, cand, policy())
+    assert passed.kind == "pass"
+    assert overrule(passed, "inconclusive", []) is passed
+    doubted = overrule(passed, "inconclusive", ["the judge is below its floor"])
+    assert doubted.kind == "inconclusive"
+    assert doubted.reasons == ["the judge is below its floor"]
+    assert doubted.warnings[-1] == f"the comparison alone says pass: {passed.reasons[0]}"
+    base, cand = sign_pair(broken=8, fixed=0, same=2)
+    failed = decide(base, cand, policy())
+    assert failed.kind == "fail"
+    # A failed comparison scored by an untrusted judge is not a fail either.
+    assert overrule(failed, "inconclusive", ["untrusted judge"]).kind == "inconclusive"
+    both = overrule(failed, "fail", ["the judge change lowers agreement"])
+    assert both.kind == "fail"
+    assert both.reasons == ["the judge change lowers agreement", *failed.reasons]
+    assert both.warnings == failed.warnings

@@ -97,3 +97,20 @@ def test_a_true_eight_point_drop_is_caught() -> None:
     worse[:DROPPED] = 0.0
     detected = fail_rate(100, worse, seed=12)
     assert detected >= 70, f"only {detected} of 100 real drops were caught"
+
+
+@pytest.mark.slow
+def test_five_suites_of_unchanged_prompts_share_one_alpha() -> None:
+    """100 simulated pull requests, each with 5 unchanged suites of 300 cases (the heterogeneous
+    model of benchmarks/gate_simulation.py, 3% format noise). Under one familywise alpha the
+    pull request fails at most 5% of the time; P(Bin(100, 0.05) >= 12) = 0.004, so allowing 11
+    flags a valid gate by Monte Carlo chance less than 0.5% of the time for a given seed."""
+    from benchmarks.gate_simulation import make_suite, pull_request
+
+    rng = np.random.default_rng(21)
+    policy = GatePolicy()
+    fails = 0
+    for _ in range(100):
+        suites = [make_suite(rng, N) for _ in range(5)]
+        fails += pull_request(rng, suites, [s.p for s in suites], policy) == "fail"
+    assert fails <= 11, f"{fails} of 100 unchanged pull requests failed"

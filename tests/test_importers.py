@@ -514,7 +514,9 @@ def test_promptfoo_config_to_a_passing_gate(
     Path("prompts/v2.txt").write_text(SYSTEM + "Keep it short.\n")
     code, out, err = run("gate", "--baseline", "latest:v1", "--candidate", "v2")
     assert code == 0, err
-    assert "Verdict: PASS" in out
+    # Four cases cannot rule out a 5-point drop: inconclusive (exit 0 by default), not a pass.
+    assert "Verdict: INCONCLUSIVE" in out
+    assert "not shown to be worse" in out
     # Reading promptfooconfig.yaml directly gives the same run, with a warning of what it left out.
     config["suites"]["main"].update(cases="promptfooconfig.yaml", cases_format="promptfoo")
     Path("evalgate.yml").write_text(yaml.safe_dump(config, sort_keys=False))

@@ -234,6 +234,22 @@ def test_a_rubric_file_is_read_beside_the_config(tmp_path: Path) -> None:
         build_scorer(config, loaded.root, judge)
 
 
+def test_an_edited_rubric_file_changes_the_scorer_hash(tmp_path: Path) -> None:
+    # The config names the file, not its text: without its content in the hash, runs graded by
+    # two different rubrics would be compared as if one judge had graded both.
+    scorer = {"kind": "judge", "rubric_file": "rubric.md", "model": JUDGE_MODEL}
+    loaded = write_suite(tmp_path / "s", cases=1, scorer=scorer)
+    rubric = loaded.root / "rubric.md"
+    judge = Judge(says(VERDICT))
+    rubric.write_text("Grade strictly.\n", encoding="utf-8")
+    first = judged_run(loaded, judge)
+    again = judged_run(loaded, judge)
+    rubric.write_text("Grade leniently.\n", encoding="utf-8")
+    edited = judged_run(loaded, judge)
+    assert first.scorer_sha256 == again.scorer_sha256 != edited.scorer_sha256
+    assert first.scorer == edited.scorer  # the config itself is unchanged
+
+
 def test_a_judge_scorer_needs_a_judge_backend(tmp_path: Path) -> None:
     config = JudgeConfig(kind="judge", rubric=RUBRIC, model=JUDGE_MODEL)
     with pytest.raises(ValueError, match="needs a judge backend"):

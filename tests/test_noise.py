@@ -18,7 +18,7 @@ from test_gate import case, run
 from evalgate.cli import main
 from evalgate.noise import measure_noise
 from evalgate.runs import runs_dir
-from evalgate.stats import minimum_detectable_effect
+from evalgate.stats import conditional_mde
 
 
 def test_ten_cases_two_repeats_three_flipped() -> None:
@@ -50,7 +50,7 @@ def test_the_mde_is_the_sign_tests_at_this_n_and_f() -> None:
     noise = measure_noise(run(" ".join(["10"] * 3 + ["11"] * 57)), alpha=0.1, power=0.9)
     assert noise is not None
     assert noise.flip_rate == pytest.approx(0.05)
-    assert noise.mde == minimum_detectable_effect(60, 0.05, 0.1, 0.9)
+    assert noise.mde == conditional_mde(60, 0.05, 0.1, 0.9, baseline_draws=2)
     assert (noise.alpha, noise.power) == (0.1, 0.9)
 
 
@@ -105,7 +105,7 @@ def test_noise_command_saves_a_baseline_and_reports(
     noise = json.loads(out.getvalue())
     # The fake model is deterministic: nothing flips.
     assert (noise["repeats"], noise["flip_rate"], noise["unstable"]) == (3, 0.0, [])
-    assert noise["mde"] == minimum_detectable_effect(noise["n"], 0.0)
+    assert noise["mde"] == conditional_mde(noise["n"], 0.0, baseline_draws=2)
     [saved] = runs_dir(root / ".evalgate").glob("*.json")
     assert f"saved {saved.stem} to " in err.getvalue()
     text = io.StringIO()

@@ -330,8 +330,7 @@ def test_monitor_ignores_edited_holdout_regression_errored_and_unstable_cases(
     assert monitor.baseline["flip-first"] == 1.0  # the first repeat, not the mean
     for case_id in ("edited", "held", "reg", "err", "unstable", "unknown"):
         assert monitor.observe(case_id, 0.0) is False
-    assert monitor.observe("ok", None) is False  # an errored candidate call
-    assert (monitor.broken, monitor.fixed) == (0, 0)
+    assert (monitor.broken, monitor.fixed) == (0, 0)  # "ok" (first in file order) not in yet
     monitor.observe("ok", 0.0)
     monitor.observe("flip-first", 0.0)
     assert (monitor.broken, monitor.fixed) == (2, 0)
@@ -340,18 +339,42 @@ def test_monitor_ignores_edited_holdout_regression_errored_and_unstable_cases(
     assert set(everything.baseline) == {"ok", "flip-first", "unstable"}
 
 
-def test_monitor_decides_once_the_e_value_reaches_one_over_alpha(
+def test_monitor_decides_once_the_e_value_reaches_its_share_of_alpha(
     make_case: Callable[..., CaseResult], make_run: Callable[..., Run]
 ) -> None:
     cases = [repeated(make_case, f"c{i}", [1, 1]) for i in range(20)]
     baseline = make_run(cases, repeats=2)
     monitor = SequentialMonitor(baseline, {c.id: c.hash for c in cases}, GatePolicy())
-    assert monitor.threshold == 1 / ALPHA
-    decisions = [monitor.observe(f"c{i}", 0.0) for i in range(8)]
-    # E(6, 0) = 18.1, E(7, 0) = 31.9.
-    assert decisions == [False] * 6 + [True, True]
+    # The paired test has 0.9 of alpha (format validity the rest), and half of that goes to
+    # the e-value: stop at E >= 2 / (0.05 * 0.9) = 44.4.
+    assert monitor.threshold == pytest.approx(2 / (ALPHA * 0.9))
+    decisions = [monitor.observe(f"c{i}", 0.0) for i in range(9)]
+    # E(b, 0) = (2^(b+1) - 1)/(b + 1): E(7, 0) = 31.9, E(8, 0) = 511/9 = 56.8.
+    assert decisions == [False] * 7 + [True, True]
+    assert monitor.e_max == pytest.approx(1023 / 10)
     strict = SequentialMonitor(baseline, {c.id: c.hash for c in cases}, GatePolicy(alpha=0.01))
-    assert [strict.observe(f"c{i}", 0.0) for i in range(9)].index(True) == 8  # E(9,0) = 102.3
+    # Threshold 222.2: E(10, 0) = 2047/11 = 186.1, E(11, 0) = 4095/12 = 341.3.
+    assert [strict.observe(f"c{i}", 0.0) for i in range(12)].index(True) == 10
+
+
+def test_monitor_reads_outcomes_in_case_file_order(
+    make_case: Callable[..., CaseResult], make_run: Callable[..., Run]
+) -> None:
+    """Calls complete in an order that can depend on the outcome (a refusal is fast); the
+    monitor waits for every earlier case before it counts a later one."""
+    cases = [repeated(make_case, f"c{i}", [1, 1]) for i in range(12)]
+    monitor = SequentialMonitor(
+        make_run(cases, repeats=2), {c.id: c.hash for c in cases}, GatePolicy()
+    )
+    # Eleven fast failures arrive before the first case: nothing is counted yet.
+    assert not any(monitor.observe(f"c{i}", 0.0) for i in range(1, 12))
+    assert (monitor.broken, monitor.fixed, monitor.e_max) == (0, 0, 1.0)
+    # The first case arrives (a pass: a tie); all twelve are now read, eleven broken.
+    assert monitor.observe("c0", 1.0) is True
+    assert (monitor.broken, monitor.fixed) == (11, 0)
+    # A second repeat of a case, or the same case again, changes nothing.
+    assert monitor.observe("c0", 0.0, repeat=1) is True
+    assert (monitor.broken, monitor.fixed) == (11, 0)
 
 
 def test_monitor_counts_what_the_gate_counts(
@@ -370,7 +393,8 @@ def test_monitor_counts_what_the_gate_counts(
         monitor = SequentialMonitor(baseline, {c.id: c.hash for c in base_cases}, GatePolicy())
         for case in candidate.cases:
             monitor.observe(case.id, case.score)
-        verdict = decide(baseline, candidate, GatePolicy())
+        # The monitor's own test compares matched first repeats, as the sign test does.
+        verdict = decide(baseline, candidate, GatePolicy(test="sign"))
         assert (monitor.broken, monitor.fixed) == (len(verdict.broken), len(verdict.fixed))
 
 
@@ -432,11 +456,14 @@ def test_gate_early_stop_end_to_end(bike_shop: Path) -> None:
     assert code == 1, err
     assert out.startswith("Verdict: FAIL")
     reason = next(line for line in out.splitlines() if "sequential test" in line)
-    assert "e-value reached 1/alpha = 20" in reason and "stopped early" in reason
+    assert "e-value crossed its threshold" in reason and "stopped early" in reason
     saved_run = next(r for _, r in iter_runs(bike_shop / ".evalgate") if r.prompt.name == "v1")
     assert f"saved {saved_run.calls_saved} calls" in reason
-    assert f"over the {len(saved_run.cases)} paired cases" in reason
-    assert 7 <= len(saved_run.cases) < suite_size
+    # The run file keeps the largest e-value, so the gate can split alpha with it later.
+    assert saved_run.sequential_e_max is not None
+    assert saved_run.sequential_e_max >= 2 / (ALPHA * 0.9)
+    assert "alpha split with the sequential e-value" in out
+    assert 8 <= len(saved_run.cases) < suite_size
     assert saved_run.calls_saved == suite_size - len(saved_run.cases)
     assert not saved_run.interrupted
 
@@ -455,7 +482,24 @@ def test_gate_early_stop_end_to_end(bike_shop: Path) -> None:
     assert code == 0, err
     verdict = json.loads(out)
     assert verdict["kind"] == "pass"
-    assert verdict["n_tested"] == suite_size
+    assert verdict["unit"] == "group"  # the example's cases carry scenario groups
+    assert verdict["unchanged"] == suite_size
     assert not any("sequential" in r for r in verdict["reasons"])
     v3 = next(r for _, r in iter_runs(bike_shop / ".evalgate") if r.prompt.name == "v3")
     assert v3.calls_saved == 0 and len(v3.cases) == suite_size
+
+
+def test_a_watched_run_splits_the_paired_alpha_with_its_largest_e_value() -> None:
+    """The paired route's p-value of a run the monitor watched is 2 min(p, 1 / max E)
+    (Bonferroni over the two looks). By hand: 5 broken of 25 cases, one draw a side: the final
+    p = 1/32; with max E = 100 the route's p is 2 * min(1/32, 1/100) = 0.02; with max E = 1
+    (never rose) it is 2/32."""
+    from test_gate import policy, sign_pair
+
+    base, cand = sign_pair(broken=5, same=20)
+    watched = decide(base, cand.model_copy(update={"sequential_e_max": 100.0}), policy())
+    assert watched.p_value == pytest.approx(0.02)
+    assert watched.test.endswith("alpha split with the sequential e-value")
+    quiet = decide(base, cand.model_copy(update={"sequential_e_max": 1.0}), policy())
+    assert quiet.p_value == pytest.approx(2 / 32)
+    assert decide(base, cand, policy()).p_value == pytest.approx(1 / 32)

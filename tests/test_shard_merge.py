@@ -306,7 +306,7 @@ def test_sharded_cli_runs_merge_into_the_unsharded_run(bike_shop: Path) -> None:
     )
     assert code == 0, err
     verdict = json.loads(out)
-    assert verdict["kind"] == "pass" and verdict["n_tested"] == 143
+    assert verdict["kind"] == "pass" and verdict["unchanged"] == 143
     code, out, err = cli(
         "gate",
         "--baseline",
@@ -318,7 +318,7 @@ def test_sharded_cli_runs_merge_into_the_unsharded_run(bike_shop: Path) -> None:
         "--json",
     )
     assert code == 0, err
-    assert json.loads(out)["n_tested"] == 143
+    assert json.loads(out)["unchanged"] == 143
 
     # Without --output the merged run joins the saved runs.
     code, _, err = cli("merge", *map(str, paths), "--config", config)

@@ -522,24 +522,24 @@ def test_paired_difference_known_answer() -> None:
     assert result.mean == pytest.approx(0.5)
     assert result.se == pytest.approx(se)
     assert result.low == pytest.approx(0.5 - Z975 * se)
-    assert result.high == pytest.approx(0.5 + Z975 * se)
+    # 0.5 + 1.96 * 0.289 = 1.066 is more than a difference of two scores in [0, 1] can be.
+    assert result.high == 1.0
     with pytest.raises(ValidationError):
         result.mean = 0.0  # type: ignore[misc]
     with pytest.raises(ValueError):
         s.paired_difference([1.0], [1.0, 0.0])
 
 
-def test_paired_difference_clustered() -> None:
-    # diffs 0, 1, 2, 3 in clusters {a, a, b, b}: same residuals as above, clustered SE 1.0.
-    result = s.paired_difference([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"])
-    assert result.mean == pytest.approx(1.5)
-    assert result.se == pytest.approx(1.0)
-    assert (result.low, result.high) == pytest.approx((1.5 - Z975, 1.5 + Z975))
-
-
-# ------------------------------------------------------------------------------------------
-# Best of n
-# ------------------------------------------------------------------------------------------
+def test_paired_difference_clustered_uses_t_with_clusters_minus_one_df() -> None:
+    # diffs 0, .1, .2, .3, .4, .5 in clusters {a, a, b, b, c, c}: mean .25; residual sums per
+    # cluster -.4, 0, .4; SE = sqrt(3/2 * .32) / 6 = 0.11547. t(0.975, 2 df) = 4.302653
+    # (published t table), so the interval is .25 -+ 0.49683.
+    cand = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    result = s.paired_difference(cand, [0.1] * 6, ["a", "a", "b", "b", "c", "c"])
+    assert result.mean == pytest.approx(0.25)
+    assert result.se == pytest.approx(math.sqrt(1.5 * 0.32) / 6)
+    half = 4.302653 * math.sqrt(1.5 * 0.32) / 6
+    assert (result.low, result.high) == pytest.approx((0.25 - half, 0.25 + half), abs=1e-6)
 
 
 def test_expected_max_normal_known_answers() -> None:
@@ -565,3 +565,216 @@ def test_simulate_best_of_known_answers() -> None:
     assert mean == pytest.approx(0.859, abs=0.002)
     assert p95 == pytest.approx(0.875, abs=0.002)
     assert s.simulate_best_of(400, 0.79, 200, 0.33, seed=2024) == (mean, p95)
+
+
+# ------------------------------------------------------------------------------------------
+# The exact conditional test over every repeat
+# ------------------------------------------------------------------------------------------
+
+
+def conditional_by_enumeration(cases: list[tuple[int, int, int, int]]) -> float:
+    """P(T <= t_observed) by listing, for every case, each way of picking which K of its R + K
+    draws are the candidate's (all equally likely when the draws are exchangeable), and
+    multiplying the cases' laws out: the permutation definition, with no hypergeometric."""
+    laws = []
+    observed = 0
+    for bp, r, cp, k in cases:
+        draws = [1] * (bp + cp) + [0] * (r + k - bp - cp)
+        picks = list(itertools.combinations(range(r + k), k))
+        law: dict[int, float] = {}
+        for pick in picks:
+            x = sum(draws[i] for i in pick)
+            law[x] = law.get(x, 0.0) + 1.0 / len(picks)
+        laws.append(law)
+        observed += cp
+    total = 0.0
+    for combo in itertools.product(*(law.items() for law in laws)):
+        if sum(x for x, _ in combo) <= observed:
+            total += math.prod(p for _, p in combo)
+    return total
+
+
+def test_conditional_test_known_answers_by_hand() -> None:
+    # 1:2 sets. A case with 1 pass in its 3 draws: the candidate's draw passes with 1/3; with 2
+    # passes, 2/3. Both candidate draws failed: p = P(X1 = 0) P(X2 = 0) = (2/3)(1/3) = 2/9.
+    assert s.conditional_test_worse([(1, 2, 0, 1), (2, 2, 0, 1)]) == pytest.approx(2 / 9)
+    # 2:2: 2 passes in 4 draws, both the candidate's failed: C(2,0) C(2,2) / C(4,2) = 1/6.
+    assert s.conditional_test_worse([(2, 2, 0, 2)]) == pytest.approx(1 / 6)
+    # Mid-p: P(T < t) + P(T = t)/2; here T = 0 is the smallest value: (1/6)/2.
+    assert s.conditional_test_worse([(2, 2, 0, 2)], mid_p=True) == pytest.approx(1 / 12)
+    # Settled cases (every draw alike) change nothing; none informative: 1.
+    assert s.conditional_test_worse([(2, 2, 0, 2), (3, 3, 1, 1), (0, 3, 0, 1)]) == pytest.approx(
+        1 / 6
+    )
+    assert s.conditional_test_worse([(3, 3, 1, 1), (0, 2, 0, 2)]) == 1.0
+    assert s.conditional_test_worse([]) == 1.0
+
+
+def test_conditional_test_is_the_sign_test_for_one_draw_a_side() -> None:
+    # 1:1: a changed case has s = 1 and X ~ Bernoulli(1/2), so T counts the fixed ones.
+    for broken, fixed in ((5, 0), (5, 2), (3, 9), (0, 4), (12, 11)):
+        sets = [(1, 1, 0, 1)] * broken + [(0, 1, 1, 1)] * fixed + [(1, 1, 1, 1)] * 7
+        assert s.conditional_test_worse(sets) == pytest.approx(s.sign_test_worse(broken, fixed))
+        assert s.conditional_test_worse(sets, mid_p=True) == pytest.approx(
+            s.sign_test_worse(broken, fixed, mid_p=True)
+        )
+
+
+def test_conditional_test_matches_enumeration_of_the_permutations() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        cases = []
+        for _ in range(int(rng.integers(1, 6))):
+            r, k = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+            cases.append((int(rng.integers(0, r + 1)), r, int(rng.integers(0, k + 1)), k))
+        assert s.conditional_test_worse(cases) == pytest.approx(
+            conditional_by_enumeration(cases), abs=1e-12
+        )
+
+
+def test_conditional_test_many_cases_of_one_shape_by_repeated_squaring() -> None:
+    # 40 sets of 2:2 with s = 2: each X ~ (1, 4, 1)/6 on 0, 1, 2. The sum of 40 is checked
+    # against 40 direct convolutions with numpy.
+    law = np.array([1, 4, 1]) / 6
+    direct = np.ones(1)
+    for _ in range(40):
+        direct = np.convolve(direct, law)
+    cases = [(1, 2, 1, 2)] * 25 + [(2, 2, 0, 2)] * 15  # observed T = 25
+    assert s.conditional_test_worse(cases) == pytest.approx(float(np.sum(direct[:26])), rel=1e-10)
+
+
+def test_conditional_residuals_have_mean_zero_given_the_total() -> None:
+    # 1:2 with s = 1: X - 1/3; 2:2 with s = 3: X - 2 * 3/4.
+    assert s.conditional_residuals([(1, 2, 0, 1), (1, 2, 2, 2)]) == pytest.approx([-1 / 3, 0.5])
+    with pytest.raises(ValueError, match="matched set"):
+        s.conditional_residuals([(3, 2, 0, 1)])
+
+
+def test_clustered_test_worse_known_answer() -> None:
+    # Totals -1, -1, 0, 1 ... by hand: mean -0.25, sd sqrt((0.5625*2 + 0.0625 + 1.5625)/3)
+    # = sqrt(2.75/3) = 0.957427; t = -0.25 / (0.957427 / 2) = -0.522233 on 3 df.
+    t = -0.25 / (math.sqrt(2.75 / 3) / 2)
+    assert t == pytest.approx(-0.522233, abs=1e-6)
+    assert s.clustered_test_worse([-1, -1, 0, 1]) == pytest.approx(scipy_stats.t.cdf(t, 3))
+    assert s.clustered_test_worse([0.0, 0.0]) == 1.0
+    assert s.clustered_test_worse([-1.0]) == 1.0
+    assert s.clustered_test_worse([-1.0, -1.0]) == 0.0  # every cluster worse by the same
+
+
+def test_conditional_power_for_one_draw_a_side_is_the_exact_sign_test_power() -> None:
+    mde = s.minimum_detectable_effect(300, 0.10)
+    assert s.conditional_power(300, 0.10, mde, baseline_draws=1) >= 0.80
+    assert s.conditional_mde(300, 0.10) == mde
+
+
+def test_conditional_power_normal_approximation_written_out() -> None:
+    # R = 2, K = 1, n = 300, f = 0.09, d = 0.047: u = 0.18; m = -2d/3; null variance
+    # u * 2 / 12 + d * 4 / 18; variance u * 2 / 12 + d * 4 / 9 - m². Power
+    # Phi((n |m| - z sqrt(n v0)) / sqrt(n v1)) with z = 1.644854.
+    n, d, u = 300, 0.047, 0.18
+    m = 2 * d / 3
+    v0 = u * 2 / 12 + d * 4 / 18
+    v1 = u * 2 / 12 + d * 4 / 9 - m * m
+    by_hand = scipy_stats.norm.cdf((n * m - 1.644854 * math.sqrt(n * v0)) / math.sqrt(n * v1))
+    got = s.conditional_power(300, 0.09, 0.047, baseline_draws=2)
+    assert got == pytest.approx(by_hand, abs=1e-6)
+    assert 0.82 < got < 0.84
+    # More repeats buy power; so does a looser alpha.
+    assert s.conditional_power(300, 0.09, 0.047, baseline_draws=5) > got
+    assert s.conditional_power(300, 0.09, 0.047, 0.01, baseline_draws=2) < got
+
+
+def test_conditional_power_agrees_with_a_small_simulation_of_its_model() -> None:
+    """The approximation against the model it assumes, simulated (400 runs, seeded): share
+    2f noisy cases at pass rate 1/2, share d always broken, the rest settled."""
+    rng = np.random.default_rng(17)
+    n, f, d, sims = 300, 0.09, 0.047, 400
+    hits = 0
+    for _ in range(sims):
+        kind = rng.random(n)
+        noisy, broken = kind < 2 * f, (kind >= 2 * f) & (kind < 2 * f + d)
+        settled_pass = rng.random(n) < 0.8
+        base = np.where(noisy[:, None], rng.random((n, 2)) < 0.5, (broken | settled_pass)[:, None])
+        cand = np.where(noisy, rng.random(n) < 0.5, settled_pass & ~broken)
+        sets = [(int(b.sum()), 2, int(c), 1) for b, c in zip(base, cand, strict=True)]
+        hits += s.conditional_test_worse(sets) <= 0.05
+    expected = s.conditional_power(n, f, d, baseline_draws=2)
+    # 3 Monte Carlo SDs at 400 runs is about 0.057.
+    assert abs(hits / sims - expected) < 3 * math.sqrt(expected * (1 - expected) / sims)
+
+
+def test_conditional_cases_for_meets_the_mde() -> None:
+    n = s.conditional_cases_for(0.05, 0.09, baseline_draws=2)
+    assert s.conditional_mde(n, 0.09, baseline_draws=2) <= 0.05 + s.MDE_TOLERANCE
+    assert s.conditional_mde(n - 1, 0.09, baseline_draws=2) > 0.05
+
+
+# ------------------------------------------------------------------------------------------
+# Non-inferiority: Tango's score bound, the t bound
+# ------------------------------------------------------------------------------------------
+
+
+def test_tango_z_at_zero_is_mcnemar() -> None:
+    # Z(0) = (b - c) / sqrt(b + c).
+    assert s.tango_z(9, 4, 50, 0.0) == pytest.approx(5 / math.sqrt(13))
+
+
+def test_tango_restricted_mle_maximises_the_constrained_likelihood() -> None:
+    """The p01 inside Z is the multinomial MLE under p10 - p01 = D0; checked by a grid search
+    over the likelihood b log(p01 + D0) + c log p01 + (n - b - c) log(1 - 2 p01 - D0)."""
+    for b, c, n, d0 in ((9, 4, 50, 0.05), (2, 7, 40, 0.10), (0, 0, 40, 0.05), (12, 1, 300, 0.02)):
+        grid = np.linspace(1e-7, (1 - d0) / 2 - 1e-7, 400_001)
+        with np.errstate(divide="ignore"):
+            loglik = b * np.log(grid + d0) + (c * np.log(grid) if c else 0.0)
+            loglik = loglik + (n - b - c) * np.log(1 - 2 * grid - d0)
+        p01 = float(grid[int(np.argmax(loglik))])
+        z = (b - c - n * d0) / math.sqrt(n * (2 * p01 + d0 * (1 - d0)))
+        assert s.tango_z(b, c, n, d0) == pytest.approx(z, abs=1e-4)
+
+
+def test_tango_bound_when_nothing_changed() -> None:
+    # b = c = 0: p01~ = 0, Z(D0) = -sqrt(n D0 / (1 - D0)), which is -z at D0 = z²/(n + z²).
+    z = 1.6448536269514722
+    for n in (20, 40, 300):
+        assert s.tango_upper_drop(0, 0, n) == pytest.approx(z * z / (n + z * z), abs=1e-8)
+    # 40 unchanged cases cannot rule out a 5-point drop (6.3 > 5); n > z² * 0.95 / 0.05 = 51.4.
+    assert s.tango_upper_drop(0, 0, 51) > 0.05 > s.tango_upper_drop(0, 0, 52)
+    assert s.cases_to_rule_out(0, 0, 40, 0.05, 0.05) == 52
+
+
+def test_tango_bound_inverts_the_test() -> None:
+    bound = s.tango_upper_drop(9, 4, 300)
+    assert s.tango_z(9, 4, 300, bound) == pytest.approx(-1.6448536, abs=1e-5)
+    # More breaks: a higher bound; more fixes: a lower one; never past 1.
+    assert s.tango_upper_drop(15, 4, 300) > bound > s.tango_upper_drop(9, 10, 300)
+    assert s.tango_upper_drop(40, 0, 40) == 1.0
+
+
+def test_t_upper_drop_known_answer() -> None:
+    # diffs: -1 x 2, 0 x 8: mean -0.2, sd sqrt((2 * 0.64 + 8 * 0.04) / 9) = sqrt(1.6/9);
+    # SE = sd / sqrt(10); t(0.95, 9) = 1.833113 (t table): bound 0.2 + 1.833113 * SE.
+    diffs = [-1.0, -1.0] + [0.0] * 8
+    se = math.sqrt(1.6 / 9) / math.sqrt(10)
+    assert s.t_upper_drop(diffs) == pytest.approx(0.2 + 1.833113 * se, abs=1e-6)
+    assert s.t_upper_drop([-1.0]) == 1.0
+    assert s.t_upper_drop([-1.0, -1.0, -1.0]) == 1.0  # clipped: a drop cannot pass 100 points
+
+
+def test_weighted_holm_known_answers() -> None:
+    # Equal weights: Holm.
+    assert s.weighted_holm([0.01, 0.04, 0.03], [1, 1, 1]) == pytest.approx(
+        s.holm_adjust([0.01, 0.04, 0.03])
+    )
+    # Weights 0.9 / 0.1, p = 0.03, 0.004: ratios 0.0333, 0.04. First 0.03/0.9 * 1 = 0.0333;
+    # then max(0.0333, 0.1 * 0.004/0.1) = 0.0333.
+    assert s.weighted_holm([0.03, 0.004], [0.9, 0.1]) == pytest.approx([1 / 30, 1 / 30])
+    # A zero weight never rejects.
+    assert s.weighted_holm([0.0, 0.5], [0.0, 1.0]) == pytest.approx([1.0, 0.5])
+
+
+def test_conditional_power_without_noise_is_binomial() -> None:
+    # f = 0, R = 2, K = 1: a broken case's candidate draw fails with null probability 1/3, so
+    # p = (1/3)^B and the test rejects from B = 3 (1/27 <= 0.05 < 1/9). Power at n = 143,
+    # d = 0.03: P(Bin(143, 0.03) >= 3), summed by hand with math.comb.
+    by_hand = 1 - sum(math.comb(143, j) * 0.03**j * 0.97 ** (143 - j) for j in range(3))
+    assert s.conditional_power(143, 0.0, 0.03, baseline_draws=2) == pytest.approx(by_hand)

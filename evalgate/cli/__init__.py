@@ -37,6 +37,7 @@ from evalgate.cli.bench import (
 )
 from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.cli.gating import cmd_gate, cmd_noise
+from evalgate.cli.judge import cmd_judge
 from evalgate.cli.splits import cmd_audit, cmd_holdout, cmd_release, cmd_split
 from evalgate.config import DEFAULT_CONFIG
 from evalgate.errors import EvalgateError
@@ -212,11 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser(
         "gate", parents=[common], help="decide pass / fail / inconclusive against a baseline"
     )
-    gate.add_argument("--baseline", required=True, help="baseline run (name, prefix, path)")
+    gate.add_argument(
+        "--baseline",
+        required=True,
+        help="baseline run (name, prefix, path), or a folder of run files, one per suite",
+    )
     gate.add_argument(
         "--candidate",
         required=True,
-        help="candidate run, or a prompt version to run now",
+        help="candidate run, a prompt version to run now, or a folder of run files (matched "
+        "to the baseline's by suite name; one decision over every suite)",
     )
     gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
     gate.add_argument(
@@ -287,6 +293,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit_.add_argument("--concurrency", type=_positive, help="calls in flight")
     audit_.set_defaults(func=cmd_audit, verbose=False, cache=False)
+
+    judge = sub.add_parser("judge", help="the judge scorer against human labels")
+    jsub = judge.add_subparsers(dest="judge_command", required=True, metavar="ACTION")
+    check = jsub.add_parser(
+        "check",
+        parents=[common],
+        help="run the suite's judge over its labelled replies: agreement per split, the floor",
+        description="Run the suite's judge over the replies in judge.labels and report, per "
+        "split, agreement with the human verdicts: Cohen's kappa with its 95%% interval, Gwet's "
+        "AC1, the confusion matrix, McNemar's test of the judge's lean, per-group agreement. "
+        "Dev disagreements are listed; holdout labels are reported in aggregate and every read "
+        "is recorded in the ledger. Exit 1 when the judge is below its floor "
+        "(judge.min_labels, judge.min_kappa).",
+    )
+    check.add_argument(
+        "--split",
+        action="append",
+        choices=["dev", "holdout"],
+        help="splits to check (repeatable; default: both; tune a rubric on dev alone)",
+    )
+    check.add_argument(
+        "--repeats",
+        type=_positive,
+        default=1,
+        help="grade each reply K times and report the judge's flip rate (default: 1)",
+    )
+    check.add_argument(
+        "--run", help="a saved run scored by this judge: its accuracy corrected for judge error"
+    )
+    check.add_argument("--show", type=int, default=20, help="dev disagreements listed")
+    check.add_argument("--no-save", action="store_true", help="do not save the check for the gate")
+    check.add_argument(
+        "--force-reason", help="read the holdout labels past the budget; the reason is kept"
+    )
+    check.add_argument("--concurrency", type=_positive, help="judge calls in flight")
+    judge.set_defaults(func=cmd_judge)
 
     action_ = sub.add_parser(
         "action", help="the GitHub Action's entry point (inside its container)"

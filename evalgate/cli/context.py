@@ -35,6 +35,7 @@ from evalgate.pipeline import (
     DEFAULT_SPLITS,
     Prompt,
     RunSpec,
+    cases_to_run,
     load_prompt,
     load_suite_cases,
     run_suite,
@@ -166,12 +167,13 @@ def execute_version(
     ):
         cache = ResponseCache(loaded.state_dir / "cache")
     stop_when = None
+    monitor = None
     if early_stop_against is not None:
         monitor = SequentialMonitor(
-            early_stop_against, {c.id: c.hash for c in cases.cases}, suite.gate
+            early_stop_against, {c.id: c.hash for c in cases_to_run(spec)}, suite.gate
         )
         stop_when = lambda job, outcome: monitor.observe(  # noqa: E731
-            job.case_id, None if outcome.error else outcome.score
+            job.case_id, None if outcome.error else outcome.score, job.repeat
         )
     batch = None
     if getattr(ctx.args, "batch", False) or getattr(backend, "batch_by_default", False):
@@ -201,6 +203,9 @@ def execute_version(
             close = getattr(used, "close", None)
             if close is not None:
                 close()
+    if monitor is not None:
+        # The gate splits the paired test's alpha with the e-value the run was watched by.
+        run = run.model_copy(update={"sequential_e_max": monitor.e_max})
     if cache is not None and repeats == 1:
         ctx.err.write(f"cache: {cache.hits} hits, {cache.misses} misses\n")
     if "holdout" in splits:

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalgate import __version__
-from evalgate.gate import Verdict
+from evalgate.gate import Verdict, VerdictKind
 from evalgate.report.render import macros
 from evalgate.summary import RunSummary
 
@@ -99,6 +99,13 @@ class CommentContext(BaseModel):
     pull_request: int | None = None
     # Cases listed per section (`gate --show N`); None: as many as fit.
     max_rows: int | None = Field(default=None, ge=0)
+    # The whole pull request's verdict when it has several suites (one familywise alpha), and
+    # every suite's part, as (suite, kind).
+    pull_request_kind: VerdictKind | None = None
+    pull_request_tests: int | None = None
+    suite_parts: list[tuple[str, VerdictKind]] = []
+    # The judge's agreement with human labels (judge.md.j2), for suites that have labels.
+    judge: str | None = None
     version: str = __version__
 
     @model_validator(mode="after")
@@ -205,6 +212,12 @@ def _notes(v: Verdict, s: RunSummary) -> list[str]:
     notes = []
     if v.p_value is not None:
         notes.append(f"p: {v.test}, that the PR is worse than the baseline")
+    if v.drop_bound is not None:
+        notes.append(
+            f"ruled out: drops above this are excluded at {100 * (1 - v.alpha):.0f}% "
+            f"confidence ({v.bound_method}); a pass needs it under the "
+            f"{100 * v.tolerance:.1f}-point tolerance"
+        )
     if v.mde is not None:
         note = f"MDE: the smallest drop this suite detects 80% of the time at n = {v.n_tested:,}"
         if v.cases_needed:
@@ -285,6 +298,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         ),
         fixed(m.summary(v, s, _notes(v, s))),
         fixed(m.provenance(baseline, _baseline_lines(ctx))),
+        fixed(ctx.judge or ""),
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),

@@ -7,8 +7,9 @@ format. Format validity and correctness are reported apart because their fixes d
 from __future__ import annotations
 
 import importlib
+import shlex
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,6 +67,41 @@ def build_scorer(config: ScorerConfig, base_dir: Path, judge: Backend | None = N
     module, attr = _BUILDERS[config.kind]
     builder: Callable[[Any, Path], Scorer] = getattr(importlib.import_module(module), attr)
     return builder(config, base_dir)
+
+
+def file_names(config: ScorerConfig) -> list[str]:
+    """The files a judge scorer reads: its rubric file, its backend's ``*_file`` options and,
+    for a ``command`` judge, the relative file arguments of its program (``judge.py``)."""
+    if config.kind != "judge":
+        return []
+    names = [config.rubric_file] if config.rubric_file else []
+    options = config.model.options
+    names += [v for k, v in options.items() if k.endswith("_file") and isinstance(v, str)]
+    if config.model.backend == "command":
+        names += [a for a in command_argv(options)[1:] if _looks_like_a_file(a)]
+    return names
+
+
+def command_argv(options: dict[str, Any]) -> list[str]:
+    command = options.get("command")
+    if isinstance(command, str):
+        return shlex.split(command)
+    return [str(a) for a in command] if isinstance(command, list) else []
+
+
+def _looks_like_a_file(arg: str) -> bool:
+    path = PurePosixPath(arg)
+    return not arg.startswith("-") and not path.is_absolute() and "." in path.name
+
+
+def read_files(config: ScorerConfig, base_dir: Path) -> dict[str, str | None]:
+    """The text of each of :func:`file_names` by name (None when missing): the config names the
+    files, so their content must join any hash of it."""
+    found: dict[str, str | None] = {}
+    for name in file_names(config):
+        path = base_dir / name
+        found[name] = path.read_text(encoding="utf-8") if path.is_file() else None
+    return found
 
 
 def needs_expected(config: ScorerConfig) -> bool:

@@ -1,0 +1,173 @@
+"""Judge changes in pull requests, through the action against the GitHub stand-in.
+
+The suite is the bundled example's judged suite (judge.yml): the offline fake judge, whose rules
+(judge-rules.yml) pass a reply naming a category in prose only while the rubric says "in prose".
+Adding that sentence to the rubric makes the judge pass the replies that describe a message in
+the shop's own words ("Category: repair status."), which people fail: agreement drops.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import EXAMPLE, copy_example
+from test_action import (
+    FOLDER,
+    REPO,
+    api,
+    api_env,
+    comments,
+    example_tree,
+    gh,
+    open_pull,
+    pr_event,
+    run_action,
+)
+from test_judge_check import write_project
+
+from evalgate.testing.github_server import GitHubServer
+
+__all__ = ["gh"]  # the stand-in fixture, shared with the action's tests
+
+RUBRIC = f"{FOLDER}/judge-rubric.txt"
+LABELS = f"{FOLDER}/judge-labels.jsonl"
+BASE_RUBRIC = (EXAMPLE / "judge-rubric.txt").read_text(encoding="utf-8")
+PROSE = BASE_RUBRIC + "A category named in prose also passes.\n"
+HOLDOUT_IDS_PREFIX = "jl-"
+
+
+def judge_pr(tmp_path: Path, gh: GitHubServer, files: dict[str, str]) -> tuple[int, str, str]:
+    """A PR changing ``files`` (paths in the repository); its exit code, comment and log."""
+    workspace = tmp_path / "workspace"
+    copy_example(workspace / FOLDER)
+    for path, text in files.items():
+        (workspace / path).write_text(text, encoding="utf-8")
+    open_pull(gh, dict(files))
+    job = run_action(
+        workspace,
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh) | {"config": "judge.yml"},
+        env=api_env(gh),
+    )
+    [body] = comments(gh)
+    return job.code, body, job.out + job.err
+
+
+def test_a_rubric_change_that_lowers_agreement_fails_the_pull_request(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    code, body, log = judge_pr(tmp_path, gh, {RUBRIC: PROSE})
+    assert code == 1, log
+    assert "**Agreement dropped significantly**" in body
+    assert "the judge change lowers its agreement with people" in body
+    # The run's accuracy beside its correction for the judge's errors (on the holdout labels).
+    assert "Accuracy corrected for the judge's errors (Rogan-Gladen" in body.replace("\\", "")
+    # The base rubric's judge and the changed one both read the base branch's rubric file
+    # from the contents API at the base commit.
+    base_sha = gh.branch_sha(REPO, "main")
+    fetched = gh.find_requests("GET", f"/repos/{REPO}/contents/{RUBRIC}")
+    assert fetched and all(r.query.get("ref") == [base_sha] for r in fetched)
+    # The holdout is in aggregate only: no holdout label's id or reply is in the comment.
+    holdout = holdout_ids()
+    assert holdout and not any(i in body for i in holdout)
+
+
+def holdout_ids() -> list[str]:
+    """The holdout labels' ids, read as the config splits them (for the leak check above)."""
+    from evalgate.config import load_config
+    from evalgate.judge_labels import load_labels
+
+    loaded = load_config(EXAMPLE / "judge.yml")
+    _, suite = loaded.suite(None)
+    labels = load_labels(EXAMPLE / "judge-labels.jsonl", suite)
+    return [x.id for x in labels if x.split == "holdout"]
+
+
+def test_a_rubric_change_that_keeps_agreement_does_not_fail_for_the_judge(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    reworded = BASE_RUBRIC.replace("Pass a reply", "Pass any reply")
+    code, body, log = judge_pr(tmp_path, gh, {RUBRIC: reworded})
+    assert code == 0, log
+    assert "**No drop in agreement**" in body
+    assert "lost 0, gained 0" in body
+    assert "the judge change lowers" not in body and "may lower" not in body
+
+
+def test_relabelling_in_the_same_pull_request_does_not_hide_a_drop(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The PR also flips every label the changed judge gets wrong: the base's labels still count.
+    text = (EXAMPLE / "judge-labels.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines()]
+    for row in rows:
+        if row["reply"].startswith("Category: ") and any(
+            word in row["reply"] for word in ("status", "complaint")
+        ):
+            row["human"] = "pass"
+    relabelled = "".join(json.dumps(r) + "\n" for r in rows)
+    code, body, log = judge_pr(tmp_path, gh, {RUBRIC: PROSE, LABELS: relabelled})
+    assert code == 1, log
+    assert "**Agreement dropped significantly**" in body
+    assert "the labels are the base branch" in body
+
+
+def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> None:
+    # The default branch asks for kappa's low end at 0.95, which this judge does not reach
+    # (0.81 on the holdout); the pull request lowers the floor to 0.1 in its own config.
+    config = f"{FOLDER}/judge.yml"
+    strict = (
+        (EXAMPLE / "judge.yml")
+        .read_text(encoding="utf-8")
+        .replace("min_kappa: 0.6", "min_kappa: 0.95")
+    )
+    tree = example_tree() | {config: strict}
+    with GitHubServer() as server:
+        server.add_repo(REPO, files=tree)
+        lowered = strict.replace("min_kappa: 0.95", "min_kappa: 0.1")
+        code, body, log = judge_pr(tmp_path, server, {config: lowered})
+    assert code == 0, log  # inconclusive does not fail the job unless fail_on says so
+    text = body.replace("\\", "")  # Markdown escapes, e.g. min\_kappa
+    assert "is inconclusive: the judge agrees too little with people to gate" in text
+    assert "judge.min_kappa = 0.95" in text
+    assert "the judge's floor, label split and alpha are the base branch's" in text
+
+
+def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
+    # The labelled project of tests/test_judge_check.py: a command judge that passes replies
+    # mentioning a refund agrees with people on 17 of 20 dev and 9 of 10 holdout labels. The
+    # pull request replaces its program with one that passes everything: it agrees on the 15
+    # human passes only. Lost: the 9 + 5 human fails the old judge failed; gained: the 2 + 1
+    # human passes it failed. One-sided p = P(Bin(17, 1/2) >= 14) = (680 + 136 + 17 + 1) / 2^17
+    # = 0.0064: a significant drop, though no config or rubric changed.
+    project = tmp_path / "project"
+    write_project(project)
+    tree = {
+        f"{FOLDER}/{p.relative_to(project).as_posix()}": p.read_text(encoding="utf-8")
+        for p in sorted(project.rglob("*"))
+        if p.is_file()
+    }
+    lenient = 'import json\nprint(json.dumps({"score": 1, "reason": "fine"}))\n'
+    with GitHubServer() as server:
+        server.add_repo(REPO, files=tree)
+        workspace = tmp_path / "workspace"
+        shutil.copytree(project, workspace / FOLDER)
+        (workspace / FOLDER / "judge.py").write_text(lenient, encoding="utf-8")
+        open_pull(server, {f"{FOLDER}/judge.py": lenient})
+        job = run_action(
+            workspace,
+            "pull_request",
+            pr_event(),
+            ref="refs/pull/7/merge",
+            inputs=api(server),
+            env=api_env(server),
+        )
+        [body] = comments(server)
+    assert job.code == 1, job.out + job.err
+    assert "**Agreement dropped significantly**" in body
+    assert "lost 14, gained 3" in body
+    assert "p = 0.0064" in body
