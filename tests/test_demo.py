@@ -60,7 +60,7 @@ def test_the_demo_tells_the_story_in_order(demo_text: CliResult) -> None:
         "2. The gate, as a pull request meets it: the default branch ships v2",
         "Verdict: PASS",
         "3. The comment the action would post on the pull request",
-        "│ bike-shop passed: no significant drop",
+        "│ bike-shop passed: not worse",
         "Why v3 ties v2 here: the fake model",
         "In short",
     ]

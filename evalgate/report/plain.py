@@ -51,14 +51,15 @@ def _cells(row: str) -> list[str]:
 
 def _table(rows: list[str]) -> list[str]:
     header, _separator, *body = rows
-    table = [_cells(header), *(_cells(r) for r in body)]
-    table = [[c if len(c) <= CELL else c[: CELL - 1] + "…" for c in row] for row in table]
-    columns = max(len(r) for r in table)
-    table = [r + [""] * (columns - len(r)) for r in table]
+    whole = [_cells(header), *(_cells(r) for r in body)]
+    columns = max(len(r) for r in whole)
+    whole = [r + [""] * (columns - len(r)) for r in whole]
+    table = [[c if len(c) <= CELL else c[: CELL - 1] + "…" for c in row] for row in whole]
     widths = [max(len(r[i]) for r in table) for i in range(columns)]
     if len(table) == 2 and sum(widths) + 2 * (columns - 1) > WIDTH:
-        name = max(len(h) for h in table[0])
-        return [f"{h.ljust(name)}  {v}".rstrip() for h, v in zip(*table, strict=True)]
+        # One row, one line per column: room for every cell whole.
+        name = max(len(h) for h in whole[0])
+        return [f"{h.ljust(name)}  {v}".rstrip() for h, v in zip(*whole, strict=True)]
 
     def line(row: list[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
