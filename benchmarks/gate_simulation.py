@@ -484,6 +484,32 @@ def early_stop_pr(rng: np.random.Generator, suite: Suite, policy: GatePolicy) ->
     return decide(base, watched, policy).kind == "fail"
 
 
+def noise_check_table(sims: int, seed: int) -> list[tuple[str, str, Count, str, bool]]:
+    """Broke-more-than-noise warnings on unchanged prompts (its false-alarm rate), by R and K."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    rows = []
+    for r, k in ((2, 1), (2, 2), (3, 2), (5, 1)):
+        c = Count()
+        for _ in range(sims):
+            s = make_suite(rng, N_CASES)
+            base = draw_run(rng, s, s.p, r, "baseline", "s0")
+            cand = draw_run(rng, s, s.p, k, "candidate", "s0")
+            v = decide(base, cand, policy)
+            c.add(v.noise_p is not None and v.noise_p < policy.alpha)
+        rows.append(
+            (
+                "noise-check warning, unchanged prompt",
+                f"R = {r}, K = {k}, n = 300",
+                c,
+                "<= 5%",
+                c.hits / c.n <= 0.05,
+            )
+        )
+        progress(f"noise check R={r} K={k}")
+    return rows
+
+
 def rate_cell(c: Count) -> str:
     low, high = wilson_interval(c.hits, c.n)
     return f"{c.hits}/{c.n} = {100 * c.hits / c.n:.1f}% ({100 * low:.1f}–{100 * high:.1f})"
@@ -623,10 +649,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also N end-to-end A/A and 8-point-drop comparisons through the stand-in (slow)",
     )
+    parser.add_argument(
+        "--noise-check",
+        action="store_true",
+        help="only the broke-more-than-noise check's warnings on unchanged prompts, by repeats",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
-    rows, seconds = pull_request_table(args.sims, args.seed, args.early_sims)
+    if args.noise_check:
+        started = time.perf_counter()
+        rows = noise_check_table(args.sims, args.seed)
+        seconds = time.perf_counter() - started
+    else:
+        rows, seconds = pull_request_table(args.sims, args.seed, args.early_sims)
     progress("")
     print(
         f"Pull-request simulation: flip rate f = {F_PR} (a heterogeneous model: 75% of cases lean "

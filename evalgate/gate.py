@@ -374,8 +374,16 @@ def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -
     diffs = [p.diff for p in pairs]
     groups = [p.group() for p in pairs] if unit == "group" else None
     if not binary:
+        # A t bound alone passes two identical scores (SE 0). Scores in [0, 1] give d² <= |d|,
+        # so Tango's bound on the summed losses and gains bounds the variance from above too:
+        # the larger of the two is kept.
+        losses = sum(max(0.0, -d) for d in diffs)
+        gains = sum(max(0.0, d) for d in diffs)
         how = "cluster-robust t bound" if groups else "t bound"
-        return t_upper_drop(diffs, groups, alpha), how
+        bound = max(
+            t_upper_drop(diffs, groups, alpha), tango_upper_drop(losses, gains, len(diffs), alpha)
+        )
+        return bound, f"the larger of the {how} and Tango's score bound on the score changes"
     # Expected discordant pairs between one random baseline and one random candidate draw.
     b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
     c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)
@@ -587,26 +595,25 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
 
     noise_p = None
     if noise is not None and policy.noise_check != "off":
-        if k == 1 and noise.repeats <= 3:
-            # The check's share 1/(1 + R) compares one candidate draw with one baseline draw.
-            first_broken = sum(
-                1 for p in pairs if _passed(p.base.outcomes[0]) and not _passed(p.cand.outcomes[0])
-            )
-            noise_p = broke_more_than_noise(first_broken, noise.flips, noise.repeats)
-            message = (
-                f"the PR broke {first_broken} cases (against the baseline's first repeat), more "
-                f"than the baseline's noise predicts ({noise.flips} flips over {noise.repeats} "
-                "repeats)"
-            )
-            if policy.noise_check == "fail":
-                routes.append(("noise", noise_p, message))
-            elif noise_p < policy.alpha:
-                warnings.append(f"{message}; p = {noise_p:.2g}")
-        else:
-            warnings.append(
-                f"the broke-more-than-noise check did not run: its null holds for a candidate "
-                f"run once against 2 or 3 baseline repeats (here {k} and {noise.repeats})"
-            )
+        # The share 1/(1 + R) is exact for R = 2 and 3 (1 - pi^R - (1 - pi)^R = R pi (1 - pi)
+        # there, and it is smaller beyond), comparing one candidate draw with one baseline
+        # draw: so the first candidate draw is compared with the first baseline repeat, and
+        # flips are counted over the first R = min(repeats, 3) repeats, whatever K is.
+        used = min(noise.repeats, 3)
+        first_broken = sum(
+            1 for p in pairs if _passed(p.base.outcomes[0]) and not _passed(p.cand.outcomes[0])
+        )
+        flips = sum(1 for p in pairs if len({_passed(o) for o in p.base.outcomes[:used]}) > 1)
+        noise_p = broke_more_than_noise(first_broken, flips, used)
+        message = (
+            f"the PR broke {first_broken} cases (its first draw against the baseline's first "
+            f"repeat), more than the baseline's noise predicts ({flips} flips over {used} "
+            "repeats)"
+        )
+        if policy.noise_check == "fail":
+            routes.append(("noise", noise_p, message))
+        elif noise_p < policy.alpha:
+            warnings.append(f"{message}; p = {noise_p:.2g}")
 
     if candidate.calls_saved:
         e_value = sequential_e_value(len(broken), len(fixed))

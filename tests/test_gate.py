@@ -456,8 +456,8 @@ def test_broke_more_than_noise_warns_by_default_and_can_fail() -> None:
     baseline, candidate = run(base, name="baseline"), run(cand)
     p = 23 / 3**11
     message = (
-        "the PR broke 10 cases (against the baseline's first repeat), more than the baseline's "
-        "noise predicts (1 flips over 2 repeats)"
+        "the PR broke 10 cases (its first draw against the baseline's first repeat), more than "
+        "the baseline's noise predicts (1 flips over 2 repeats)"
     )
     warned = decide(baseline, candidate, policy())
     assert warned.noise_p == pytest.approx(p)
@@ -471,13 +471,19 @@ def test_broke_more_than_noise_warns_by_default_and_can_fail() -> None:
     assert (off.kind, off.noise_p) == (warned.kind, None)
 
 
-def test_the_noise_check_runs_only_where_its_null_holds() -> None:
-    # Two candidate draws: the share 1/(1 + R) no longer describes the breaks, so no check.
+def test_the_noise_check_compares_first_draws_and_counts_flips_over_three_repeats() -> None:
+    # The share 1/(1 + R) is exact for R = 2 and 3 and one draw a side: with two candidate
+    # draws only the first counts; with 5 baseline repeats flips count over the first 3.
     base = run("11 11 10 11", name="baseline")
-    v = decide(base, run("11 00 11 11"), policy())
-    assert v.noise_p is None
-    assert any("did not run" in w and "here 2 and 2" in w for w in v.warnings)
-    assert decide(base, run("1 0 1 1"), policy()).noise_p is not None
+    two = decide(base, run("11 01 11 11"), policy())
+    # c001: first draws 1 -> 0, broken; F = 1 (c002) over 2 repeats: P(Bin(2, 1/3) >= 1).
+    assert two.noise_p == pytest.approx(1 - (2 / 3) ** 2)
+    five = run("11111 11111 11100 11011", name="baseline")
+    v = decide(five, run("1 0 1 1"), policy())
+    # c002 flips only in repeats 4-5 and c003 within the first 3: F = 1 over R = 3; b = 1:
+    # P(Bin(2, 1/4) >= 1) = 1 - (3/4)^2.
+    assert v.noise_p == pytest.approx(1 - (3 / 4) ** 2)
+    assert not any("did not run" in w for w in v.warnings)
 
 
 def test_underpowered_warning_says_how_many_cases_would_do() -> None:
@@ -989,3 +995,17 @@ def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test
     assert both.kind == "fail"
     assert both.reasons == ["the judge change lowers agreement", *failed.reasons]
     assert both.warnings == failed.warnings
+
+
+def test_continuous_scores_need_enough_cases_to_pass() -> None:
+    # Two identical judge scores: SE 0, so a t bound alone would rule out every drop. The
+    # Tango bound on the score changes (none) is z²/(n + z²) = 57.5 points at n = 2.
+    base = run([case("a", [0.7]), case("b", [0.4])], name="baseline")
+    cand = run([case("a", [0.7]), case("b", [0.4])])
+    v = decide(base, cand, policy(tolerance=0.05))
+    assert v.kind == "inconclusive"
+    assert v.drop_bound == pytest.approx(2.705543 / 4.705543, abs=1e-6)
+    # 300 unchanged cases: z²/(300 + z²) = 0.9 points: a pass.
+    many_base = run([case(f"c{i}", [0.6]) for i in range(300)], name="baseline")
+    many = run([case(f"c{i}", [0.6]) for i in range(300)])
+    assert decide(many_base, many, policy(tolerance=0.05)).kind == "pass"
