@@ -56,6 +56,7 @@ from evalgate.errors import EvalgateError, UserError, describe_validation
 from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
 from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
+from evalgate.history import appended, pool, read_history, record_of
 from evalgate.judge_pr import judge_in_pr
 from evalgate.noise import measure_noise
 from evalgate.pipeline import Prompt, load_suite_cases, sha256_text
@@ -315,9 +316,56 @@ def run_baseline(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) 
         runner.verdicts.append("fail")
     else:
         runner.verdicts.append("pass")
+        _keep_in_history(runner, name, suite, run)
     runner.outputs.set("accuracy", f"{summary.accuracy.rate or 0:.4f}")
     runner.log(f"baseline of {name} ({version}, {repeats} repeats) written to {path}")
     return path
+
+
+def _history_file(name: str) -> str:
+    return f"evalgate/{name}/baselines.jsonl"
+
+
+def _keep_in_history(runner: Runner, name: str, suite: Suite, run: Run) -> None:
+    """Append the baseline's dev outcomes to the data branch's history, so pull requests can
+    pool it with the next ones; compare it with the previous baseline of the same setup."""
+    if runner.repo is None:
+        runner.log(f"{name}: no github_token, so this baseline is not kept for pooling")
+        return
+    path = _history_file(name)
+    record = record_of(run)
+
+    def add(current: str | None) -> str:
+        kept, _ = appended(read_history(current, path), record, suite.gate.alpha)
+        return "".join(r.model_dump_json() + "\n" for r in kept)
+
+    try:
+        before = read_history(gh.read_data_file(runner.repo, DATA_BRANCH, path), path)
+        _, new = appended(before, record, suite.gate.alpha)
+        gh.write_data_file(runner.repo, DATA_BRANCH, path, add, f"evalgate: baseline of {name}")
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning",
+            f"{name}: the baseline is not kept for pooling ({exc.what}); give the job "
+            "contents: write for the evalgate-data branch",
+        )
+        return
+    if new.drift_p is None:
+        return
+    line = (
+        f"against the previous baseline of the same prompt, cases and model: "
+        f"{new.drift_worse} cases worse, {new.drift_better} better (two-sided sign test, "
+        f"p = {new.drift_p:.2g})"
+    )
+    if new.drift_p < suite.gate.alpha:
+        runner.annotate(
+            "warning",
+            f"{name}: the model answered differently this time, {line}: the provider may have "
+            "changed the model under its name; pooling starts afresh",
+        )
+        runner.add_summary(f"> [!WARNING]\n> The model answered differently this time, {line}.\n")
+    else:
+        runner.add_summary(f"A/A check {line}: no sign the model changed.\n")
 
 
 @dataclass
@@ -366,7 +414,16 @@ def find_baseline_run(
         # The artefact holds another suite's baseline: comparing against it would mean nothing.
         runner.log(f"{name}: the baseline artefact has no run of this suite (found {run.suite})")
         return Baseline(None, None, no_baseline=True)
-    age = (datetime.now(UTC) - run.created_at).total_seconds() / 86400
+    now = datetime.now(UTC)
+    history_text = gh.read_data_file(runner.repo, DATA_BRANCH, _history_file(name))
+    run, pooled = pool(
+        run,
+        read_history(history_text, _history_file(name)),
+        now=now,
+        max_age_days=suite.gate.max_baseline_age_days,
+        alpha=suite.gate.alpha,
+    )
+    age = (now - run.created_at).total_seconds() / 86400
     warnings = []
     if age > suite.gate.max_baseline_age_days:
         warnings.append("stale")
@@ -396,6 +453,12 @@ def find_baseline_run(
         source="artifact",
         artifact_url=ref.html_url,
         warnings=warnings,
+        pooled_runs=pooled.runs,
+        pooled_repeats=pooled.repeats,
+        drift_p=pooled.drift_p,
+        drift_worse=pooled.drift_worse,
+        drift_better=pooled.drift_better,
+        flips=sorted(((k, n, of) for k, (n, of) in pooled.flips.items()), key=lambda t: -t[1]),
     )
     return Baseline(run, provenance)
 
@@ -1005,8 +1068,7 @@ def action(
             runner.outputs.set("verdict", "skipped")
             runner.flush()
             return 0
-        if mode != "baseline":
-            runner.repo = connect(env, inputs)
+        runner.repo = connect(env, inputs)
         if mode == "collect":
             return run_collect(runner, loaded)
         if mode == "fork":

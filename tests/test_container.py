@@ -288,6 +288,8 @@ def suite_config() -> dict[str, Any]:
     config = yaml.safe_load((EXAMPLE / "evalgate.yml").read_text(encoding="utf-8"))
     suite = config["suites"][SUITE]
     suite["model"] = {"backend": "anthropic", "name": MODEL, "max_tokens": 64, "temperature": 0}
+    # 40 cases cannot rule out a 5-point drop (docs/statistics.md): a small suite's tolerance.
+    suite["gate"]["tolerance"] = 0.15
     return dict(config)
 
 
@@ -514,8 +516,11 @@ class Scenario:
             "default_branch": "main",
         }
 
-    def push_run(self) -> ActRun:
+    def push_run(self, which: str = "push") -> ActRun:
         def make() -> ActRun:
+            if which != "push":
+                self.push_run()
+            shutil.rmtree(self.repo / ".e2e-artifacts" / ARTIFACT, ignore_errors=True)
             sha = self.gh.branch_sha(REPO, "main")
             assert sha is not None
             event = {
@@ -548,7 +553,47 @@ class Scenario:
             )
             return run
 
-        return self.step("push", make)
+        return self.step(which, make)
+
+    def pooled_pr_run(self) -> ActRun:
+        """A new pull request (a harmless edit on its own branch) after two baseline runs."""
+
+        def make() -> ActRun:
+            self.push_run("push-2")
+            branch, number = "pool-tweak", 11
+            _git(self.repo, "checkout", "-q", "main")
+            _git(self.repo, "checkout", "-q", "-b", branch)
+            prompt = self.repo / SUITE_DIR / "prompts" / "v3.txt"
+            text = prompt.read_text(encoding="utf-8") + "\nBe kind.\n"
+            prompt.write_text(text, encoding="utf-8")
+            _git(self.repo, "commit", "-q", "-am", "Be kind")
+            self.gh.create_branch(REPO, branch)
+            self.gh.add_commit(REPO, {f"{SUITE_DIR}/prompts/v3.txt": text}, branch=branch)
+            self.gh.add_pull(REPO, head=branch, number=number, title="Be kind")
+            shutil.rmtree(self.repo / SUITE_DIR / ".evalgate", ignore_errors=True)
+            repository = self._repository()
+            event = {
+                "action": "opened",
+                "number": number,
+                "pull_request": {
+                    "number": number,
+                    "title": "Be kind",
+                    "head": {
+                        "ref": branch,
+                        "sha": self.gh.branch_sha(REPO, branch),
+                        "repo": repository,
+                    },
+                    "base": {
+                        "ref": "main",
+                        "sha": self.gh.branch_sha(REPO, "main"),
+                        "repo": repository,
+                    },
+                },
+                "repository": repository,
+            }
+            return self.act("pull_request", event)
+
+        return self.step("pooled", make)
 
     def _pr_event(self) -> dict[str, Any]:
         head = self.gh.branch_sha(REPO, BRANCH)
@@ -746,8 +791,11 @@ def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
     exchanges = e2e.messages.requests[-run.model_requests :]
     assert {(x.status, x.outcome) for x in exchanges} == {(200, "ok")}
     assert {x.body["model"] for x in exchanges} == {MODEL}
-    # The baseline job needs no GitHub API.
-    assert e2e.gh.find_requests(path="/repos/*") == []
+    # The baseline job talks to GitHub only to keep the baseline in the data branch's history.
+    used = {r.path for r in e2e.gh.find_requests(path="/repos/*")}
+    history = f"/repos/{REPO}/contents/evalgate/{SUITE}/baselines.jsonl"
+    assert history in used
+    assert all(p in (f"/repos/{REPO}", history) or "/git/ref" in p for p in used), used
     # The workflow's upload step took the file the run_file output names.
     assert f"E2E-ARTIFACT {ARTIFACT} {e2e.baseline_file.name}" in run.output
 
@@ -924,3 +972,14 @@ def test_a_rubric_change_that_lowers_agreement_fails_the_job(judge_e2e: Scenario
         "GET", f"/repos/{REPO}/contents/{SUITE_DIR}/judge-rubric.txt"
     )
     assert fetched and all(r.query.get("ref") == [base] for r in fetched)
+
+
+def test_a_pull_request_pools_two_baseline_runs(e2e: Scenario) -> None:
+    run = e2e.pooled_pr_run()
+    assert run.returncode == 0, run.why()
+    history = e2e.gh.file(REPO, f"evalgate/{SUITE}/baselines.jsonl", ref="evalgate-data")
+    assert history is not None and len(history.decode().splitlines()) == 2
+    [comment] = [c for c in e2e.gh.comments(REPO, 11) if marker(SUITE) in c.body]
+    assert "pools 2 baseline runs of this prompt, cases and model (4 repeats a case)" in (
+        comment.body
+    )

@@ -57,6 +57,15 @@ class BaselineProvenance(BaseModel):
     # Known keys ("stale", "other-commit", "other-cases", "other-model") are phrased with what
     # to do next; any other text is shown as it is (escaped), so it should say that itself.
     warnings: list[str] = Field(default_factory=list)
+    # Baselines that learn (history.py): how many baseline runs were pooled, the repeats a case
+    # that gives, the newest A/A comparison when it says the model changed, and cases that
+    # flipped in earlier baselines as (id, flipped in, of).
+    pooled_runs: int = Field(default=1, ge=1)
+    pooled_repeats: int | None = None
+    drift_p: float | None = None
+    drift_worse: int = 0
+    drift_better: int = 0
+    flips: list[tuple[str, int, int]] = Field(default_factory=list)
 
 
 class CommentFlags(BaseModel):
@@ -183,6 +192,21 @@ def _baseline_lines(ctx: CommentContext) -> list[str]:
         f"is not a prompt change; {refresh} with the configured model",
     }
     lines = [known.get(w, w) for w in p.warnings]
+    if p.drift_p is not None:
+        lines.append(
+            f"the model answered differently at this baseline than at the one before it, with "
+            f"the same prompt, cases and model ({p.drift_worse} cases worse, {p.drift_better} "
+            f"better, p = {p.drift_p:.2g}): the provider may have changed the model under its "
+            "name; baselines before the change are not pooled, and this PR is compared with "
+            "the model as it answers now"
+        )
+    if p.flips:
+        shown = ", ".join(f"{i} (in {n} of the last {of})" for i, n, of in p.flips[:5])
+        more = f" and {len(p.flips) - 5} more" if len(p.flips) > 5 else ""
+        lines.append(
+            f"{len(p.flips)} cases flipped between repeats in earlier baselines too: {shown}"
+            f"{more}; they are noise, not this PR"
+        )
     if p.source == "same job":
         lines.append(
             "no stored baseline, so this job ran the base branch's prompt too (twice the cost); "
