@@ -541,7 +541,8 @@ def write_all(repo: Path) -> None:
     edit(
         repo / WORKFLOW,
         "    permissions:\n      contents: read\n      pull-requests: write "
-        "# the comment\n      actions: read # the baseline artefact\n",
+        "# the comment\n      checks: write # the evalgate check run (a required check)\n"
+        "      actions: read # the baseline artefact\n",
         "    permissions: write-all\n",
     )
 

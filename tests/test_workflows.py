@@ -88,3 +88,31 @@ def test_the_self_test_builds_the_checkout_not_the_released_image() -> None:
         for i in local:
             rewrite = [s for s in steps[:i] if "image: Dockerfile" in str(s.get("run", ""))]
             assert rewrite, "the self-test must build this checkout's Dockerfile"
+
+
+def _permissions(path: Path) -> dict[str, dict[str, str]]:
+    return {name: job.get("permissions", {}) for name, job in load(path)["jobs"].items()}
+
+
+def test_the_example_workflow_init_and_the_readme_agree_on_permissions(tmp_path: Path) -> None:
+    """What a user copies (the example), what `evalgate init` writes, and what the README says
+    each job needs: one set of permissions."""
+    from evalgate.onboard import _workflow_text
+
+    example = _permissions(ROOT / "examples" / "workflows" / "evalgate.yml")
+    written = tmp_path / "evalgate.yml"
+    written.write_text(_workflow_text("evalgate.yml", ["anthropic"], "main"), encoding="utf-8")
+    assert _permissions(written) == example
+    assert example["gate"] == {
+        "contents": "read",
+        "pull-requests": "write",
+        "checks": "write",
+        "actions": "read",
+    }
+    assert example["baseline"]["contents"] == "write"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert (
+        "`permissions: contents: read, pull-requests: write, checks: write,\n  actions: read`"
+        in (readme)
+    )
+    assert "(`contents: write` for the baseline\n  history)" in readme
