@@ -53,7 +53,7 @@ from evalgate.cli.context import (
     release_version,
 )
 from evalgate.config import LoadedConfig, Suite, load_config
-from evalgate.errors import EvalgateError, UserError
+from evalgate.errors import EvalgateError, UserError, describe_validation
 from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
 from evalgate.gate import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
@@ -136,7 +136,7 @@ class Inputs(BaseModel):
             error = exc.errors()[0]
             name = ".".join(str(p) for p in error["loc"])
             raise UserError(
-                f"input {name}: {error['msg']} (found {error.get('input')!r})",
+                f"input {name}: {describe_validation(error)}",
                 fix="see the inputs table in the README",
             ) from None
 

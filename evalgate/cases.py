@@ -374,7 +374,17 @@ def read_case_bytes(path: Path) -> bytes:
         )
     if not data.strip():
         raise CaseFileError("case file is empty", where=str(path), fix="add at least one case")
+    if data.startswith(_LFS_POINTER):
+        raise CaseFileError(
+            "is a Git LFS pointer, not the cases: the file's content was never downloaded",
+            where=f"{path}:1",
+            fix="run `git lfs pull`; in CI, check out with actions/checkout `lfs: true`",
+        )
     return data
+
+
+# The first line of a Git LFS pointer file (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 
 
 def add_unique(case: Case, cases: list[Case], seen: dict[str, str]) -> None:

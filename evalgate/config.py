@@ -22,7 +22,12 @@ from pydantic import (
 )
 
 from evalgate import files
-from evalgate.errors import ConfigError, UserError
+from evalgate.errors import (
+    ConfigError,
+    UserError,
+    describe_validation,
+    first_validation_error,
+)
 from evalgate.trajectory import TOOL_NAME_PATTERN
 from evalgate.yamlpos import line_of
 
@@ -625,19 +630,6 @@ SCORER_KINDS = (
 )
 
 
-def _describe(error: Any) -> str:
-    kind = error["type"]
-    msg = str(error["msg"])
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "missing":
-        return "required key is missing"
-    found = error.get("input")
-    if isinstance(found, dict | list):
-        return msg
-    return f"{msg} (found {found!r})"
-
-
 def _tagged_branch(union: Any, tag: Any) -> type[BaseModel] | None:
     """The model of a tagged union whose ``kind`` is ``tag`` (pydantic puts tags in error paths)."""
     for arg in getattr(union, "__args__", ()):
@@ -699,7 +691,9 @@ def parse_config(text: str, path: Path) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        error, guess, others = first_validation_error(
+            exc.errors(), lambda loc: _allowed_keys(Config, loc)
+        )
         # Drop pydantic's union-branch tags (e.g. 'label') from the path the user sees.
         loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.endswith("]")))
         # ... and the scorer's kind tag, which pydantic puts after "scorer".
@@ -710,14 +704,19 @@ def parse_config(text: str, path: Path) -> Config:
         line = line_of(text, shown)
         where = f"{path}:{line}" if line else str(path)
         fix = None
+        what = describe_validation(error, tag_noun="scorer kind")
         if error["type"] == "extra_forbidden":
             allowed = _allowed_keys(Config, loc)
+            if guess is not None:
+                what += f"; did you mean {guess}?"
             if allowed:
                 fix = f"allowed here: {', '.join(allowed)}"
-        elif error["type"] == "union_tag_invalid":
+                if guess is not None:
+                    fix = f"rename it to {guess}; {fix}"
+        elif error["type"] in ("union_tag_invalid", "union_tag_not_found"):
             fix = f"scorer kinds: {', '.join(SCORER_KINDS)}"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{key_path}: {_describe(error)}{more}", where=where, fix=fix) from None
+        more = f" (and {others} more)" if others else ""
+        raise ConfigError(f"{key_path}: {what}{more}", where=where, fix=fix) from None
 
 
 def load_config(path: Path) -> LoadedConfig:
@@ -727,7 +726,9 @@ def load_config(path: Path) -> LoadedConfig:
             fix="pass --config PATH, or run `evalgate demo` to try the bundled example",
         )
     text = files.read_text(path, "config file", ConfigError)
-    loaded = LoadedConfig(config=parse_config(text, path), path=path.resolve())
+    config = parse_config(text, path)
+    check_templates(config, text, path)
+    loaded = LoadedConfig(config=config, path=path.resolve())
     _check_paths(loaded)
     return loaded
 
@@ -750,3 +751,27 @@ def _check_paths(loaded: LoadedConfig) -> None:
         for what, value in named:
             if isinstance(value, str):
                 loaded.inside(value, what)
+
+
+def check_templates(config: Config, text: str, path: Path) -> None:
+    """A suite's user-turn template that does not parse is an error at its line in the config
+    (not "template:6"), found when the config loads rather than at the first case."""
+    from evalgate.templating import syntax_error
+
+    for name, suite in config.suites.items():
+        found = syntax_error(suite.template)
+        if found is None:
+            continue
+        message, line = found
+        key_line = line_of(text, ["suites", name, "template"])
+        where = str(path)
+        if key_line is not None:
+            after_key = text.splitlines()[key_line - 1].split(":", 1)[-1].strip()
+            # A block scalar (| or >) starts on the next line; a plain or quoted one on this.
+            block = after_key[:1] in ("|", ">")
+            where = f"{path}:{key_line + line if block else key_line + line - 1}"
+        raise ConfigError(
+            f"suites.{name}.template: template syntax error: {message}",
+            where=where,
+            fix="fix the jinja2 syntax ({{ field }}, {% if %} ... {% endif %})",
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -16,11 +17,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.cases import Case
 from evalgate.config import DEFAULT_CONFIG, LoadedConfig, Suite, load_config
-from evalgate.errors import UserError
+from evalgate.errors import MissingExtraError, UserError
 from evalgate.onboard import (
     BASELINE_ARTIFACT,
     HOLDOUT_SECRET,
+    ID_LIKE,
     SECRET_INPUTS,
     SECRETS,
     SECRETS_PAGE,
@@ -32,6 +35,7 @@ from evalgate.onboard import (
     shown_path,
 )
 from evalgate.pipeline import load_prompt, load_suite_cases
+from evalgate.runner import Job as RunJob
 from evalgate.split import LEAK_KINDS, check_split
 
 Status = Literal["ok", "warn", "FAIL"]
@@ -76,7 +80,9 @@ def _from_error(check: str, exc: UserError) -> Finding:
     return _fail(check, what, exc.fix)
 
 
-def _check_suite(loaded: LoadedConfig, name: str, suite: Suite) -> list[Finding]:
+def _check_suite(
+    loaded: LoadedConfig, name: str, suite: Suite, env: Mapping[str, str]
+) -> list[Finding]:
     out: list[Finding] = []
     label = f"suite {name}"
     try:
@@ -90,7 +96,8 @@ def _check_suite(loaded: LoadedConfig, name: str, suite: Suite) -> list[Finding]
         shown = ", ".join(sorted(versions))
         out.append(_ok(f"{label}: prompts", f"{len(versions)} version(s) load ({shown})"))
         out.append(_ok(f"{label}: ship", f"pull requests and releases gate {ship}"))
-    out += _check_backends(loaded, label, suite)
+    backends = _check_backends(loaded, label, suite, env)
+    out += [finding for finding, _ in backends]
     try:
         missing = [p for p in loaded.dependencies(suite) if not p.exists()]
     except UserError:
@@ -145,8 +152,111 @@ def _check_suite(loaded: LoadedConfig, name: str, suite: Suite) -> list[Finding]
                 f"regression {counts['regression']}; no leaks",
             )
         )
+    out += _check_fields(loaded, label, suite, cases.cases)
+    runnable = [c for c in cases.cases if c.split != "holdout"]
+    rendered, jobs = _check_template(loaded, label, suite, runnable)
+    out += rendered
+    for (_, backend), role in zip(backends, ("model", "judge"), strict=False):
+        if backend is not None and role == "model" and jobs:
+            out += _probe(backend, f"{label}: {role}", suite, jobs[0])
+        _close(backend)
     out.extend(_check_judge_labels(loaded, label, suite))
     return out
+
+
+def _check_fields(
+    loaded: LoadedConfig, label: str, suite: Suite, cases: Sequence[Case]
+) -> list[Finding]:
+    """fields.* name fields the cases have; without fields.input, ids do not reach the model."""
+    out: list[Finding] = []
+    check = f"{label}: fields"
+    plain = [c for c in cases if c.split != "holdout" and c.input is not None]
+    if not plain:
+        return out
+    if suite.fields.input is None:
+        keys = sorted({k for c in plain for k in c.input})
+        ids = [k for k in keys if k == suite.fields.id or ID_LIKE.search(k)]
+        f = suite.fields
+        labels = {f.expected, f.group, f.category, f.split}
+        sends_all = re.search(r"\{\{\s*input\s*\}\}", suite.template) is not None
+        if ids and len(keys) > 1:
+            out.append(
+                _warn(
+                    check,
+                    "fields.input is not set, so every field of a case is input"
+                    + (" and the template sends them all" if sends_all else "")
+                    + f", ids too: {', '.join(ids)}",
+                    f"list the fields the model should read, e.g. fields.input: "
+                    f"[{', '.join(k for k in keys if k not in ids and k not in labels) or '...'}]",
+                )
+            )
+    for key in ("group", "category"):
+        name = getattr(suite.fields, key)
+        # The default names may be absent (a suite without groups is fine); a name the user
+        # chose that no case has is a typo or a stale mapping.
+        if name is None or name == key:
+            continue
+        if not any(getattr(c, key) is not None for c in plain):
+            out.append(
+                _warn(
+                    check,
+                    f"fields.{key} is {name!r}, which none of the {len(plain)} cases has",
+                    f"fix the name, or set fields.{key}: null",
+                )
+            )
+    if not out:
+        out.append(_ok(check, "the mapped fields are in the cases"))
+    return out
+
+
+def _check_template(
+    loaded: LoadedConfig, label: str, suite: Suite, cases: Sequence[Case]
+) -> tuple[list[Finding], list[RunJob]]:
+    """Render the user turn of every case, as a run does before its first call."""
+    from evalgate.pipeline import build_jobs
+
+    check = f"{label}: template"
+    try:
+        prompt = load_prompt(loaded, suite, loaded.ship_version(suite))
+    except UserError:
+        return [], []  # reported by the prompts check
+    try:
+        jobs = build_jobs(suite, prompt, cases, 1)
+    except UserError as exc:
+        return [_from_error(check, exc)], []
+    return [_ok(check, f"renders for all {len(cases)} dev and regression cases")], jobs
+
+
+def _probe(backend: Any, check: str, suite: Suite, job: RunJob) -> list[Finding]:
+    """Send one case to a `command` backend, as the run's first call would: the program exists,
+    starts, and answers. Paid APIs are not called (their key and options were checked)."""
+    if suite.model.backend != "command":
+        return []
+    try:
+        reply = backend.complete(job.request)
+    except UserError as exc:
+        return [_from_error(check, exc)]
+    if reply.error is not None:
+        return [
+            _fail(
+                check,
+                f"the program failed on case {job.case_id!r}: {reply.error}",
+                "run it by hand with that case on stdin (see the README's command section)",
+            )
+        ]
+    text = " ".join((reply.text or "").split())
+    shown = text if len(text) <= 60 else text[:59] + "…"
+    return [
+        _ok(
+            check, f"the program answered case {job.case_id!r} ({reply.latency_s:.2f} s): {shown!r}"
+        )
+    ]
+
+
+def _close(backend: Any) -> None:
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
 
 
 def _check_judge_labels(loaded: LoadedConfig, label: str, suite: Suite) -> list[Finding]:
@@ -191,21 +301,28 @@ def _check_judge_labels(loaded: LoadedConfig, label: str, suite: Suite) -> list[
     return [_ok(check, message)]
 
 
-def _check_backends(loaded: LoadedConfig, label: str, suite: Suite) -> list[Finding]:
-    from evalgate.backends.base import backend_names
+def _check_backends(
+    loaded: LoadedConfig, label: str, suite: Suite, env: Mapping[str, str]
+) -> list[tuple[Finding, Any]]:
+    """Build each backend as a run would (its extra imports, its options parse, its key is
+    set); each finding with the built backend, or None when it could not be built."""
+    from evalgate.backends.base import BackendContext, backend_class, backend_names
 
     models = [("model", suite.model)]
     if suite.scorer.kind == "judge":
         models.append(("judge", suite.scorer.model))
-    out = []
+    out: list[tuple[Finding, Any]] = []
     for role, settings in models:
         check = f"{label}: {role}"
         if settings.backend not in backend_names():
             out.append(
-                _fail(
-                    check,
-                    f"unknown backend {settings.backend!r}",
-                    f"use one of: {', '.join(backend_names())}",
+                (
+                    _fail(
+                        check,
+                        f"unknown backend {settings.backend!r}",
+                        f"use one of: {', '.join(backend_names())}",
+                    ),
+                    None,
                 )
             )
             continue
@@ -215,11 +332,38 @@ def _check_backends(loaded: LoadedConfig, label: str, suite: Suite) -> list[Find
             try:
                 load_options(settings.options, loaded.root)
             except UserError as exc:
-                out.append(_from_error(check, exc))
+                out.append((_from_error(check, exc), None))
                 continue
         secret = SECRETS.get(settings.backend)
-        needs = f"; needs {secret}" if secret and _needs_key(settings.backend, settings) else ""
-        out.append(_ok(check, f"{settings.backend} {settings.name}{needs}"))
+        key_needed = bool(secret) and _needs_key(settings.backend, settings)
+        try:
+            cls = backend_class(settings.backend)
+        except MissingExtraError as exc:
+            out.append((_from_error(check, exc), None))
+            continue
+        if key_needed and secret and not env.get(secret):
+            # A run here would stop at once; in CI the key comes from the workflow's secret,
+            # which the workflow checks below look for.
+            make = _fail if env.get("CI") else _warn
+            out.append(
+                (
+                    make(
+                        check,
+                        f"{settings.backend} {settings.name}: {secret} is not set here, so "
+                        "`evalgate run` would stop before its first call",
+                        f"export {secret}=... to run locally; in CI pass the {secret} secret",
+                    ),
+                    None,
+                )
+            )
+            continue
+        try:
+            backend = cls(settings, BackendContext(base_dir=loaded.root, env=dict(env)))
+        except UserError as exc:
+            out.append((_from_error(check, exc), None))
+            continue
+        needs = f"; {secret} is set" if key_needed else ""
+        out.append((_ok(check, f"{settings.backend} {settings.name} builds{needs}"), backend))
     return out
 
 
@@ -762,8 +906,17 @@ def _check_gitignore(repo: Path, state_dir: Path) -> list[Finding]:
     ]
 
 
-def doctor(repo: Path, config_path: Path, suite: str | None = None) -> DoctorReport:
-    """Check a repository's evalgate setup: config, prompts, cases, split, workflows, ignores."""
+def doctor(
+    repo: Path,
+    config_path: Path,
+    suite: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DoctorReport:
+    """Check a repository's evalgate setup: config, prompts, cases, split, workflows, ignores.
+
+    ``env`` is the environment `evalgate run` would see (the composition root's): the backend
+    is built with it as a run builds it, so a missing extra or key is found here."""
+    env = dict(env or {})
     findings: list[Finding] = []
     loaded = None
     try:
@@ -781,7 +934,7 @@ def doctor(repo: Path, config_path: Path, suite: str | None = None) -> DoctorRep
             findings.append(_from_error("config", exc))
             chosen = []
         for name, entry in chosen:
-            findings += _check_suite(loaded, name, entry)
+            findings += _check_suite(loaded, name, entry, env)
     findings += _check_workflows(repo, config_path, loaded)
     state_dir = loaded.state_dir if loaded else config_path.parent / STATE_DIR
     findings += _check_gitignore(repo, state_dir)

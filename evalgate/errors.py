@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evalgate import install_line
 from evalgate.redact import redact
 
 
@@ -44,9 +50,110 @@ class MissingExtraError(BackendError):
     def __init__(self, feature: str, extra: str) -> None:
         super().__init__(
             f"{feature} needs an optional dependency that is not installed",
-            fix=f'pip install "evalgate[{extra}]"',
+            fix=install_line(extra),
         )
 
 
 class RunFileError(UserError):
     """A saved run cannot be found or read."""
+
+
+# pydantic's messages by error type, in the house form ("should be ..."); a message of a type
+# not listed keeps pydantic's text, with "Input should" and "Value error, " rewritten.
+_PHRASES: dict[str, str] = {
+    "string_type": "should be text",
+    "int_type": "should be a whole number",
+    "int_parsing": "should be a whole number",
+    "int_from_float": "should be a whole number",
+    "float_type": "should be a number",
+    "float_parsing": "should be a number",
+    "bool_type": "should be true or false",
+    "bool_parsing": "should be true or false",
+    "list_type": "should be a list",
+    "dict_type": "should be a mapping (key: value lines)",
+    "model_type": "should be a mapping (key: value lines)",
+    "model_attributes_type": "should be a mapping (key: value lines)",
+    "none_required": "should be null",
+}
+
+
+def did_you_mean(word: object, choices: Sequence[str]) -> str | None:
+    """The choice ``word`` is most likely a typo of, if any is close enough."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def describe_validation(error: Any, *, tag_noun: str = "kind") -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as the house says it: what
+    is wrong and what was found, never pydantic's own phrasing ("Input should be ...")."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    found = error.get("input")
+    shown = "" if isinstance(found, dict | list) else f" (found {found!r})"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        tag = ctx.get("tag")
+        tags = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
+        guess = did_you_mean(tag, tags)
+        return f"unknown {tag_noun} {tag!r}" + (f"; did you mean {guess}?" if guess else "")
+    if kind == "union_tag_not_found":
+        return "needs a kind"
+    if kind == "literal_error":
+        return f"should be {ctx.get('expected', 'one of the allowed values')}{shown}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        words = {
+            "greater_than": "greater than",
+            "greater_than_equal": "at least",
+            "less_than": "less than",
+            "less_than_equal": "at most",
+        }[kind]
+        limit = next(iter(ctx.values()), "?")
+        return f"should be {words} {limit}{shown}"
+    if kind in ("too_short", "too_long"):
+        bound = ctx.get("min_length" if kind == "too_short" else "max_length")
+        words = "at least" if kind == "too_short" else "at most"
+        return f"should have {words} {bound} item{'s' if bound != 1 else ''}"
+    if kind in _PHRASES:
+        return _PHRASES[kind] + shown
+    msg = str(error["msg"])
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if msg.startswith("Input should"):
+        msg = "should" + msg.removeprefix("Input should")
+    elif msg[:1].isupper() and not msg[1:2].isupper():
+        msg = msg[0].lower() + msg[1:]
+    return msg + shown
+
+
+def _parent(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    return loc[:-1]
+
+
+def first_validation_error(
+    errors: list[Any], allowed: Callable[[tuple[Any, ...]], list[str] | None]
+) -> tuple[Any, str | None, int]:
+    """The error to show, the key an unknown key is likely a typo of, and how many others
+    (``allowed`` gives the keys allowed where an unknown key was found).
+
+    An unknown key is shown before anything else: a misspelt required key (``scorrer:``) is
+    reported as the typo it is, not as the required key it leaves missing."""
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    ordered = unknown + [e for e in errors if e["type"] not in ("extra_forbidden", "missing")]
+    ordered += [e for e in errors if e["type"] == "missing"]
+    first = ordered[0]
+    guess = None
+    explained = {id(first)}
+    if first["type"] == "extra_forbidden":
+        guess = did_you_mean(first["loc"][-1], allowed(first["loc"]) or [])
+        for other in errors:
+            # The required key the typo leaves missing is the same mistake, not one more.
+            if (
+                other["type"] == "missing"
+                and guess is not None
+                and _parent(other["loc"]) == _parent(first["loc"])
+                and str(other["loc"][-1]) == guess
+            ):
+                explained.add(id(other))
+    return first, guess, len(errors) - len(explained)

@@ -29,6 +29,11 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.config import DEFAULT_CONFIG, load_config, parse_config
 from evalgate.errors import UserError
+from evalgate.split import (
+    STARTING_HOLDOUT_FRACTION,
+    STARTING_HOLDOUT_MIN_CASES,
+    starting_holdout_fraction,
+)
 from evalgate.templating import compile_template, render
 
 if TYPE_CHECKING:
@@ -64,10 +69,6 @@ CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2"
 CACHE = "actions/cache@1bd1e32a3bdc45362d1e726936510720a7c30a57 # v4.2.0"
 UPLOAD = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2"
 
-# A holdout of about 0.3 x 150 = 45 cases clears the default min_holdout (40): below that, init
-# starts the suite without a holdout rather than with one too small to read.
-HOLDOUT_FRACTION = 0.3
-HOLDOUT_MIN_CASES = 150
 
 PROMPT_FOLDERS = ("prompts", "prompt")
 PROMPT_SUFFIXES = (".txt", ".md", ".j2", ".jinja", ".prompt")
@@ -276,6 +277,8 @@ class InitOptions:
     command: str | None = None
     suite: str | None = None
     branch: str | None = None
+    id_field: str | None = None
+    input_fields: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -410,28 +413,106 @@ def _template(inputs: list[str]) -> str:
     return "".join(parts)
 
 
+# Field names that identify a case, a ticket or a thread: never what the model should read.
+ID_LIKE = re.compile(
+    r"(^|[_-])(id|ids|uuid|guid|key|ref)$|[a-z]Id$|^(ticket|thread|conversation)(_?no|_?number)?$",
+    re.IGNORECASE,
+)
+
+
+def _values(records: list[dict[str, Any]], key: str) -> list[Any]:
+    return [r[key] for r in records if r.get(key) is not None]
+
+
+def _token_like(values: list[Any]) -> bool:
+    """Scalars without whitespace (T-1042, 8f3a..., 17): what ids look like, not prose."""
+    return bool(values) and all(
+        isinstance(v, str | int) and not isinstance(v, bool) and not re.search(r"\s", str(v))
+        for v in values
+    )
+
+
+def _id_like(records: list[dict[str, Any]], key: str) -> bool:
+    return bool(ID_LIKE.search(key)) and _token_like(_values(records, key))
+
+
+def detect_id_field(records: list[dict[str, Any]], keys: list[str]) -> str | None:
+    """The field naming each case: a known id name, else an id-like name with unique values."""
+    for key in (*ID_FIELDS, *keys):
+        values = _values(records, key)
+        known = key in ID_FIELDS
+        if key in keys and values and (known or _id_like(records, key)):
+            if _token_like(values) and len(set(map(str, values))) == len(values):
+                return key
+            if known and key == "id":
+                return key  # duplicates are reported when the cases load
+    return None
+
+
+def detect_expected_field(
+    records: list[dict[str, Any]], keys: list[str], id_field: str | None
+) -> str:
+    """The expected answer: a known name, else a field of short labels that repeat."""
+    found = next((k for k in EXPECTED_FIELDS if k in keys), None)
+    if found is not None:
+        return found
+    for key in keys:
+        if key == id_field or _id_like(records, key):
+            continue
+        values = _values(records, key)
+        labels = {v for v in values if isinstance(v, str) and len(v) <= 40}
+        if values and len(labels) == len(set(map(str, values))) and len(labels) < len(values):
+            return key
+    return "expected"
+
+
 def _fields(
-    records: list[dict[str, Any]], expected: str | None, scorer: str
+    records: list[dict[str, Any]],
+    expected: str | None,
+    scorer: str,
+    id_field: str | None = None,
+    inputs: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The fields mapping for cases like ``records``, and what the user should look at."""
+    """The fields mapping for cases like ``records``, and what the user should look at.
+
+    What is not given is detected: the id (a known name, or an id-like field whose values are
+    unique), the expected answer (a known name, or short labels that repeat) and the inputs
+    (every other field, less ids such as a ticket or thread number: they would reach the model)."""
     notes: list[str] = []
     keys = list(dict.fromkeys(k for r in records for k in r))
-    id_field = next((k for k in ID_FIELDS if k in keys), "id")
+    id_field = id_field or detect_id_field(records, keys) or "id"
     if id_field not in keys:
-        notes.append("the cases have no id field: give every case an `id`")
-    expected = expected or next((k for k in EXPECTED_FIELDS if k in keys), "expected")
+        notes.append(
+            f"the cases have no {id_field!r} field: give every case an id, or name the field "
+            "that is one with --id-field"
+        )
+    expected = expected or detect_expected_field(records, keys, id_field)
     group = next((k for k in GROUP_FIELDS if k in keys), None)
     if "category" in keys:
         category: str | None = "category"
     else:
         category = expected if scorer == "label" else None
-    taken = {id_field, expected, group, category, *NOT_INPUT}
-    inputs = [k for k in keys if k not in taken]
-    if not inputs:
-        notes.append(
-            "no field besides the id and the expected answer: set fields.input in evalgate.yml"
-        )
-        inputs = [expected]
+    if inputs is None:
+        taken = {id_field, expected, group, category, *NOT_INPUT}
+        inputs = [k for k in keys if k not in taken and not _id_like(records, k)]
+        left_out = [k for k in keys if k not in taken and k not in inputs]
+        if left_out:
+            notes.append(
+                f"left out of the model's input as ids: {', '.join(left_out)} (change it with "
+                "--input-fields or fields.input)"
+            )
+        if not inputs:
+            notes.append(
+                "no field besides the id and the expected answer: set fields.input in evalgate.yml"
+            )
+            inputs = [expected]
+    else:
+        missing = [k for k in inputs if records and k not in keys]
+        if missing:
+            raise UserError(
+                f"--input-fields names {', '.join(map(repr, missing))}, not in the cases",
+                fix=f"the cases' fields: {', '.join(keys)}",
+            )
     return {
         "id": id_field,
         "input": inputs,
@@ -453,6 +534,8 @@ class Answers:
     command: list[str] | None
     scorer: str
     expected: str
+    id_field: str | None = None
+    inputs: list[str] | None = None
 
 
 def _answers(root: Path, given: InitOptions, ask: Ask | None, starter: list[Any]) -> Answers:
@@ -471,11 +554,24 @@ def _answers(root: Path, given: InitOptions, ask: Ask | None, starter: list[Any]
             )
     scorer = _choose(ask, "Scorer", given.scorer, "label", SCORERS)
     records, _ = read_sample(_expand(root, cases))
-    detected, _ = _fields(records or starter, None, scorer)
+    sample = records or starter
+    detected, _ = _fields(sample, given.field, scorer, given.id_field, given.input_fields)
     expected = _choose(
         ask, "Case field with the expected answer", given.field, str(detected["expected"])
     )
-    return Answers(prompts, cases, backend, model, command, scorer, expected)
+    if not records:
+        # Starter cases are written with init's own fields: only the expected name is asked.
+        return Answers(prompts, cases, backend, model, command, scorer, expected)
+    detected, _ = _fields(sample, expected, scorer, given.id_field, given.input_fields)
+    id_field = _choose(ask, "Case field with the id", given.id_field, str(detected["id"]))
+    detected, _ = _fields(sample, expected, scorer, id_field, given.input_fields)
+    shown = ", ".join(detected["input"])
+    given_inputs = ", ".join(given.input_fields) if given.input_fields is not None else None
+    answer = _choose(ask, "Case fields the model reads (comma-separated)", given_inputs, shown)
+    inputs: list[str] | None = [k.strip() for k in answer.split(",") if k.strip()]
+    if answer == shown and given.input_fields is None:
+        inputs = None  # the detected default: detected again, with its notes, when planning
+    return Answers(prompts, cases, backend, model, command, scorer, expected, id_field, inputs)
 
 
 def _workflow_text(config_rel: str, used: list[str], branch: str) -> str:
@@ -546,7 +642,7 @@ def plan_init(
         cases = cases if fnmatch.fnmatchcase(path, cases) else path
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         files.append(PlannedFile(root / path, text, f"{total} starter cases", starter=True))
-    fields, notes = _fields(records, a.expected, a.scorer)
+    fields, notes = _fields(records, a.expected, a.scorer, a.id_field, a.inputs)
 
     prompts = a.prompts
     prompt_files = _expand(root, prompts)
@@ -566,11 +662,12 @@ def plan_init(
         (a.backend, a.model) if real else ("anthropic", DEFAULT_MODELS["anthropic"])
     )
     used = [a.backend] + ([judge_backend] if a.scorer == "judge" else [])
-    fraction = HOLDOUT_FRACTION if total >= HOLDOUT_MIN_CASES else 0.0
+    fraction = starting_holdout_fraction(total)
     holdout_note = (
         "About 30% of groups; `evalgate split` counts them and checks for leaks."
         if fraction
-        else f"None yet: set {HOLDOUT_FRACTION} once there are about {HOLDOUT_MIN_CASES} cases "
+        else f"None yet: set {STARTING_HOLDOUT_FRACTION} once there are about "
+        f"{STARTING_HOLDOUT_MIN_CASES} cases "
         "(`evalgate split` checks it)."
     )
     config_text = _render(

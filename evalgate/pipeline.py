@@ -17,7 +17,7 @@ from evalgate.backends.base import Backend, Message, Request
 from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, check_agent_case, hash_cases, load_cases, parse_case
 from evalgate.config import LoadedConfig, Suite
-from evalgate.errors import CaseFileError, ConfigError, UserError
+from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.runner import Cache, Job, ProgressCallback, execute
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
@@ -57,10 +57,12 @@ class Prompt:
 def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
     versions = loaded.prompt_files(suite)
     if version not in versions:
+        close = did_you_mean(version, sorted(versions))
         raise UserError(
             f"unknown prompt version {version!r}",
             where=str(loaded.path),
-            fix=f"versions of this suite: {', '.join(sorted(versions))}",
+            fix=(f"did you mean {close}? " if close else "")
+            + f"prompt versions: {', '.join(sorted(versions))}",
         )
     path = versions[version]
     raw = files.read_text(path, "prompt file")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalgate.errors import RunFileError
+from evalgate.errors import RunFileError, describe_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import redact, redact_held
 from evalgate.trajectory import Step
@@ -221,7 +221,7 @@ def read_run(path: Path) -> Run:
         error = exc.errors()[0]
         loc = ".".join(str(p) for p in error["loc"])
         raise RunFileError(
-            f"not a run file of this evalgate version: {loc}: {error['msg']}",
+            f"not a run file of this evalgate version: {loc}: {describe_validation(error)}",
             where=str(path),
             fix="re-create it with `evalgate run`",
         ) from None
@@ -253,9 +253,11 @@ def find_run(ref: str, state_dir: Path) -> Run:
         runs = [r for _, r in iter_runs(state_dir) if not version or r.prompt.name == version]
         if runs:
             return max(runs, key=lambda r: r.created_at)
+        prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
         raise RunFileError(
             f"no saved run of prompt {version!r}" if version else "no saved runs",
-            fix="make one with `evalgate run VERSION`",
+            fix=(f"saved runs are of prompts {', '.join(prompts)}; or " if prompts else "")
+            + "make one with `evalgate run VERSION`",
         )
     matches = [p for p in candidates if p.stem.startswith(ref)]
     if len(matches) == 1:
@@ -263,7 +265,9 @@ def find_run(ref: str, state_dir: Path) -> Run:
     if len(matches) > 1:
         names = ", ".join(p.stem for p in matches[:5])
         raise RunFileError(f"{ref!r} matches {len(matches)} runs: {names}", fix="be more specific")
+    newest = sorted(candidates, key=lambda p: p.stat().st_mtime, reverse=True)[:3]
+    known = f"the newest: {', '.join(p.stem for p in newest)}; " if newest else ""
     raise RunFileError(
         f"no run named {ref!r} in {folder}",
-        fix="see `evalgate list`, or pass a run file's path",
+        fix=f"{known}see `evalgate list`, or pass a run file's path or latest:VERSION",
     )

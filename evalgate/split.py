@@ -18,6 +18,17 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.cases import Case, SplitName
 from evalgate.config import Fields, SplitPolicy
 
+# A holdout of about 0.3 x 150 = 45 cases clears the default min_holdout (40): below that, a new
+# suite (init, an imported snippet) starts without a holdout rather than with one too small to
+# read, and every case stays in dev.
+STARTING_HOLDOUT_FRACTION = 0.3
+STARTING_HOLDOUT_MIN_CASES = 150
+
+
+def starting_holdout_fraction(cases: int) -> float:
+    """The holdout fraction a new suite of ``cases`` cases starts with."""
+    return STARTING_HOLDOUT_FRACTION if cases >= STARTING_HOLDOUT_MIN_CASES else 0.0
+
 
 def group_key(case: Case, policy: SplitPolicy) -> str:
     if policy.group_field is not None:

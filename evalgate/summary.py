@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from statistics import fmean
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,6 +48,23 @@ class WrongCase(BaseModel):
     expected: str
     answer: str
     message: str
+
+
+class FailedCase(BaseModel):
+    """A dev or regression case that was answered wrong, or that errored, with the reason."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    split: str
+    outcome: Literal["wrong", "error"]
+    expected: str
+    answer: str
+    # For a wrong case an excerpt of its input; for an errored one the error, as the run saw it.
+    reason: str
+    error_kind: str | None = None
+    # The reply's text when the scorer found no answer in it (what to fix is then the format).
+    reply: str | None = None
 
 
 class WorstCategory(BaseModel):
@@ -115,6 +132,10 @@ class RunSummary(BaseModel):
     scored: int
     errors: int
     error_kinds: list[tuple[str, int]]
+    # Scored cases answered wrong (score below one half), and the first wrong and errored cases
+    # in the run's order (errors first: they say why nothing was scored).
+    wrong: int = 0
+    failed: list[FailedCase] = []
     incomplete: bool
     interrupted: bool
     accuracy: Rate
@@ -168,7 +189,32 @@ def _rates(cases: list[CaseResult]) -> tuple[Rate, Rate]:
     )
 
 
-def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8) -> RunSummary:
+def _failed(cases: list[CaseResult], show: int) -> list[FailedCase]:
+    errored = [c for c in cases if c.error is not None]
+    wrong = [c for c in cases if c.error is None and not c.passed]
+    rows = []
+    for c in [*errored, *wrong][: max(show, 0)]:
+        error = c.error
+        kind = next((o.error_kind for o in c.outcomes if o.error is not None), None)
+        rows.append(
+            FailedCase(
+                id=c.id,
+                split=c.split,
+                outcome="wrong" if error is None else "error",
+                expected=expected_label(c.expected),
+                answer=_label(c.answer),
+                reason=c.message() if error is None else error,
+                error_kind=kind,
+                reply=c.outcomes[0].text if error is None and c.answer is None else None,
+            )
+        )
+    return rows
+
+
+def summarise(
+    run: Run, *, price_as: str | None = None, worst_examples: int = 8, show: int = 10
+) -> RunSummary:
+    """The run's report. ``show`` bounds the wrong and errored cases listed by id."""
     # Holdout cases are reported only in aggregate, by `evalgate release`: a run report counts
     # them and their calls, and shows nothing else of them (they carry no label or answer).
     cases = [c for c in run.cases if c.split != "holdout"]
@@ -273,6 +319,8 @@ def summarise(run: Run, *, price_as: str | None = None, worst_examples: int = 8)
         scored=len(scored),
         errors=sum(1 for c in cases if c.error is not None),
         error_kinds=kinds.most_common(),
+        wrong=sum(1 for c in scored if not c.passed),
+        failed=_failed(cases, show),
         incomplete=run.incomplete,
         interrupted=run.interrupted,
         accuracy=accuracy,

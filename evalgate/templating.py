@@ -18,6 +18,13 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
 
+
+def _null_is_empty(value: Any) -> Any:
+    """The documented rule for null case fields: ``{{ field }}`` renders nothing, never "None"
+    (a field missing from a case is still an error; test a null one with ``{% if field %}``)."""
+    return "" if value is None else value
+
+
 # The longest string or list, and the largest number of digits, one operation of a template
 # may make: `{{ "x" * 10**12 }}` is refused instead of filling the memory.
 MAX_PRODUCT = 1_000_000
@@ -46,6 +53,7 @@ _ENV = _Sandbox(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,  # prompts are plain text sent to a model, not HTML
+    finalize=_null_is_empty,
 )
 
 
@@ -103,3 +111,22 @@ def render_turn(template: jinja2.Template, case_input: dict[str, Any], where: st
         "input", next(iter(case_input.values())) if len(case_input) == 1 else case_input
     )
     return render(template, context, where)
+
+
+def syntax_error(source: str) -> tuple[str, int] | None:
+    """The first syntax error of a template and its 1-based line in ``source``, or None."""
+    try:
+        _ENV.parse(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return exc.message or "invalid syntax", exc.lineno
+    return None
+
+
+def variables(source: str) -> set[str] | None:
+    """The names a template reads, or None when it does not parse."""
+    from jinja2 import meta
+
+    try:
+        return set(meta.find_undeclared_variables(_ENV.parse(source)))
+    except jinja2.TemplateSyntaxError:
+        return None

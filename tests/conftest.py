@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -289,3 +290,64 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
         return code, out.getvalue(), err.getvalue()
 
     return run
+
+
+# An application that answers "spam" to every message, or fails as MODE says.
+TRIAGE_APP = r"""
+import json, os, sys
+case = json.load(sys.stdin)
+if os.environ.get("MODE") == "crash":
+    sys.stderr.write("KeyError: 'thread'\n")
+    sys.exit(4)
+if os.environ.get("MODE") == "echo":  # the user turn it was sent, as the label
+    print(json.dumps({"label": case["messages"][-1]["content"]}))
+    sys.exit(0)
+print(json.dumps({"label": "spam"}) if os.environ.get("MODE") == "ok" else "Spam, I think.")
+"""
+
+
+def triage_workspace(
+    root: Path,
+    *,
+    mode: str = "ok",
+    labels: tuple[str, ...] = (),
+    command: str | None = None,
+    fields: str = "{id: ticket, input: [body], expected: label, category: null}",
+    template: str = "{{ body }}",
+    model: str | None = None,
+) -> Path:
+    """A suite with no categories: four e-mails (fields ticket, thread, body, label), a
+    `command` backend (TRIAGE_APP, or ``command``; ``model`` replaces the whole model mapping,
+    as flow YAML), one prompt version."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "prompts").mkdir(exist_ok=True)
+    (root / "prompts" / "v1.txt").write_text("Triage the e-mail.\n", encoding="utf-8")
+    (root / "app.py").write_text(TRIAGE_APP, encoding="utf-8")
+    labels = labels or ("spam", "spam", "urgent", "normal")
+    rows = [
+        {"ticket": f"T-{i}", "thread": f"th-{i}", "body": f"message number {i}", "label": label}
+        for i, label in enumerate(labels, 1)
+    ]
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    app = f"[{json.dumps(sys.executable)}, app.py]"
+    (root / "evalgate.yml").write_text(
+        "version: 1\n"
+        "suites:\n"
+        "  triage:\n"
+        "    prompts: prompts/*.txt\n"
+        "    cases: cases.jsonl\n"
+        f"    fields: {fields}\n"
+        f"    template: {json.dumps(template)}\n"
+        + (
+            f"    model: {model}\n"
+            if model
+            else "    model:\n"
+            "      backend: command\n"
+            "      name: triage-app\n"
+            f"      options: {{command: {command or app}, env: {{MODE: {mode}}}}}\n"
+        )
+        + "    scorer: {kind: label, field: label}\n"
+        "    split: {holdout_fraction: 0}\n",
+        encoding="utf-8",
+    )
+    return root

@@ -296,7 +296,7 @@ suites:
     [
         (
             "    scorer: {kind: tool_used, tools: [a]}\n",
-            "x.yml:3: suites.s: Value error, a tool_sequence, tool_used, tool_not_used or "
+            "x.yml:3: suites.s: a tool_sequence, tool_used, tool_not_used or "
             "max_steps scorer needs tools",
         ),
         (
@@ -305,7 +305,7 @@ suites:
         ),
         (
             "    scorer: {kind: tool_sequence}\n    tools: [{name: 'a b'}]\n",
-            "suites.s.tools.0.name: String should match pattern",
+            "suites.s.tools.0.name: string should match pattern",
         ),
         (
             "    scorer: {kind: tool_sequence}\n    tools: [{name: a, input_schema: {type: string}}]\n",
@@ -314,7 +314,7 @@ suites:
         (
             "    scorer: {kind: all_of, scorers: [{kind: tool_sequence, match: fuzzy}]}\n"
             "    tools: [{name: a}]\n",
-            "suites.s.scorer.scorers.0.tool_sequence.match: Input should be 'exact'",
+            "suites.s.scorer.scorers.0.tool_sequence.match: should be 'exact'",
         ),
     ],
 )

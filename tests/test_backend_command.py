@@ -33,6 +33,8 @@ elif mode == "json":
                       "output_tokens": 7, "stop_reason": "end_turn"}))
 elif mode == "echo":
     print(json.dumps({k: case[k] for k in sorted(case)}))
+elif mode == "raw":
+    print(os.environ["REPLY"])
 elif mode == "fail":
     sys.stderr.write("HEAD-" + "x" * 2000 + "-Traceback: KeyError: 'price'\n")
     sys.exit(3)
@@ -156,3 +158,62 @@ def test_a_run_through_the_runner_scores_every_case(app: Path) -> None:
     assert [o.answer for o in outcomes] == ["booking", "quote", "other", "booking", "other"]
     assert [o.score for o in outcomes] == [1.0, 1.0, 1.0, 1.0, 0.0]
     assert all(o.format_ok and o.input_tokens == 42 for o in outcomes)
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        ('{"text": 5}', '"text": 5 (int), not a string'),
+        ('{"text": null}', '"text": null (NoneType), not a string'),
+        ('{"text": ["a"]}', '"text": ["a"] (list), not a string'),
+        ('{"text": "ok", "input_tokens": "12"}', '"input_tokens": "12" (str), not a whole number'),
+        ('{"text": "ok", "output_tokens": 1.5}', '"output_tokens": 1.5 (float)'),
+        ('{"text": "ok", "output_tokens": true}', '"output_tokens": true (bool)'),
+        ('{"text": "ok", "input_tokens": -3}', '"input_tokens": -3, a negative count'),
+        ('{"text": "ok", "stop_reason": 7}', '"stop_reason": 7 (int), not a string or null'),
+    ],
+)
+def test_a_json_reply_of_the_wrong_type_is_an_error_with_the_reason(
+    app: Path, reply: str, says: str
+) -> None:
+    got = backend(app, mode="raw", env={"MODE": "raw", "REPLY": reply}).complete(request("hi"))
+    assert got.error_kind == "command"
+    assert got.text == ""
+    assert (got.error or "").startswith("the program's JSON reply has ")
+    assert says in (got.error or "")
+
+
+def test_a_json_object_without_text_is_the_reply_itself(app: Path) -> None:
+    got = backend(app, env={"MODE": "raw", "REPLY": '{"category": "quote"}'}).complete(
+        request("hi")
+    )
+    assert got.error is None
+    assert json.loads(got.text) == {"category": "quote"}
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (
+            {"comand": ["python", "app.py"]},
+            "model.options.comand: unknown key; did you mean command? (allowed here: command, "
+            "timeout_s, env",
+        ),
+        (
+            {"command": "x", "timeout_s": "lots"},
+            "model.options.timeout_s: should be a number (found 'lots')",
+        ),
+        (
+            {"command": "x", "timeout_s": 0},
+            "model.options.timeout_s: should be greater than 0.0 (found 0)",
+        ),
+    ],
+)
+def test_bad_options_are_said_in_the_house_form(
+    tmp_path: Path, options: dict[str, Any], says: str
+) -> None:
+    settings = ModelSettings(backend="command", name="my-app", options=options)
+    with pytest.raises(BackendError) as caught:
+        CommandBackend(settings, BackendContext(base_dir=tmp_path))
+    assert str(caught.value).startswith(says)
+    assert "Input should" not in str(caught.value) and "Extra inputs" not in str(caught.value)

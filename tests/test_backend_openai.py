@@ -99,7 +99,10 @@ def test_without_the_extra_the_message_gives_the_install_command() -> None:
         "except MissingExtraError as e:\n    print(e)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install "evalgate[openai]"' in done.stdout
+    assert (
+        'pip install "pr-evalgate[openai] @ git+https://github.com/evalgate/evalgate@v0"'
+        in done.stdout
+    )
 
 
 def test_registry_finds_the_backend() -> None:

@@ -405,3 +405,24 @@ def test_yaml_punctuation_soup_gives_cases_or_a_case_file_error(scratch: Path, t
     # Random bytes rarely parse as YAML; text made of YAML's own punctuation reaches anchors,
     # tags, flow collections and block scalars.
     load_or_case_file_error(scratch / "soup.yaml", ("- " + text).encode())
+
+
+LFS_POINTER = (
+    "version https://git-lfs.github.com/spec/v1\n"
+    "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+    "size 12345\n"
+)
+
+
+@pytest.mark.parametrize("name", ["cases.jsonl", "cases.yaml"])
+def test_a_git_lfs_pointer_says_to_pull_the_file(tmp_path: Path, name: str) -> None:
+    from evalgate.cases import read_case_bytes
+
+    path = tmp_path / name
+    path.write_text(LFS_POINTER)
+    with pytest.raises(CaseFileError) as caught:
+        read_case_bytes(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:1: is a Git LFS pointer")
+    assert "git lfs pull" in message
+    assert "invalid JSON" not in message

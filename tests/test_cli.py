@@ -1,7 +1,8 @@
 """The CLI end to end: real processes (`python -m evalgate`) on a copy of the bike-shop example,
 and the same entry point in-process for the many bad-input cases.
 
-Exit codes (documented in `evalgate --help`): 0 ok, 1 a failed gate, 2 a usage or input error.
+Exit codes (documented in `evalgate --help`): 0 ok, 1 a failed gate, 2 a usage or input error,
+3 an incomplete run.
 A user error is one line `error: ...` on stderr, with no traceback.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_example
+from conftest import copy_example, triage_workspace
 
 from evalgate.cli import build_parser, main
 from evalgate.runs import runs_dir
@@ -212,6 +213,19 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
         ["evalgate.yml:", "suites.bike-shop.model.max_tokenz: unknown key", "max_tokens"],
     ),
     (
+        "misspelt-required-key",
+        lambda root: edit(root / "evalgate.yml", "    scorer:\n", "    scorrer:\n"),
+        ["run", "v2"],
+        ["suites.bike-shop.scorrer: unknown key; did you mean scorer?", "rename it to scorer"],
+    ),
+    (
+        "template-syntax",
+        lambda root: edit(root / "evalgate.yml", "      {{ message }}\n", "      {{ message }\n"),
+        ["run", "v2"],
+        # "template: |" is line 20 of the example's evalgate.yml; "{{ message }}" line 22.
+        ["evalgate.yml:22: suites.bike-shop.template: template syntax error"],
+    ),
+    (
         "bad-case-file",
         break_case_file,
         ["run", "v2"],
@@ -220,8 +234,8 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
     (
         "unknown-version",
         lambda root: None,
-        ["run", "v9"],
-        ["unknown prompt version 'v9'", "v1, v2, v3"],
+        ["run", "v22"],
+        ["unknown prompt version 'v22'", "did you mean v2? prompt versions: v1, v2, v3"],
     ),
     (
         "unknown-run",
@@ -313,4 +327,224 @@ def test_help_lists_every_subcommand_and_the_exit_codes(
     for command in commands:
         assert re.search(rf"^\s+{command}\s+\S", text, re.MULTILINE), command
     folded = " ".join(text.split())
-    assert "Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error." in folded
+    assert (
+        "Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error, 3 an incomplete run."
+        in folded
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Failures are visible: the run report lists wrong and errored cases with their reasons, and
+# an incomplete run exits 3, whatever the suite's categories.
+# ------------------------------------------------------------------------------------------
+
+
+def test_run_lists_wrong_cases_of_a_suite_without_categories(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage")
+    code, out, _ = cli("run", "v1", "--config", str(root / "evalgate.yml"))
+    assert code == 0
+    # The app answers "spam" to all four: T-3 (urgent) and T-4 (normal) are wrong.
+    assert "Failed cases  0 errored, 2 wrong\n" in out
+    assert re.findall(r"^  WRONG (\S+): expected (\S+), answered (\S+):", out, re.MULTILINE) == [
+        ("T-3", "urgent", "spam"),
+        ("T-4", "normal", "spam"),
+    ]
+
+
+def test_an_all_errored_run_exits_3_and_shows_why(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="crash")
+    config = str(root / "evalgate.yml")
+    code, out, err = cli("run", "v1", "--config", config, "--show", "2")
+    assert code == 3
+    assert "Failed cases  4 errored, 0 wrong; the first 2 (--show N lists more)" in out
+    errors = re.findall(r"^  ERROR (\S+): \[command\] (.*)$", out, re.MULTILINE)
+    assert [case for case, _ in errors] == ["T-1", "T-2"]
+    assert all("exit code 4" in why and "KeyError: 'thread'" in why for _, why in errors)
+    assert "the run is incomplete: 4 of 4 cases errored" in err
+    # The saved run reports the same, with the same exit code.
+    code, out, _ = cli("report", "latest:v1", "--config", config)
+    assert code == 3
+    assert len(re.findall(r"^  ERROR T-\d: ", out, re.MULTILINE)) == 4
+    code, out, _ = cli("report", "latest:v1", "--config", config, "--json")
+    assert code == 3
+    report = json.loads(out)
+    assert report["errors"] == 4 and report["incomplete"] is True
+    assert [f["outcome"] for f in report["failed"]] == ["error"] * 4
+
+
+def test_a_reply_without_an_answer_is_shown_beside_the_wrong_case(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="prose")
+    code, out, _ = cli("run", "v1", "--config", str(root / "evalgate.yml"), "--show", "1")
+    assert code == 0
+    assert "Failed cases  0 errored, 4 wrong; the first 1 (--show N lists more)" in out
+    assert '  WRONG T-1: expected spam, answered (none) (reply "Spam, I think."): ' in out
+
+
+# ------------------------------------------------------------------------------------------
+# --json everywhere: every command takes it, and an error is then a JSON object on stdout.
+# ------------------------------------------------------------------------------------------
+
+
+def leaf_commands() -> list[tuple[str, ...]]:
+    """Every command path a user runs (the container's `action` entry point aside)."""
+    paths: list[tuple[str, ...]] = []
+
+    def walk(parser: Any, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        if not subs:
+            paths.append(path)
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, (*path, name))
+
+    walk(build_parser(), ())
+    return [p for p in paths if p != ("action",)]
+
+
+def test_every_command_takes_json() -> None:
+    for path in leaf_commands():
+        sub = build_parser()
+        for name in path:
+            [subs] = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
+            sub = subs.choices[name]
+        flags = {flag for a in sub._actions for flag in a.option_strings}
+        assert "--json" in flags, " ".join(path)
+
+
+# Arguments that get each command past argparse to where it reads the (missing) config.
+ARGS = {
+    ("run",): ["v1"],
+    ("noise",): ["v1"],
+    ("gate",): ["--baseline", "a", "--candidate", "b"],
+    ("release",): ["v1"],
+    ("audit",): ["v2", "--baseline", "v1"],
+    ("holdout", "add"): ["file.jsonl"],
+    ("holdout", "retire"): ["x"],
+    ("baseline", "pull"): ["--repo", "o/r", "--out", "out"],
+    ("merge",): ["a.json"],
+    ("import",): ["promptfoo", "missing.yaml"],
+    ("report",): ["r"],
+    ("compare",): ["a", "b"],
+}
+SUCCEEDS_WITHOUT_CONFIG = {("demo",), ("completion",), ("init",), ("doctor",)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in leaf_commands() if p not in SUCCEEDS_WITHOUT_CONFIG],
+    ids=" ".join,
+)
+def test_a_json_error_is_an_object_on_stdout_and_exit_2(
+    path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no evalgate.yml, no runs, no files
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    code, out, err = run_in_process(*path, *ARGS.get(path, []), "--json")
+    assert code == 2, (out, err)
+    document = json.loads(out)
+    error = document["error"]
+    assert error["exit_code"] == 2
+    assert error["message"] and error["what"]
+    assert err.startswith("error: ")  # the same line as without --json, on stderr
+
+
+def test_a_json_usage_error_is_an_object_on_stdout_too(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["run", "--json"])
+    assert caught.value.code == 2
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["kind"] == "usage"
+    assert "version" in error["message"]
+    assert "usage: evalgate run" in captured.err
+
+
+def test_completion_as_json(cli: Callable[..., tuple[int, str, str]]) -> None:
+    code, out, _ = cli("completion", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["shell"] == "bash"
+    assert "complete -F _evalgate evalgate" in document["script"]
+
+
+def test_a_mistyped_candidate_lists_the_versions(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = str(bike_shop / "evalgate.yml")
+    assert cli("run", "v2", "--config", config)[0] == 0
+    code, out, err = cli(
+        "gate", "--baseline", "latest:v2", "--candidate", "v33", "--config", config
+    )
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert (
+        "--candidate 'v33' is neither a saved run nor a prompt version of suite bike-shop" in line
+    )
+    assert "did you mean v3? prompt versions: v1, v2, v3" in line
+    code, _, err = cli(
+        "gate", "--baseline", "bike-shop-v9", "--candidate", "v3", "--config", config
+    )
+    assert code == 2
+    assert "no run named 'bike-shop-v9'" in err and "the newest: bike-shop-v2-" in err
+
+
+def test_gate_markdown_honours_show(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = str(bike_shop / "evalgate.yml")
+    assert cli("run", "v1", "--config", config)[0] == 0
+    # v1 -> v2 fixes 116 cases on the fake (bike-shop-v1-v2 golden); none break.
+    code, out, _ = cli(
+        "gate",
+        "--baseline",
+        "latest:v1",
+        "--candidate",
+        "v2",
+        "--format",
+        "markdown",
+        "--show",
+        "2",
+        "--no-save",
+        "--config",
+        config,
+    )
+    assert code == 0  # a pass: nothing broke
+    fixed = out[out.index("<summary>Fixed:") :].split("</details>")[0]
+    rows = [line for line in fixed.splitlines() if line.startswith("| bk-")]
+    assert len(rows) == 2
+
+
+def test_a_null_input_field_reaches_the_model_as_nothing(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="echo", template="[{{ body }}]")
+    rows = [json.loads(x) for x in (root / "cases.jsonl").read_text().splitlines()]
+    rows[0]["body"] = None
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli("run", "v1", "--config", str(root / "evalgate.yml"))
+    assert code == 0, err
+    [saved] = runs_dir(root / ".evalgate").glob("*.json")
+    replies = {c["id"]: c["outcomes"][0]["text"] for c in json.loads(saved.read_text())["cases"]}
+    # The app echoes the user turn it got: "[]" for the null body, never "[None]".
+    assert json.loads(replies["T-1"]) == {"label": "[]"}
+    assert json.loads(replies["T-2"]) == {"label": "[message number 2]"}
+
+
+def test_merging_incomplete_shards_exits_3_and_lists_the_errors(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = triage_workspace(tmp_path / "triage", mode="crash")
+    config = str(root / "evalgate.yml")
+    for shard in ("1/2", "2/2"):
+        assert cli("run", "v1", "--config", config, "--shard", shard)[0] == 3
+    shards = sorted(str(p) for p in runs_dir(root / ".evalgate").glob("*.json"))
+    code, out, err = cli("merge", *shards, "--config", config, "--output", str(tmp_path / "m.json"))
+    assert code == 3
+    assert "Failed cases  4 errored, 0 wrong" in out
+    assert "the run is incomplete: 4 of 4 cases errored" in err

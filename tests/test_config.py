@@ -277,3 +277,76 @@ def test_two_prompt_files_with_one_stem_are_an_error(
     loaded = load_config(path)
     with pytest.raises(ConfigError, match="share the version name 'v1'"):
         loaded.prompt_files(loaded.suite("demo")[1])
+
+
+# ------------------------------------------------------------------------------------------
+# A typo reads as a typo, and pydantic's own phrasing never reaches the user.
+# ------------------------------------------------------------------------------------------
+
+PYDANTIC_PHRASES = (
+    "Input should",
+    "Input tag",
+    "Field required",
+    "Extra inputs",
+    "Value error",
+    "discriminator",
+    "Unable to extract",
+    "valid integer",
+)
+
+
+def test_a_misspelt_required_key_is_an_unknown_key_with_a_suggestion() -> None:
+    message = config_error(MINIMAL.replace("    scorer:", "    scorrer:"))
+    assert message.startswith(
+        "evalgate.yml:10: suites.demo.scorrer: unknown key; did you mean scorer?"
+    )
+    # The scorer it leaves missing is the same mistake: not "(and 1 more)".
+    assert "more)" not in message
+    assert "required key is missing" not in message
+    assert "rename it to scorer; allowed here: " in message
+
+
+def test_a_misspelt_scorer_kind_suggests_the_kind() -> None:
+    message = config_error(MINIMAL.replace("kind: label", "kind: lable"))
+    assert message.startswith(
+        "evalgate.yml:10: suites.demo.scorer: unknown scorer kind 'lable'; did you mean label?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ("kind: label\n", "", "suites.demo.scorer: needs a kind"),
+        ("max_tokens: 64", "max_tokens: lots", "should be a whole number (found 'lots')"),
+        ("max_tokens: 64", "max_tokens: -1", "should be greater than 0 (found -1)"),
+        ("max_tokens: 64", "max_tokens: 1.5", "should be a whole number (found 1.5)"),
+        ("name: fake-classifier", "name: [a, b]", "suites.demo.model.name: should be text"),
+        ("    cases: cases.jsonl\n", "    cases: cases.jsonl\n    fields: [a]\n", "a mapping"),
+        (
+            "    cases: cases.jsonl\n",
+            "    cases: cases.jsonl\n    max_error_share: 2\n",
+            "should be at most 1.0 (found 2)",
+        ),
+        ("version: 1", "version: 2", "version: should be 1 (found 2)"),
+    ],
+)
+def test_pydantic_messages_are_rewritten_in_the_house_form(old: str, new: str, says: str) -> None:
+    message = config_error(MINIMAL.replace(old, new))
+    assert says in message
+    for phrase in PYDANTIC_PHRASES:
+        assert phrase not in message, message
+
+
+def test_a_template_syntax_error_points_at_its_line_in_the_config(
+    write_config: Callable[..., Path],
+) -> None:
+    block = MINIMAL + "    template: |\n      <message>\n      {{ message }\n      </message>\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(block))
+    message = str(caught.value)
+    # MINIMAL is 12 lines; "template: |" is line 13, so the template's second line is 15.
+    assert message.startswith(f"{write_config(block)}:15: suites.demo.template: template syntax")
+    inline = MINIMAL + '    template: "{{ message }"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(inline))
+    assert str(caught.value).startswith(f"{write_config(inline)}:13: suites.demo.template:")

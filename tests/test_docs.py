@@ -190,3 +190,50 @@ def test_every_subcommand_help_runs(
 ) -> None:
     out = _help(list(path), capsys)
     assert out.startswith(f"usage: evalgate {' '.join(path)}")
+
+
+# --------------------------------------------------------------------------- install lines
+# "evalgate", "evalgate-ci", "evalgate-cli" and "evalgate-sdk" on the package index are other
+# projects: every install line in the docs must install this one, by its own distribution name
+# from its repository, or from a checkout (`pip install .`, `-e`, `-r`).
+DOC_FILES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    found = []
+    for path in DOC_FILES:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            for command in re.findall(r"pip install [^`&;|#\n]*", line):
+                found.append((path.name, command.strip()))
+    return found
+
+
+def test_every_install_line_installs_this_project() -> None:
+    from evalgate import DISTRIBUTION, RELEASE_TAG, SOURCE
+
+    lines = _install_lines()
+    assert any(name == "README.md" for name, _ in lines), "the README has no install line"
+    ours = re.compile(
+        rf'^pip install (-q )?"{re.escape(DISTRIBUTION)}(\[[a-z]+\])? @ '
+        rf'{re.escape(SOURCE)}@{re.escape(RELEASE_TAG)}"$'
+    )
+    checkout = re.compile(r'^pip install (-q )?(-e )?("?\.(\[[a-z,]+\])?"?|-r \S+)$')
+    for name, command in lines:
+        assert ours.match(command) or checkout.match(command), f"{name}: {command}"
+
+
+def test_the_distribution_name_is_the_one_the_docs_install() -> None:
+    from evalgate import DISTRIBUTION
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["name"] == DISTRIBUTION
+    # The import package keeps its name, as the layout requires.
+    assert project["project"]["scripts"]["evalgate"].startswith("evalgate.")
+
+
+def test_readme_exit_codes_table_is_the_clis() -> None:
+    from evalgate.cli.context import EXIT_CODES
+
+    rows = readme_table("Exit codes")
+    assert rows is not None, "the README has no exit-code table"
+    assert [(int(r["code"]), r["meaning"]) for r in rows] == list(EXIT_CODES)

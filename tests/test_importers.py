@@ -286,14 +286,15 @@ def test_langfuse_export_splits_archived_items_and_inputs() -> None:
 def test_langfuse_api_response_and_object_answers_use_a_judge(tmp_path: Path) -> None:
     path = tmp_path / "items.json"
     items = [
-        {"id": "a", "input": {"question": "2+2?"}, "expectedOutput": {"answer": "4"}},
+        # An object that is not plain fields (a list inside): a reference answer for a judge.
+        {"id": "a", "input": {"question": "2+2?"}, "expectedOutput": {"answer": ["4", "four"]}},
         {"id": "b", "input": "plain text", "expectedOutput": None, "status": "ACTIVE"},
     ]
     path.write_text(json.dumps({"data": items, "meta": {"page": 1}}, indent=1))
     conversion = convert("langfuse", path)
     assert conversion.plan.kind == "judge"
     assert "reference answer" in conversion.plan.config["rubric"]
-    assert records(conversion)["a"]["expected"] == {"answer": "4"}
+    assert records(conversion)["a"]["expected"] == {"answer": ["4", "four"]}
     assert [u.id for u in conversion.unscored_list] == ["b"]
     assert unmapped(conversion) == {
         "item without expectedOutput": 1,
@@ -535,3 +536,250 @@ def test_docs_name_every_mapped_and_reported_promptfoo_assertion() -> None:
         assert f"`{kind}`" in text, kind
     for fmt in ("promptfoo", "openai-evals", "inspect", "langfuse"):
         assert f"evalgate import {fmt}" in text
+
+
+@pytest.mark.parametrize(("fmt", "path"), SAMPLES, ids=[f"{f}-{p.name}" for f, p in SAMPLES])
+def test_an_imported_snippet_leaves_dev_cases_to_run(fmt: str, path: Path, tmp_path: Path) -> None:
+    """A small imported suite starts without a holdout: the default fraction would hash some
+    (or, with few groups, all) of its cases away from pull requests."""
+    work = tmp_path / "work"
+    shutil.copytree(path.parent, work)
+    code, snippet, err = cli(
+        "import",
+        fmt,
+        str(work / path.name),
+        "--out",
+        str(work / "cases.jsonl"),
+        "--config-snippet",
+    )
+    assert code == 0, err
+    suite = yaml.safe_load(snippet)["suites"]["main"]
+    assert suite["split"] == {"holdout_fraction": 0.0}
+    assert "too few for a holdout yet (every case is dev)" in snippet
+    (work / "prompts").mkdir(exist_ok=True)
+    (work / "prompts" / "v1.txt").write_text(SYSTEM)
+    (work / "evalgate.yml").write_text(snippet)
+    loaded = load_config(work / "evalgate.yml")
+    cases = load_suite_cases(loaded, loaded.suite(None)[1]).cases
+    records = [json.loads(x) for x in (work / "cases.jsonl").read_text().splitlines()]
+    written = {r["id"]: r["split"] for r in records if "split" in r}
+    # A split the source wrote on a case is kept; no other case is hashed into the holdout.
+    assert cases and [c.split for c in cases] == [written.get(c.id, "dev") for c in cases]
+    assert any(c.id not in written for c in cases)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("inspect", "samples.jsonl"),
+        ("inspect", "samples.csv"),
+        ("openai-evals", "samples.jsonl"),
+        ("langfuse", "items.json"),
+        ("promptfoo", "promptfooconfig.yaml"),
+    ],
+)
+def test_a_git_lfs_pointer_is_named_as_one(fmt: str, name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    path.write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 99\n"
+    )
+    code, out, err = cli("import", fmt, str(path), "--out", "-")
+    assert code == 2 and out == ""
+    assert f"{path}:1: is a Git LFS pointer" in err and "git lfs pull" in err
+
+
+# ------------------------------------------------------------------------------------------
+# Inspect multiple choice, and datasets with their own field names
+# ------------------------------------------------------------------------------------------
+
+MCQ = [
+    {
+        "id": "q1",
+        "input": "Which part stops the wheel?",
+        "choices": ["Brake pad", "Chain", "Saddle"],
+        "target": "A",
+    },
+    {
+        "id": "q2",
+        "input": "Which part drives the wheel?",
+        "choices": ["Brake pad", "Chain", "Saddle"],
+        "target": "b",
+    },
+    {
+        "id": "q3",
+        "input": "Which two touch the rider?",
+        "choices": ["Saddle", "Chain", "Grips"],
+        "target": ["A", "C"],
+    },
+]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_inspect_choices_with_letter_targets_are_scored_by_the_exact_letter(
+    tmp_path: Path,
+) -> None:
+    conversion = convert("inspect", write_jsonl(tmp_path / "mcq.jsonl", MCQ))
+    # Not contains: "A" is inside nearly any reply ("A brake pad, I think").
+    assert conversion.plan.config == {"kind": "exact", "case_sensitive": False}
+    got = records(conversion)
+    assert [got[i]["expected"] for i in ("q1", "q2", "q3")] == ["A", "B", "A, C"]
+    # The choices reach the model, lettered as Inspect's multiple_choice() shows them.
+    assert got["q1"]["choices"] == "A) Brake pad\nB) Chain\nC) Saddle"
+    assert conversion.inputs == ["input", "choices"]
+    assert "choices" not in unmapped(conversion)
+    assert unmapped(conversion) == {"several right choices": 1}
+    assert any("letter" in hint for hint in conversion.source.hints)
+
+
+def test_an_exact_letter_does_not_match_a_reply_that_merely_contains_it(tmp_path: Path) -> None:
+    from evalgate.config import ExactScorer
+    from evalgate.scorers.base import build_scorer
+
+    scorer = build_scorer(ExactScorer(kind="exact"), tmp_path)
+    assert scorer("A", " a\n").score == 1.0
+    assert scorer("A", "A brake pad stops it.").score == 0.0
+    assert scorer("A", "B").score == 0.0
+
+
+def test_a_dataset_with_its_own_field_names_maps_them(tmp_path: Path) -> None:
+    rows = [
+        {"qid": "m1", "question": "Is my bike ready?", "answer": "status", "notes": "x"},
+        {"qid": "m2", "question": "How much is a service?", "answer": "quote"},
+    ]
+    path = write_jsonl(tmp_path / "own.jsonl", rows)
+    code, out, err = cli(
+        "import",
+        "inspect",
+        str(path),
+        "--out",
+        "-",
+        "--input-field",
+        "question",
+        "--target-field",
+        "answer",
+        "--id-field",
+        "qid",
+    )
+    assert code == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(r["id"], r["input"], r["expected"]) for r in got] == [
+        ("m1", "Is my bike ready?", "status"),
+        ("m2", "How much is a service?", "quote"),
+    ]
+    assert "question" in err and "--input-field" in err  # the summary says what mapped
+    # openai-evals names its answer `ideal`: --target-field maps onto it.
+    evals = write_jsonl(tmp_path / "evals.jsonl", [{"prompt": "Hi?", "gold": "hello"}])
+    code, out, err = cli(
+        "import",
+        "openai-evals",
+        str(evals),
+        "--out",
+        "-",
+        "--input-field",
+        "prompt",
+        "--target-field",
+        "gold",
+    )
+    assert code == 0, err
+    assert json.loads(out)["expected"] == "hello"
+
+
+def test_a_field_option_naming_no_field_is_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "own.jsonl", [{"question": "Ready?", "answer": "status"}])
+    code, out, err = cli("import", "inspect", str(path), "--out", "-", "--input-field", "qestion")
+    assert code == 2 and out == ""
+    assert "--input-field qestion: no record has a field 'qestion'" in err
+    assert "question, answer" in err
+    code, _, err = cli("import", "langfuse", str(path), "--out", "-", "--input-field", "question")
+    assert code == 2 and "langfuse files cannot name their input field otherwise" in err
+
+
+# ------------------------------------------------------------------------------------------
+# promptfoo prompts: --- separated prompt files and chat prompt files
+# ------------------------------------------------------------------------------------------
+
+PF_TESTS = """
+tests:
+  - vars: {message: "Can I book a service?"}
+    assert: [{type: icontains, value: booking}]
+  - vars: {message: "Is my bike ready?"}
+    assert: [{type: icontains, value: status}]
+"""
+
+
+def test_a_promptfoo_prompt_file_with_dashes_holds_several_prompts(tmp_path: Path) -> None:
+    (tmp_path / "prompts.txt").write_text(
+        "Sort this message: {{message}}\n---\nClassify the message below.\n{{message}}\n"
+    )
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: [file://prompts.txt]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    hint = conversion.source.hints[0]
+    assert hint.endswith("\nSort this message: {{message}}")  # the first prompt alone
+    assert "---" not in hint
+    assert unmapped(conversion)["several prompts"] == 1
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_promptfoo_chat_prompt_file_gives_the_system_prompt_and_the_template(
+    tmp_path: Path, suffix: str
+) -> None:
+    messages = [
+        {"role": "system", "content": "You sort bike-shop messages into booking or status."},
+        {"role": "user", "content": "<message>\n{{ message }}\n</message>"},
+    ]
+    text = json.dumps(messages) if suffix == ".json" else yaml.safe_dump(messages)
+    (tmp_path / f"chat{suffix}").write_text(text)
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(f"prompts: [file://chat{suffix}]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    hints = conversion.source.hints
+    assert hints[0].endswith(
+        "Save it as prompts/v1.txt:\nYou sort bike-shop messages into booking or status."
+    )
+    assert "file://" not in " ".join(hints)
+    out = tmp_path / "cases.jsonl"
+    code, snippet, err = cli(
+        "import", "promptfoo", str(config), "--out", str(out), "--config-snippet"
+    )
+    assert code == 0, err
+    suite = yaml.safe_load(snippet)["suites"]["main"]
+    assert suite["template"] == "<message>\n{{ message }}\n</message>\n"
+
+
+def test_a_chat_prompt_that_is_not_a_message_list_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "chat.json").write_text('{"role": "user"}')
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: [file://chat.json]\n" + PF_TESTS)
+    with pytest.raises(CaseFileError, match="is not a chat prompt"):
+        convert("promptfoo", config)
+
+
+def test_langfuse_expected_objects_are_checked_field_by_field(tmp_path: Path) -> None:
+    path = tmp_path / "items.json"
+    items = [
+        {"id": f"i{n}", "input": {"message": text}, "expectedOutput": expected}
+        for n, (text, expected) in enumerate(
+            [
+                ("Book me in", {"category": "booking", "priority": "low"}),
+                ("Brakes failed!", {"category": "complaint", "priority": "high"}),
+                ("Price of a chain?", {"category": "quote"}),
+            ]
+        )
+    ]
+    path.write_text(json.dumps(items))
+    conversion = convert("langfuse", path)
+    # Not a suite-wide judge: a label scorer on the field every item expects.
+    assert conversion.plan.config == {"kind": "label", "field": "category"}
+    assert [r["expected"] for _, r in conversion.records] == ["booking", "complaint", "quote"]
+    assert unmapped(conversion) == {"expectedOutput.priority not checked": 2}
+    note = conversion.notes.unmapped["expectedOutput.priority not checked"]
+    assert "{kind: label, field: priority}" in note.fix
+    assert mapped(conversion)[("expectedOutput.category", "expected (scorer label)")] == 3
+    # With --scorer judge, the judge grades against the whole expected object.
+    judged = convert("langfuse", path, scorer_kind="judge")
+    assert records(judged)["i0"]["expected"] == {"category": "booking", "priority": "low"}

@@ -8,12 +8,13 @@ import io
 import json
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, triage_workspace
 
 from evalgate import doctor, onboard
 from evalgate.cli import main
@@ -101,9 +102,12 @@ def test_the_fresh_result_runs_on_the_fake_backend(initialised: Callable[[str], 
 
 @pytest.mark.parametrize("backend", ["fake", "anthropic", "openai"])
 def test_doctor_on_the_init_result_is_all_ok(
-    backend: str, initialised: Callable[[str], Path]
+    backend: str, initialised: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = initialised(backend)
+    # The key a run needs is set, as in a shell set up to run the suite.
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
     code, out, err = cli("doctor", "--dir", str(repo), "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -157,7 +161,7 @@ def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path
     (tmp_path / "data" / "tickets.jsonl").write_text(text)
     (tmp_path / "data" / "notes.txt").write_text("not cases\n")
     asked: list[str] = []
-    answers = iter(["", "", "gpt", "anthropic", "", "", ""])
+    answers = iter(["", "", "gpt", "anthropic", "", "", "", "", ""])
 
     def ask(question: str) -> str:
         asked.append(question)
@@ -172,6 +176,8 @@ def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path
     assert asked[3].startswith("'gpt' is not one of them.")
     assert asked[4].endswith("[claude-haiku-4-5]: ")
     assert asked[6].endswith("[intent]: ")
+    assert asked[7] == "Case field with the id [id]: "
+    assert asked[8] == "Case fields the model reads (comma-separated) [question]: "
     suite = load_config(config).config.suites["tickets"]
     assert suite.prompts == ["llm/prompts/*.md"] and suite.cases == ["data/tickets.jsonl"]
     assert suite.fields.expected == "intent" and suite.fields.input == ["question"]
@@ -255,7 +261,9 @@ def test_init_puts_the_config_in_a_subfolder(
     assert workflow.count('config: "llm/evalgate.yml"') == 3
     assert 'path: "llm/.evalgate/cache"' in workflow
     report = doctor.doctor(tmp_path, tmp_path / "llm" / "evalgate.yml")
-    assert report.counts == {"ok": 12, "warn": 0, "FAIL": 0}, report.findings
+    # config, prompts, ship, model, cases, split, fields, template; the workflow's permissions,
+    # pinning, secrets and baseline upload; the baseline artefact across workflows; gitignore.
+    assert report.counts == {"ok": 14, "warn": 0, "FAIL": 0}, report.findings
 
 
 def test_starter_files_go_where_the_given_globs_find_them(tmp_path: Path) -> None:
@@ -270,7 +278,7 @@ def test_init_asks_on_a_terminal_and_not_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The CLI asks through input() only when stdin is a terminal and --yes is not given."""
-    answers = iter(["", "", "anthropic", "claude-sonnet-4-5", "exact", ""])
+    answers = iter(["", "", "anthropic", "claude-sonnet-4-5", "exact", ""])  # starter cases
     monkeypatch.setattr("builtins.input", lambda: next(answers))
     monkeypatch.setattr("sys.stdin", type("Tty", (), {"isatty": lambda self: True})())
     code, _, err = cli("init", "--dir", str(tmp_path))
@@ -285,9 +293,114 @@ def test_init_asks_on_a_terminal_and_not_otherwise(
     (tmp_path / "again").mkdir()
     assert cli("init", "--dir", str(tmp_path / "again"), "--yes")[0] == 0
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no questions either
+    # Not a terminal and nothing piped: a clear refusal, not defaults written silently.
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
     (tmp_path / "piped").mkdir()
-    assert cli("init", "--dir", str(tmp_path / "piped"))[0] == 0
+    code, out, err = cli("init", "--dir", str(tmp_path / "piped"))
+    assert code == 2 and out == ""
+    assert "stdin is not a terminal: no answer to 'Prompt files' after 0 answer(s)" in err
+    assert "--yes" in err
+    assert not (tmp_path / "piped" / "evalgate.yml").exists()
+
+
+EMAILS = [
+    {
+        "ticket": "T-1041",
+        "thread": "th-88a",
+        "subject": "Refund",
+        "body": "I was charged twice.",
+        "queue": "billing",
+    },
+    {
+        "ticket": "T-1042",
+        "thread": "th-88b",
+        "subject": "Crash",
+        "body": "The app crashes on start.",
+        "queue": "bug",
+    },
+    {
+        "ticket": "T-1043",
+        "thread": "th-88a",
+        "subject": "Again",
+        "body": "Still charged twice!",
+        "queue": "billing",
+    },
+    {
+        "ticket": "T-1044",
+        "thread": "th-90c",
+        "subject": "Hello",
+        "body": "Do you ship to Norway?",
+        "queue": "other",
+    },
+]
+
+
+def email_repo(root: Path) -> Path:
+    (root / "prompts").mkdir(parents=True)
+    (root / "prompts" / "v1.txt").write_text("Route the e-mail.\n")
+    (root / "emails.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EMAILS))
+    return root
+
+
+def test_init_detects_id_input_and_expected_fields_of_its_own_cases(tmp_path: Path) -> None:
+    repo = email_repo(tmp_path / "mail")
+    code, out, err = init(repo, "--cases", "emails.jsonl")
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    # ticket: unique, id-like; thread: id-like (repeats across a thread), so not input either;
+    # queue: short labels that repeat, so the expected answer.
+    assert suite.fields.id == "ticket"
+    assert suite.fields.expected == "queue"
+    assert suite.fields.input == ["subject", "body"]
+    assert "{{ thread }}" not in suite.template and "{{ ticket }}" not in suite.template
+    assert "left out of the model's input as ids: thread" in out
+
+
+def test_init_reads_answers_from_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = email_repo(tmp_path / "mail")
+    # prompts, cases, backend, model, command, scorer, expected, id, inputs
+    answers = ["", "emails.jsonl", "command", "triage-app", "python app.py", "", "", "", "body"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(answers) + "\n"))
+    code, _, err = cli("init", "--dir", str(repo))
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    assert (suite.model.backend, suite.model.name) == ("command", "triage-app")
+    assert suite.model.options["command"] == ["python", "app.py"]
+    assert (suite.fields.id, suite.fields.expected, suite.fields.input) == (
+        "ticket",
+        "queue",
+        ["body"],
+    )
+    # Each question and the answer taken are echoed, so a log shows them.
+    assert "Case fields the model reads (comma-separated) [subject, body]: body\n" in err
+    # A pipe that runs out part-way is refused, naming the question it stopped at.
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nemails.jsonl\n"))
+    code, _, err = cli("init", "--dir", str(repo), "--force")
+    assert code == 2 and "no answer to 'Backend' after 2 answer(s)" in err
+
+
+def test_init_takes_the_field_flags(tmp_path: Path) -> None:
+    repo = email_repo(tmp_path / "mail")
+    code, _, err = init(
+        repo,
+        "--cases",
+        "emails.jsonl",
+        "--id-field",
+        "thread",
+        "--input-fields",
+        "body",
+        "--expected-field",
+        "subject",
+    )
+    assert code == 0, err
+    suite = load_config(repo / "evalgate.yml").config.suites["mail"]
+    assert (suite.fields.id, suite.fields.input, suite.fields.expected) == (
+        "thread",
+        ["body"],
+        "subject",
+    )
+    code, _, err = init(repo, "--cases", "emails.jsonl", "--input-fields", "mesage", "--force")
+    assert code == 2 and "--input-fields names 'mesage', not in the cases" in err
 
 
 def test_init_refuses_a_starter_field_it_cannot_use(tmp_path: Path) -> None:
@@ -338,7 +451,8 @@ def test_doctor_fails_a_bad_config_and_exits_1(initialised: Callable[[str], Path
     assert code == 1, err
     [line] = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
     assert line.startswith("FAIL  config: ") and "suites.main.modle: unknown key" in line
-    assert "(fix: allowed here: prompts, ship, cases" in line
+    assert "unknown key; did you mean model?" in line
+    assert "(fix: rename it to model; allowed here: prompts, ship, cases" in line
     assert out.splitlines()[-1].endswith("1 FAIL; fix the FAIL lines and run it again")
     # The workflow and the ignores are still checked without a config.
     assert any("gitignore" in ln for ln in out.splitlines())
@@ -540,5 +654,109 @@ def test_doctor_markdown_is_a_table(initialised: Callable[[str], Path]) -> None:
     unignore_state(repo)
     code, out, _ = cli("doctor", "--dir", str(repo), "--format", "markdown")
     assert code == 0
-    assert out.startswith("### evalgate doctor: 11 ok, 1 warn, 0 FAIL\n")
+    assert out.startswith("### evalgate doctor: 13 ok, 1 warn, 0 FAIL\n")
     assert "| warn | gitignore |" in out
+
+
+# ------------------------------------------------------------------------------------------
+# doctor runs what run would run: the backend builds (extra, options, key), the command starts
+# and answers one case, the template renders for every case, the mapped fields exist.
+# ------------------------------------------------------------------------------------------
+
+
+def doctor_lines(root: Path, env: dict[str, str] | None = None) -> list[doctor.Finding]:
+    report = doctor.doctor(root, root / "evalgate.yml", env=env or {})
+    return [f for f in report.findings if f.check.startswith("suite ")]
+
+
+def by_check(findings: list[doctor.Finding], check: str) -> doctor.Finding:
+    [found] = [f for f in findings if f.check == check]
+    return found
+
+
+def test_doctor_sends_one_case_to_the_command(tmp_path: Path) -> None:
+    root = triage_workspace(tmp_path / "ok")
+    model = [f for f in doctor_lines(root) if f.check == "suite triage: model"]
+    assert [f.status for f in model] == ["ok", "ok"]
+    assert model[1].message.startswith("the program answered case 'T-1' (")
+    assert '{"label": "spam"}' in model[1].message
+
+
+def test_doctor_fails_a_command_that_does_not_start(tmp_path: Path) -> None:
+    missing = triage_workspace(tmp_path / "missing", command="[./no-such-program]")
+    [model] = [f for f in doctor_lines(missing) if f.check == "suite triage: model"][1:]
+    assert model.status == "FAIL"
+    assert "cannot run './no-such-program'" in model.message
+    # A program that starts and exits non-zero: the stderr tail says why.
+    crash = triage_workspace(tmp_path / "crash", mode="crash")
+    [model] = [f for f in doctor_lines(crash) if f.check == "suite triage: model"][1:]
+    assert model.status == "FAIL"
+    assert model.message.startswith("the program failed on case 'T-1': exit code 4")
+    assert "KeyError: 'thread'" in model.message
+    assert model.fix and "stdin" in model.fix
+    # ... and the CLI exits 1 on it.
+    code, out, _ = cli("doctor", "--dir", str(crash))
+    assert code == 1 and "FAIL  suite triage: model: the program failed" in out
+
+
+def test_doctor_fails_a_backend_whose_extra_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An install without the extra: `import openai` fails, as on a machine without it.
+    monkeypatch.delitem(sys.modules, "evalgate.backends.openai", raising=False)
+    monkeypatch.setitem(sys.modules, "openai", None)
+    root = triage_workspace(tmp_path / "openai", model="{backend: openai, name: gpt-4o-mini}")
+    model = by_check(doctor_lines(root, {"OPENAI_API_KEY": "sk-test"}), "suite triage: model")
+    assert model.status == "FAIL"
+    assert "needs an optional dependency that is not installed" in model.message
+    assert (
+        model.fix
+        == 'pip install "pr-evalgate[openai] @ git+https://github.com/evalgate/evalgate@v0"'
+    )
+
+
+def test_doctor_says_when_the_key_is_not_set(tmp_path: Path) -> None:
+    root = triage_workspace(
+        tmp_path / "claude", model="{backend: anthropic, name: claude-haiku-4-5}"
+    )
+    here = by_check(doctor_lines(root, {}), "suite triage: model")
+    assert here.status == "warn"
+    assert "ANTHROPIC_API_KEY is not set here" in here.message
+    assert here.fix and "export ANTHROPIC_API_KEY" in here.fix
+    # In CI a run without the key cannot start at all: a FAIL.
+    assert by_check(doctor_lines(root, {"CI": "true"}), "suite triage: model").status == "FAIL"
+    set_ = by_check(doctor_lines(root, {"ANTHROPIC_API_KEY": "sk-test"}), "suite triage: model")
+    assert (set_.status, set_.message) == (
+        "ok",
+        "anthropic claude-haiku-4-5 builds; ANTHROPIC_API_KEY is set",
+    )
+
+
+def test_doctor_fails_a_template_that_does_not_render_for_a_case(tmp_path: Path) -> None:
+    root = triage_workspace(tmp_path / "t", template="{{ subject }}\n{{ body }}")
+    template = by_check(doctor_lines(root), "suite triage: template")
+    assert template.status == "FAIL"
+    assert "undefined value" in template.message and "subject" in template.message
+
+
+def test_doctor_warns_when_ids_would_reach_the_model(tmp_path: Path) -> None:
+    root = triage_workspace(
+        tmp_path / "all", fields="{id: ticket, expected: label}", template="{{ input }}"
+    )
+    fields = by_check(doctor_lines(root), "suite triage: fields")
+    assert fields.status == "warn"
+    assert "every field of a case is input and the template sends them all" in fields.message
+    assert "ids too: thread, ticket" in fields.message
+    assert fields.fix and "fields.input: [body]" in fields.fix
+
+
+def test_doctor_warns_of_a_mapped_field_no_case_has(tmp_path: Path) -> None:
+    root = triage_workspace(
+        tmp_path / "c", fields="{id: ticket, input: [body], expected: label, category: kind}"
+    )
+    fields = by_check(doctor_lines(root), "suite triage: fields")
+    assert fields.status == "warn"
+    assert fields.message == "fields.category is 'kind', which none of the 4 cases has"
+    # The default names may be absent: a suite without categories is fine.
+    plain = triage_workspace(tmp_path / "p")
+    assert by_check(doctor_lines(plain), "suite triage: fields").status == "ok"

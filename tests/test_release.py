@@ -846,3 +846,22 @@ def test_an_unreadable_change_ledger_is_one_line(
     code, _, err = release(cli, bike_shop, "r1", env=secret)
     assert code == 2 and "Traceback" not in err
     assert "holdout change ledger cannot be read" in err
+
+
+def test_a_release_without_holdout_cases_shows_no_gap(
+    cli: Callable[..., CliResult], bike_shop: Path
+) -> None:
+    # No holdout at all: no fraction, and no split written on any case.
+    config = bike_shop / "evalgate.yml"
+    config.write_text(config.read_text().replace("holdout_fraction: 0.3", "holdout_fraction: 0.0"))
+    rows = [json.loads(x) for x in (bike_shop / "cases.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("split", None)
+    (bike_shop / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for fmt in ("text", "markdown"):
+        code, out, _ = cli("release", "v2", "--config", str(config), "--format", fmt, "--no-save")
+        assert code == 1
+        assert "the holdout has no scored cases" in out
+        # A gap against nothing is no number: not the dev score passed off as a gap.
+        assert "n/a (no holdout cases)" in out
+        assert " pt (± " not in out

@@ -16,7 +16,12 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalgate.errors import BackendError, MissingExtraError
+from evalgate.errors import (
+    BackendError,
+    MissingExtraError,
+    describe_validation,
+    first_validation_error,
+)
 from evalgate.redact import redact, redact_held
 from evalgate.trajectory import AgentSpec, Step
 
@@ -124,10 +129,17 @@ def parse_options(
     try:
         return model.model_validate(options)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        names = [f.alias or name for name, f in model.model_fields.items()]
+        # Options are flat: the keys allowed anywhere are the model's own.
+        err, guess, others = first_validation_error(exc.errors(), lambda loc: names)
         loc = ".".join(str(p) for p in err["loc"])
         key = f"model.options.{loc}" if loc else "model.options"
-        raise BackendError(f"{key}: {err['msg']}", fix=fix) from None
+        what = describe_validation(err)
+        if err["type"] == "extra_forbidden":
+            what += f"; did you mean {guess}?" if guess else ""
+            fix = f"allowed here: {', '.join(names)}" + (f"; {fix}" if fix else "")
+        more = f" (and {others} more)" if others else ""
+        raise BackendError(f"{key}: {what}{more}", fix=fix) from None
 
 
 # name -> ("module", "attribute", extra that provides its dependency or None)

@@ -13,6 +13,8 @@ runs its own agent. It reports what it did as ``"tool_calls": [{"name": ..., "in
 (one step) or ``"steps": [{"text": ..., "tool_calls": [{"name", "input", "result"}]}, ...]``
 (one per model call, when it has them). A reply with these keys in the wrong shape is an error
 that says what is wrong; a reply with neither has no trajectory (a format failure).
+A plain JSON reply's field of the wrong type (``{"text": 5}``) is an error of that case,
+with the field and what it was.
 """
 
 from __future__ import annotations
@@ -132,11 +134,18 @@ def _parse_stdout(stdout: str, latency: float) -> Reply:
             latency_s=latency,
             steps=steps,
         )
-    if isinstance(data, dict) and isinstance(data.get("text"), str):
+    if isinstance(data, dict) and "text" in data:
+        problem = _reply_problem(data)
+        if problem is not None:
+            return Reply(
+                error=f"the program's JSON reply {problem}; stdout: {text[:200]}",
+                error_kind="command",
+                latency_s=latency,
+            )
         return Reply(
             text=data["text"],
-            input_tokens=int(data.get("input_tokens") or 0),
-            output_tokens=int(data.get("output_tokens") or 0),
+            input_tokens=data.get("input_tokens") or 0,
+            output_tokens=data.get("output_tokens") or 0,
             stop_reason=data.get("stop_reason") or "end_turn",
             latency_s=latency,
         )
@@ -214,3 +223,29 @@ def trajectory_of(data: dict[str, Any]) -> list[Step]:
             )
         )
     return steps
+
+
+# The JSON reply's fields and the types they must have; any other key is the program's own.
+_REPLY_TYPES: dict[str, tuple[type, ...]] = {
+    "text": (str,),
+    "input_tokens": (int, type(None)),
+    "output_tokens": (int, type(None)),
+    "stop_reason": (str, type(None)),
+}
+_TYPE_NAMES = {str: "a string", int: "a whole number", type(None): "null"}
+
+
+def _reply_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with a JSON reply's known fields, or None (``{"text": 5}`` is an error,
+    not the text "5": a program that means a number should say so in the text)."""
+    for key, types in _REPLY_TYPES.items():
+        if key not in data:
+            continue
+        value = data[key]
+        # bool is an int to Python, never a token count.
+        if isinstance(value, bool) or not isinstance(value, types):
+            wanted = " or ".join(_TYPE_NAMES[t] for t in types)
+            return f'has "{key}": {json.dumps(value)[:40]} ({type(value).__name__}), not {wanted}'
+        if key.endswith("_tokens") and isinstance(value, int) and value < 0:
+            return f'has "{key}": {value}, a negative count'
+    return None

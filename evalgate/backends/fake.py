@@ -41,7 +41,7 @@ from evalgate import files
 from evalgate.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.config import ModelSettings, load_yaml
-from evalgate.errors import BackendError
+from evalgate.errors import BackendError, describe_validation
 from evalgate.trajectory import CallRecord, ToolCall
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
@@ -164,7 +164,7 @@ def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJud
         opts = FakeOptions.model_validate(options)
     except ValidationError as exc:
         raise BackendError(
-            f"invalid options for the fake backend: {exc.errors()[0]['msg']}",
+            f"invalid options for the fake backend: {describe_validation(exc.errors()[0])}",
             where="model.options",
             fix="see examples/bike-shop/evalgate.yml for a working fake configuration",
         ) from None
@@ -190,7 +190,7 @@ def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJud
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise BackendError(f"{loc}: {err['msg']}", where=str(path)) from None
+        raise BackendError(f"{loc}: {describe_validation(err)}", where=str(path)) from None
 
 
 def message_of(request: Request) -> str:

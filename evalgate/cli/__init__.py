@@ -8,8 +8,11 @@ one command.
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import sys
+import typing
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -32,7 +35,7 @@ from evalgate.cli.bench import (
     cmd_report,
     cmd_run,
 )
-from evalgate.cli.context import EXIT_OK, Context
+from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.cli.gating import cmd_gate, cmd_noise
 from evalgate.cli.judge import cmd_judge
 from evalgate.cli.splits import cmd_audit, cmd_holdout, cmd_release, cmd_split
@@ -73,8 +76,57 @@ BATCH_HELP = (
 )
 
 
+SHOW_FAILED_HELP = "wrong and errored cases listed, errors first (default: %(default)s)"
+
+
+class UsageExit(SystemExit):
+    """argparse's exit on a usage error, keeping the message (for a --json error object)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error keeps its message for main() to report as JSON too."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise UsageExit(message)
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (read before parsing, for usage errors too)."""
+    args = list(argv)
+    if "--json" in args or "--format=json" in args:
+        return True
+    return any(a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+
+
+def error_document(
+    message: str,
+    *,
+    kind: str,
+    exit_code: int,
+    where: str | None = None,
+    fix: str | None = None,
+    what: str | None = None,
+) -> str:
+    """The JSON object a command prints on stdout for an error when --json was asked for."""
+    error = {
+        "kind": kind,
+        "message": message,
+        "what": what or message,
+        "where": where,
+        "fix": fix,
+        "exit_code": exit_code,
+    }
+    return json.dumps({"error": error}, indent=2) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "--json",
         dest="format",
@@ -93,10 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=["text", "markdown", "json"], default="text", help="output format"
     )
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="evalgate",
         description="Run prompt versions over labelled cases, compare runs case by case, and gate changes.",
-        epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error.",
+        epilog="Exit codes: 0 ok, 1 a failed gate, 2 a usage or input error, 3 an incomplete run.",
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -145,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reuse cached replies (default: on when CI is set; always off with --repeats)",
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
+    run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     run.set_defaults(func=cmd_run)
 
     noise = sub.add_parser(
@@ -296,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", parents=[common], help="combine shard runs into one run")
     merge.add_argument("runs", nargs="+", help="the shard runs (names, prefixes or paths)")
     merge.add_argument("--output", help="write the merged run here instead of the runs folder")
+    merge.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     merge.set_defaults(func=cmd_merge)
 
     init = sub.add_parser(
@@ -303,9 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="set a repository up: evalgate.yml, the workflow, starter prompt and cases",
         description="Write evalgate.yml, .github/workflows/evalgate.yml and, where none exist, "
-        "a starter prompt and case file; add .evalgate/ to .gitignore. On a terminal it asks "
-        "for what the flags leave open, with defaults found in the repository. --config is "
-        "relative to --dir.",
+        "a starter prompt and case file; add .evalgate/ to .gitignore. It asks for what the "
+        "flags leave open, with defaults found in the repository: on a terminal, or one answer "
+        "a line from a pipe (an empty line takes the default; it stops if the pipe runs out). "
+        "--yes asks nothing. --config is relative to --dir.",
     )
     init.add_argument("--dir", default=".", help="the repository's root (default: .)")
     init.add_argument(
@@ -319,7 +374,23 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--scorer", choices=onboard.SCORERS, help="how replies are scored (default: label)"
     )
-    init.add_argument("--field", metavar="NAME", help="the case field holding the expected answer")
+    init.add_argument(
+        "--expected-field",
+        "--field",
+        dest="field",
+        metavar="NAME",
+        help="the case field holding the expected answer (default: detected)",
+    )
+    init.add_argument(
+        "--id-field", metavar="NAME", help="the case field naming each case (default: detected)"
+    )
+    init.add_argument(
+        "--input-fields",
+        metavar="A,B",
+        type=lambda text: [k.strip() for k in text.split(",") if k.strip()],
+        help="the case fields the model reads, comma-separated (default: every other field "
+        "but ids, such as a ticket or thread number)",
+    )
     init.add_argument(
         "--command", metavar="CMD", help="the command backend's program (default: python app.py)"
     )
@@ -338,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor_.add_argument("--dir", default=".", help="the repository's root (default: .)")
     doctor_.set_defaults(func=cmd_doctor)
 
-    completion = sub.add_parser("completion", help="print a bash completion script")
+    completion = sub.add_parser(
+        "completion", parents=[common], help="print a bash completion script"
+    )
     completion.set_defaults(func=cmd_completion)
 
     import_ = sub.add_parser(
@@ -373,6 +446,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=IMPORT_SCORERS,
         help="the suite's scorer kind (default: the kind most cases can be scored by)",
     )
+    for flag, what in (
+        ("--input-field", "input"),
+        ("--target-field", "target (inspect) or ideal (openai-evals)"),
+        ("--id-field", "id (inspect)"),
+        ("--choices-field", "choices (inspect)"),
+    ):
+        import_.add_argument(
+            flag,
+            metavar="NAME",
+            help=f"the dataset's own name for the {what} field, as an Inspect FieldSpec says",
+        )
     import_.set_defaults(func=cmd_import)
 
     lst = sub.add_parser("list", parents=[common], help="list saved runs")
@@ -381,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
     report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")
     report.add_argument("--html", metavar="PATH", help=HTML_HELP)
+    report.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
     report.set_defaults(func=cmd_report)
 
     cmp_ = sub.add_parser("compare", parents=[common], help="pair two runs case by case")
@@ -399,8 +484,15 @@ def main(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageExit as exc:
+        if as_json:
+            out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))
+        raise
     ctx = Context(args, out, err)
     try:
         code: int = args.func(ctx)
@@ -408,6 +500,17 @@ def main(
     except EvalgateError as exc:
         # One line, whatever the message quotes: no text of a case can start a workflow command.
         err.write(f"error: {escape(str(exc), 'log')}\n")
+        if as_json:
+            out.write(
+                error_document(
+                    str(exc),
+                    kind=type(exc).__name__,
+                    exit_code=exc.exit_code,
+                    what=getattr(exc, "what", None),
+                    where=getattr(exc, "where", None),
+                    fix=getattr(exc, "fix", None),
+                )
+            )
         return exc.exit_code
     except KeyboardInterrupt:
         err.write("interrupted\n")

@@ -42,7 +42,18 @@ def cmd_import(ctx: Context) -> int:
             fix="pass --out cases.jsonl",
         )
     source = Path(args.file)
-    conversion = convert(args.source_format, source, scorer_kind=args.scorer)
+    target = "ideal" if args.source_format == "openai-evals" else "target"
+    rename = {
+        standard: own
+        for standard, own in (
+            ("input", args.input_field),
+            (target, args.target_field),
+            ("id", args.id_field),
+            ("choices", args.choices_field),
+        )
+        if own is not None
+    }
+    conversion = convert(args.source_format, source, scorer_kind=args.scorer, rename=rename)
     scorer = TypeAdapter(ScorerConfig).validate_python(conversion.plan.config)
     validate(conversion, Fields(input=conversion.inputs), need_expected=needs_expected(scorer))
     out = None if to_stdout else Path(args.out)
@@ -113,7 +124,13 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[A
 def cmd_completion(ctx: Context) -> int:
     from evalgate.cli import build_parser  # the parser is built by the package's root
 
-    ctx.out.write(completion_script(build_parser()))
+    script = completion_script(build_parser())
+    if ctx.args.format == "json":
+        import json
+
+        ctx.out.write(json.dumps({"shell": "bash", "script": script}, indent=2) + "\n")
+    else:
+        ctx.out.write(script)
     return EXIT_OK
 
 
@@ -132,7 +149,27 @@ def cmd_init(ctx: Context) -> int:
         except EOFError:
             raise UserError("no answer (end of input)", fix="pass --yes for the defaults") from None
 
-    interactive = not args.yes and sys.stdin.isatty()
+    answered = 0
+
+    def ask_pipe(question: str) -> str:
+        # Not a terminal: one answer a line, echoed so that a log shows what was taken.
+        nonlocal answered
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line:
+            asked = question.split(" [")[0].split(" (")[0]
+            raise UserError(
+                f"init asks questions and stdin is not a terminal: no answer to {asked!r} "
+                f"after {answered} answer(s)",
+                fix="pipe one answer a line (an empty line takes the default), pass the "
+                "flags (evalgate init --help), or pass --yes to take every default",
+            )
+        answered += 1
+        answer = line.rstrip("\r\n")
+        ctx.err.write(f"{question}{answer}\n")
+        return answer
+
+    tty = sys.stdin is not None and sys.stdin.isatty()
+    chosen_ask = None if args.yes else (ask if tty else ask_pipe)
     given = onboard.InitOptions(
         prompts=args.prompts,
         cases=args.cases,
@@ -143,8 +180,10 @@ def cmd_init(ctx: Context) -> int:
         command=args.command,
         suite=args.suite,
         branch=args.branch,
+        id_field=args.id_field,
+        input_fields=args.input_fields,
     )
-    plan = onboard.plan_init(repo, repo / args.config, given, ask if interactive else None)
+    plan = onboard.plan_init(repo, repo / args.config, given, chosen_ask)
     result = onboard.write_init(plan, force=args.force, cwd=Path.cwd())
     ctx.print(onboard.render_init(result, args.format))
     return EXIT_OK
@@ -152,7 +191,7 @@ def cmd_init(ctx: Context) -> int:
 
 def cmd_doctor(ctx: Context) -> int:
     repo = Path(ctx.args.dir)
-    report = doctor.doctor(repo, repo / ctx.args.config, ctx.args.suite)
+    report = doctor.doctor(repo, repo / ctx.args.config, ctx.args.suite, env=ctx.env)
     ctx.print(doctor.render_doctor(report, ctx.args.format))
     return EXIT_GATE_FAILED if report.failed else EXIT_OK
 

@@ -5,28 +5,31 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
+import textwrap
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
 from evalgate.cli.context import (
+    EXIT_GATE_FAILED,
+    EXIT_INCOMPLETE,
     EXIT_OK,
     Context,
     execute_version,
     price_as_for,
 )
 from evalgate.compare import compare_runs
-from evalgate.config import DEFAULT_CONFIG, load_config
+from evalgate.config import DEFAULT_CONFIG, LoadedConfig, load_config
 from evalgate.errors import UserError
 from evalgate.merge import merge_runs
 from evalgate.pipeline import (
     DEFAULT_SPLITS,
 )
 from evalgate.report.html import render_compare_html, render_run_html
-from evalgate.report.render import render_model
-from evalgate.runs import find_run, iter_runs, save_run
-from evalgate.summary import summarise
+from evalgate.report.render import pct, render_model
+from evalgate.runs import Run, find_run, iter_runs, save_run
+from evalgate.summary import RunSummary, summarise
 
 HTML_HELP = (
     "write the report as one self-contained HTML page (searchable, no network) to PATH and "
@@ -49,13 +52,32 @@ def cmd_run(ctx: Context) -> int:
         splits=splits,
         shard=ctx.args.shard,
     )
-    ctx.print(
-        render_model("run", summarise(run, price_as=price_as_for(loaded, run)), ctx.args.format)
-    )
+    ctx.print(render_model("run", run_summary(ctx, loaded, run), ctx.args.format))
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
         ctx.err.write(f"saved {run.name} to {path}\n")
-    return EXIT_OK
+    return run_exit(ctx, run)
+
+
+def run_summary(ctx: Context, loaded: LoadedConfig, run: Run) -> RunSummary:
+    show = getattr(ctx.args, "show", None)
+    return summarise(run, price_as=price_as_for(loaded, run), show=10 if show is None else show)
+
+
+def run_exit(ctx: Context, run: Run) -> int:
+    """0, or EXIT_INCOMPLETE with a line on stderr saying why, for a run too broken to measure."""
+    if not run.incomplete:
+        return EXIT_OK
+    why = (
+        "it was interrupted"
+        if run.interrupted
+        else (
+            f"{run.errors} of {len(run.cases)} cases errored (max_error_share "
+            f"{run.max_error_share:g})"
+        )
+    )
+    ctx.warn(f"the run is incomplete: {why}; see the errors listed above (exit {EXIT_INCOMPLETE})")
+    return EXIT_INCOMPLETE
 
 
 def write_html(ctx: Context, page: str) -> int:
@@ -76,11 +98,12 @@ def write_html(ctx: Context, page: str) -> int:
 def cmd_report(ctx: Context) -> int:
     loaded = ctx.config()
     run = find_run(ctx.args.run, loaded.state_dir)
-    summary = summarise(run, price_as=price_as_for(loaded, run))
+    summary = run_summary(ctx, loaded, run)
     if getattr(ctx.args, "html", None):
-        return write_html(ctx, render_run_html(run, summary))
+        write_html(ctx, render_run_html(run, summary))
+        return run_exit(ctx, run)
     ctx.print(render_model("run", summary, ctx.args.format))
-    return EXIT_OK
+    return run_exit(ctx, run)
 
 
 def cmd_list(ctx: Context) -> int:
@@ -146,12 +169,8 @@ def cmd_merge(ctx: Context) -> int:
     else:
         path = save_run(merged, loaded.state_dir)
     ctx.err.write(f"merged {len(ctx.args.runs)} shards into {path}\n")
-    ctx.print(
-        render_model(
-            "run", summarise(merged, price_as=price_as_for(loaded, merged)), ctx.args.format
-        )
-    )
-    return EXIT_OK
+    ctx.print(render_model("run", run_summary(ctx, loaded, merged), ctx.args.format))
+    return run_exit(ctx, merged)
 
 
 def bundled_example(name: str = "bike-shop") -> Path:
@@ -168,33 +187,171 @@ def bundled_example(name: str = "bike-shop") -> Path:
     )
 
 
+DEMO_SUITE = "bike-shop"
+DEMO_VERSIONS = ("v1", "v2", "v3")
+DEMO_WHY_TIE = (
+    "Why v3 ties v2 here: the fake model labels each message by keyword rules "
+    "(fake-rules.yml) and reads only two things in the prompt: whether it names every label "
+    "(v1 does not, so the fake answers in its own words and scores nothing) and whether it "
+    "asks for JSON. v2 and v3 both do, so the fake answers every case alike and the gate sees "
+    "nothing broken and nothing fixed. v3's tie-break rules and examples are for a real model: "
+    "set model.backend to anthropic to see what they change."
+)
+
+
 def cmd_demo(ctx: Context) -> int:
+    """The story of a prompt change: three versions, then the gate as a pull request meets it.
+
+    In text and Markdown the story goes to stdout; with --json stdout carries one JSON document
+    and the banners go to stderr."""
+    from evalgate.gate import decide
+    from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
+    from evalgate.report.plain import markdown_to_terminal
+
+    fmt = ctx.args.format
+    as_json = fmt == "json"
+
+    def say(text: str = "") -> None:
+        if as_json:
+            ctx.err.write(text + "\n")
+        else:
+            ctx.print(text)
+
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
-        folder = Path(tmp) / "bike-shop"
+        folder = Path(tmp) / DEMO_SUITE
         shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(".evalgate"))
         loaded = load_config(folder / DEFAULT_CONFIG)
-        ctx.print(f"evalgate {__version__} demo: the bike-shop example on the offline fake model")
-        ctx.print("(a copy in a temporary folder; nothing is written to your working tree)\n")
-        runs = []
-        for version in ("v1", "v2", "v3"):
-            run = execute_version(ctx, loaded, "bike-shop", version)
+        _, suite = loaded.suite(DEMO_SUITE)
+        say(f"evalgate {__version__} demo: the bike-shop example on the offline fake model")
+        say("(a copy in a temporary folder; nothing is written to your working tree)")
+        say()
+        say(f"1. Three prompt versions ({', '.join(DEMO_VERSIONS)}) over the same cases")
+        say()
+        runs: dict[str, Run] = {}
+        summaries: dict[str, RunSummary] = {}
+        for version in DEMO_VERSIONS:
+            run = execute_version(ctx, loaded, DEMO_SUITE, version)
             save_run(run, loaded.state_dir)
-            runs.append(run)
-            ctx.print(
-                render_model(
-                    "run", summarise(run, price_as=price_as_for(loaded, run)), ctx.args.format
-                )
+            runs[version] = run
+            summaries[version] = summarise(run, price_as=suite.price_as, show=ctx.args.show)
+            if not as_json:
+                ctx.print(render_model("run", summaries[version], fmt))
+                ctx.print()
+        comparisons = [compare_runs(runs[a], runs[b]) for a, b in itertools.pairwise(DEMO_VERSIONS)]
+        if not as_json:
+            for comparison in comparisons:
+                ctx.print(render_model("compare", comparison, fmt, limit=ctx.args.show))
+                ctx.print()
+
+        repeats = suite.gate.baseline_repeats
+        shipped, proposed = DEMO_VERSIONS[-2], DEMO_VERSIONS[-1]
+        say(f"2. The gate, as a pull request meets it: the default branch ships {shipped}")
+        say(
+            f"   Its baseline is {shipped} run {repeats} times (gate.baseline_repeats), so the "
+            "gate knows which cases flip on their own; the pull request changes the prompt to "
+            f"{proposed}, the candidate."
+        )
+        say()
+        baseline = execute_version(ctx, loaded, DEMO_SUITE, shipped, repeats=repeats)
+        save_run(baseline, loaded.state_dir)
+        candidate = runs[proposed]
+        verdict = decide(baseline, candidate, suite.gate)
+        if not as_json:
+            ctx.print(render_model("gate", verdict, fmt, limit=ctx.args.show))
+        context = CommentContext(
+            suite=DEMO_SUITE,
+            verdict=verdict,
+            candidate=summaries[proposed],
+            baseline=BaselineProvenance(
+                run=baseline.name,
+                created_at=baseline.created_at,
+                model=f"{baseline.model.backend}/{baseline.model.name}",
+                prompt_sha=baseline.prompt.sha256[:12],
+                cases_sha=baseline.cases_sha256[:12],
+                age_days=0.0,
+                # As a pull request meets it: the default branch's baseline artefact.
+                source="artifact",
+            ),
+        )
+        comment = render_comment(context)
+        say()
+        say("3. The comment the action would post on the pull request")
+        say()
+        if not as_json:
+            ctx.print(comment if fmt == "markdown" else _framed(markdown_to_terminal(comment)))
+            say("4. An agent suite, gated on the tools it calls")
+            demo_agent(ctx)
+            say()
+        recap = _demo_recap(summaries, verdict.kind.upper(), verdict.reasons, shipped, repeats)
+        say(DEMO_WHY_TIE if as_json else _wrap(DEMO_WHY_TIE))
+        say()
+        for line in recap:
+            say(line)
+        say()
+        say(
+            _wrap(
+                "Next: copy examples/bike-shop (or run `evalgate init` in your repository), "
+                "point evalgate.yml at your prompts and cases, and run `evalgate run VERSION`."
             )
-        for a, b in itertools.pairwise(runs):
-            ctx.print(
-                render_model("compare", compare_runs(a, b), ctx.args.format, limit=ctx.args.show)
-            )
-    demo_agent(ctx)
-    ctx.print(
-        "Next: copy examples/bike-shop (or examples/support-agent for an agent), point "
-        "evalgate.yml at your prompts and cases, and run `evalgate run VERSION`."
-    )
+        )
+    if as_json:
+        import json
+
+        document = {
+            "evalgate": __version__,
+            "suite": DEMO_SUITE,
+            "runs": {v: summaries[v].model_dump(mode="json") for v in DEMO_VERSIONS},
+            "comparisons": [c.model_dump(mode="json") for c in comparisons],
+            "gate": {
+                "baseline": {"version": shipped, "run": baseline.name, "repeats": repeats},
+                "candidate": {"version": proposed, "run": candidate.name},
+                "verdict": verdict.model_dump(mode="json"),
+            },
+            "comment": comment,
+            "why_tie": DEMO_WHY_TIE,
+        }
+        ctx.out.write(json.dumps(document, indent=2) + "\n")
+    if verdict.kind == "fail":
+        return EXIT_GATE_FAILED
     return EXIT_OK
+
+
+def _wrap(text: str, width: int = 96) -> str:
+    return textwrap.fill(text, width=width, break_on_hyphens=False)
+
+
+def _framed(text: str) -> str:
+    """A rendered comment between two rules, so it reads as a thing apart from the reports."""
+    rule = "─" * 96
+    return f"{rule}\n{text.rstrip()}\n{rule}\n"
+
+
+def _demo_recap(
+    summaries: dict[str, RunSummary],
+    kind: str,
+    reasons: list[str],
+    shipped: str,
+    repeats: int,
+) -> list[str]:
+    """The demo's closing lines (the README quotes them): the scores and the verdict."""
+    scores = " → ".join(f"{v} {pct(summaries[v].accuracy.rate)}" for v in DEMO_VERSIONS)
+    n = summaries[DEMO_VERSIONS[-1]].n
+    lines = [
+        "In short",
+        f"  accuracy on {n} dev and regression cases: {scores}",
+        f"  gate of {DEMO_VERSIONS[-1]} against a {shipped} baseline ({repeats} repeats): {kind}",
+    ]
+    for reason in reasons:
+        lines.extend(
+            textwrap.wrap(
+                reason,
+                width=96,
+                initial_indent="    ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+        )
+    return lines
 
 
 def demo_agent(ctx: Context) -> None:

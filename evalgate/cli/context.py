@@ -54,6 +54,27 @@ from evalgate.runs import Run
 from evalgate.terminal import colourise, wants_colour
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+# A run whose errored share exceeds max_error_share (or that was interrupted): its report is
+# printed and it is saved, but a script must not take its numbers for a measurement.
+EXIT_INCOMPLETE = 3
+EXIT_CODES = (
+    (EXIT_OK, "ok (a passing gate; an inconclusive one too, unless `gate.inconclusive_exit: 1`)"),
+    (
+        EXIT_GATE_FAILED,
+        "a failed gate (`gate`, `release`, the action per `fail_on`), a leak found by `split`, "
+        "or a `doctor` finding to fix",
+    ),
+    (
+        EXIT_USAGE,
+        "a usage or input error: one line saying what, where and how to fix it, no traceback "
+        "(with `--json`, a JSON object on stdout)",
+    ),
+    (
+        EXIT_INCOMPLETE,
+        "an incomplete run (`run`, `report`, `merge`): more cases errored than "
+        "`max_error_share` allows, or the run was interrupted; the report lists the errors",
+    ),
+)
 
 
 class Context:

@@ -16,7 +16,7 @@ from evalgate.cli.context import (
 )
 from evalgate.cli.judge import floor_for_gate
 from evalgate.config import LoadedConfig
-from evalgate.errors import RunFileError, UserError
+from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate import Verdict, decide, decide_pull_request
 from evalgate.gitrepo import GitTree, toplevel
 from evalgate.noise import measure_noise
@@ -41,6 +41,19 @@ def cmd_noise(ctx: Context) -> int:
     else:
         ctx.print(render("noise.txt.j2", s=noise, limit=ctx.args.show))
     return EXIT_OK
+
+
+def unknown_candidate(
+    ref: str, suite: str, versions: list[str], missing: RunFileError
+) -> RunFileError:
+    """--candidate is neither a saved run nor a prompt version: say which of either exist."""
+    close = did_you_mean(ref, versions)
+    hint = f"did you mean {close}? " if close else ""
+    return RunFileError(
+        f"--candidate {ref!r} is neither a saved run nor a prompt version of suite {suite} "
+        f"({missing.what})",
+        fix=f"{hint}prompt versions: {', '.join(versions) or 'none'}; saved runs: `evalgate list`",
+    )
 
 
 def _folder_runs(ref: str) -> list[Run] | None:
@@ -75,10 +88,11 @@ def _candidate(
     """A candidate run by reference, or a prompt version of the suite run now."""
     try:
         candidate = find_run(ref, loaded.state_dir)
-    except RunFileError:
+    except RunFileError as exc:
         name, suite = loaded.suite(ctx.args.suite or (baseline.suite if baseline else None))
-        if ref not in loaded.prompt_files(suite):
-            raise
+        versions = sorted(loaded.prompt_files(suite))
+        if ref not in versions:
+            raise unknown_candidate(ref, name, versions, exc) from None
         early = baseline if ctx.args.early_stop else None
         assign = _guard(ctx, loaded, name, guards)
         candidate = execute_version(ctx, loaded, name, ref, early_stop_against=early, assign=assign)
@@ -159,6 +173,7 @@ def cmd_gate(ctx: Context) -> int:
                 baseline=BaselineProvenance(run=baseline.name, source="local")
                 if baseline
                 else None,
+                max_rows=ctx.args.show,
                 pull_request_kind=decision.kind if several else None,
                 pull_request_tests=decision.tests if several else None,
                 suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if several else [],

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 from evalgate.cases import Case, CaseSet, add_unique, parse_case
 from evalgate.config import Fields
-from evalgate.errors import CaseFileError
+from evalgate.errors import CaseFileError, UserError
 from evalgate.importers.core import Conversion, Source, choose, finish, plan_from_config
 from evalgate.importers.inspect import read_inspect
 from evalgate.importers.langfuse import read_langfuse
@@ -25,6 +25,10 @@ from evalgate.importers.promptfoo import read_promptfoo
 Format = Literal["promptfoo", "openai-evals", "inspect", "langfuse"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
+_RENAMING: dict[str, Callable[[Path, dict[str, str]], Source]] = {
+    "inspect": read_inspect,
+    "openai-evals": read_openai_evals,
+}
 _READERS: dict[str, Callable[[Path], Source]] = {
     "promptfoo": read_promptfoo,
     "openai-evals": read_openai_evals,
@@ -43,15 +47,39 @@ __all__ = [
 ]
 
 
+# The field names each format's dataset may name otherwise (``evalgate import --input-field``).
+RENAMABLE: dict[str, tuple[str, ...]] = {
+    "inspect": ("input", "target", "id", "choices"),
+    "openai-evals": ("input", "ideal"),
+}
+
+
 def convert(
-    format: str, path: Path, *, scorer_kind: str | None = None, scorer: Any = None
+    format: str,
+    path: Path,
+    *,
+    scorer_kind: str | None = None,
+    scorer: Any = None,
+    rename: dict[str, str] | None = None,
 ) -> Conversion:
     """Read ``path`` as ``format`` into evalgate records for one scorer.
 
     ``scorer`` is a configured ScorerConfig (reading a file directly from evalgate.yml);
     ``scorer_kind`` picks a kind by name; with neither, the kind most cases can be scored by.
+    ``rename`` maps the format's field names to the dataset's own (see ``RENAMABLE``).
     """
-    source = _READERS[format](path)
+    if rename:
+        allowed = RENAMABLE.get(format, ())
+        wrong = [name for name in rename if name not in allowed]
+        if wrong:
+            raise UserError(
+                f"{format} files cannot name their {', '.join(wrong)} field otherwise",
+                fix="field options work for: "
+                + "; ".join(f"{f} ({', '.join(n)})" for f, n in RENAMABLE.items()),
+            )
+        source = _RENAMING[format](path, rename)
+    else:
+        source = _READERS[format](path)
     if not source.drafts:
         raise CaseFileError(f"no {source.noun} to import", where=str(path))
     plan = plan_from_config(scorer) if scorer is not None else choose(source, scorer_kind)

@@ -22,7 +22,10 @@ from evalgate.errors import CaseFileError
 
 # evalgate's scorer kinds an assertion can map onto, in the order that breaks a tie between
 # equally common kinds (offline, deterministic scorers first).
-FAMILIES = ("exact", "contains", "regex", "json_schema", "judge", "tool_sequence")
+FAMILIES = ("exact", "label", "contains", "regex", "json_schema", "judge", "tool_sequence")
+# A check of the "label" family is one field of an expected JSON object (``field`` names it):
+# a label scorer with that ``field`` checks it.
+LABEL = "label"
 # A check of the "answer" family (an ideal, a target, an expected output) fits every scorer.
 ANSWER = "answer"
 RESERVED = ("id", "expected", "group", "category", "split")
@@ -65,6 +68,8 @@ class Check:
     case_sensitive: bool = True
     # The assertion as written (for a python scorer, which gets them all).
     raw: Any = None
+    # For the label family: the field of the reply's JSON object this check expects.
+    field: str | None = None
 
 
 @dataclass
@@ -151,6 +156,8 @@ class Source:
     # Advice for the config: the system prompt to write, the model the source used.
     hints: list[str] = field(default_factory=list)
     model: dict[str, Any] | None = None
+    # The source's own user turn (promptfoo's prompt), a jinja2 template of the inputs' names.
+    user_turn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,54 @@ class Conversion:
 
 
 # ------------------------------------------------------------------------------------------
+# Datasets with their own field names
+# ------------------------------------------------------------------------------------------
+
+# The format's own field names that `evalgate import --input-field ...` can point elsewhere.
+FIELD_OPTIONS = {
+    "input": "--input-field",
+    "target": "--target-field",
+    "ideal": "--target-field",
+    "id": "--id-field",
+    "choices": "--choices-field",
+}
+
+
+def rename_fields(
+    records: list[tuple[int, Any]], rename: dict[str, str], path: Path, notes: Notes
+) -> list[tuple[int, Any]]:
+    """Records with the dataset's own field names (``rename``: the format's name -> the
+    dataset's) moved to the format's, as an Inspect FieldSpec does."""
+    if not rename:
+        return records
+    for standard, own in rename.items():
+        if not any(isinstance(r, dict) and own in r for _, r in records):
+            first = next((r for _, r in records if isinstance(r, dict)), {})
+            raise CaseFileError(
+                f"{FIELD_OPTIONS.get(standard, standard)} {own}: no record has a field {own!r}",
+                where=str(path),
+                fix=f"the first record's fields: {', '.join(map(str, first)) or 'none'}",
+            )
+    out = []
+    for line, record in records:
+        if isinstance(record, dict):
+            moved = {k: v for k, v in record.items() if k not in rename.values()}
+            for standard, own in rename.items():
+                if standard in moved and standard != own:
+                    notes.add(
+                        f"field {standard!r} replaced by {own!r}",
+                        f"{FIELD_OPTIONS.get(standard, standard)} {own} takes its place",
+                        f"{path}:{line}",
+                    )
+                if own in record:
+                    moved[standard] = record[own]
+                    notes.map(own, f"{standard} ({FIELD_OPTIONS.get(standard, standard)})")
+            record = moved
+        out.append((line, record))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 # Choosing the scorer
 # ------------------------------------------------------------------------------------------
 
@@ -228,6 +283,13 @@ def choose(source: Source, kind: str | None = None) -> Plan:
             kind = "python"
     relevant = [c for d in drafts for c in d.checks if c.family in (kind, ANSWER)]
     sensitive = all(c.case_sensitive for c in relevant) if relevant else False
+    if kind == LABEL:
+        fields = Counter(str(c.field) for c in relevant if c.family == LABEL)
+        if fields:
+            # The field most cases expect; the others are reported, each a suite of its own.
+            field_name = max(fields, key=lambda f: (fields[f], -list(fields).index(f)))
+            return Plan(kind, {"kind": "label", "field": field_name})
+        return Plan(kind, {"kind": "label"})
     if kind in ("exact", "contains"):
         return Plan(kind, {"kind": kind, "case_sensitive": sensitive})
     if kind == "regex":
@@ -280,6 +342,17 @@ def _expected(draft: Draft, plan: Plan, notes: Notes) -> tuple[bool, Any, str]:
     answers = [c for c in draft.checks if c.family == ANSWER]
     if answers:
         return True, _answer_expected(_answers(answers[0]), plan, draft.where, notes), ""
+    fields = [c for c in draft.checks if c.family == LABEL]
+    if plan.kind == LABEL and fields:
+        wanted = plan.config.get("field")
+        mine = [c for c in fields if c.field == wanted]
+        if mine:
+            return True, mine[0].value, ""
+        names = ", ".join(str(c.field) for c in fields)
+        return False, None, f"no expected {wanted!r} (has {names})"
+    if plan.kind == "judge" and fields and len(fields) == len(draft.checks):
+        # A judge grades against the whole expected object, as the source wrote it.
+        return True, {str(c.field): c.value for c in fields}, ""
     own = [c for c in draft.checks if c.family == family]
     if not own:
         kinds = sorted({c.kind for c in draft.checks})
@@ -330,6 +403,19 @@ def _answer_expected(answers: list[Any], plan: Plan, where: str, notes: Notes) -
 def _note_other_checks(draft: Draft, plan: Plan, scored: bool, notes: Notes) -> None:
     for check in draft.checks:
         if check.family is None or check.family == ANSWER or plan.kind == "python":
+            continue
+        if check.family == LABEL:
+            if plan.kind == LABEL and check.field == plan.config.get("field"):
+                continue
+            if plan.kind == "judge":
+                continue
+            if scored:
+                notes.add(
+                    f"{check.kind} not checked",
+                    "this suite's scorer checks one field; to check this one too, put it in a "
+                    f"second suite whose scorer is {{kind: label, field: {check.field}}}",
+                    draft.where,
+                )
             continue
         if check.family == plan.family:
             if plan.kind in ("exact", "contains") and check.case_sensitive != plan.case_sensitive:
@@ -486,7 +572,12 @@ def _count_mapped(source: Source, plan: Plan, scored: list[Draft]) -> None:
     counts: Counter[str] = Counter()
     for draft in scored:
         for check in draft.checks:
-            if check.family in (plan.family, ANSWER) or plan.kind == "python":
+            if check.family == LABEL:
+                if plan.kind == "judge" or (
+                    plan.kind == LABEL and check.field == plan.config.get("field")
+                ):
+                    counts[check.kind] += 1
+            elif check.family in (plan.family, ANSWER) or plan.kind == "python":
                 counts[check.kind] += 1
     for kind, count in counts.items():
         source.notes.map(kind, f"expected (scorer {plan.kind})", count)

@@ -2,8 +2,10 @@
 
 A sample has ``input`` (a string or chat messages), ``target`` (a string or a list, any of which
 counts), ``id`` and ``metadata``; a CSV has columns input, target, id and more, the others read
-as metadata. (A dataset read through a FieldSpec with other names: rename the fields first, or
-point evalgate's own ``fields:`` mapping at the JSONL.)
+as metadata. A dataset with other names (read through a FieldSpec) maps them with
+``evalgate import inspect FILE --input-field question --target-field answer`` (and --id-field,
+--choices-field). Samples with ``choices`` and a letter target (``multiple_choice()``) send the
+choices as ``A) ...`` lines and are scored by the exact letter.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import Any
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
 from evalgate.importers.chat import chat_source, user_turn
-from evalgate.importers.core import ANSWER, Check, Draft, Notes, Source, from_metadata
+from evalgate.importers.core import (
+    ANSWER,
+    Check,
+    Draft,
+    Notes,
+    Source,
+    from_metadata,
+    rename_fields,
+)
 
 _UNSUPPORTED = {
     "files": "evalgate sends text only; put what the files say into the input",
@@ -24,10 +34,14 @@ _UNSUPPORTED = {
 }
 
 
-def _records(path: Path, notes: Notes) -> list[tuple[int, Any]]:
+def _records(path: Path, notes: Notes, rename: dict[str, str]) -> list[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         header, rows = read.csv_rows(path)
+        if rename:
+            located = rename_fields([(line, dict(row)) for line, row in rows], rename, path, notes)
+            rows = [(line, record) for line, record in located]
+            header = list(dict.fromkeys(k for _, r in rows for k in r))
         missing = [c for c in ("input",) if c not in header]
         if missing:
             raise CaseFileError(
@@ -44,15 +58,63 @@ def _records(path: Path, notes: Notes) -> list[tuple[int, Any]]:
             records.append((line, record))
         return records
     if suffix == ".json":
-        return read.json_items(path)
-    return read.jsonl_records(path)
+        return rename_fields(read.json_items(path), rename, path, notes)
+    return rename_fields(read.jsonl_records(path), rename, path, notes)
 
 
-def read_inspect(path: Path) -> Source:
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MCQ_HINT = (
+    "Samples with choices show them as 'A) ...' lines in the choices field and are scored by "
+    "the exact letter of the right choice: ask for the letter alone in the system prompt "
+    "(e.g. 'Reply with the letter of the right choice only')"
+)
+
+
+def _choice_letter(target: Any, choices: list[str]) -> str | None:
+    """The letter of the right choice, when the target is one (Inspect's form for choice())."""
+    if isinstance(target, str):
+        text = target.strip()
+        if len(text) == 1 and text.upper() in LETTERS[: len(choices)]:
+            return text.upper()
+    return None
+
+
+def _mcq(draft: Draft, sample: dict[str, Any], notes: Notes, where: str) -> bool:
+    """Inspect's multiple choice: the choices go to the model, the letter is the answer."""
+    choices = sample.get("choices")
+    if not (
+        isinstance(choices, list)
+        and 0 < len(choices) <= len(LETTERS)
+        and all(isinstance(c, str) for c in choices)
+    ):
+        return False
+    target = sample.get("target")
+    targets = target if isinstance(target, list) else [target]
+    found = [_choice_letter(t, choices) for t in targets]
+    letters = [letter for letter in found if letter is not None]
+    if not targets or len(letters) < len(found):
+        return False  # a target in words: an answer as any other, the choices kept aside
+    draft.inputs["choices"] = "\n".join(f"{LETTERS[i]}) {c}" for i, c in enumerate(choices))
+    answer = ", ".join(sorted(set(letters), key=letters.index))
+    # Not `contains`: a bare letter is inside nearly any reply.
+    draft.checks.append(Check("target", "exact", answer, case_sensitive=False))
+    notes.map("choices", "input field choices (A) ..., B) ...)")
+    notes.map("target (a choice's letter)", "expected, scored exact")
+    if len(letters) > 1:
+        notes.add(
+            "several right choices",
+            f"the expected answer is the letters joined by ', ' ({answer}): ask for that form",
+            where,
+        )
+    return True
+
+
+def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
     notes = Notes()
     systems: Counter[str] = Counter()
     drafts: list[Draft] = []
-    records = _records(path, notes)
+    records = _records(path, notes, rename or {})
+    multiple_choice = 0
     for line, sample in records:
         where = f"{path}:{line}"
         if not isinstance(sample, dict) or "input" not in sample:
@@ -77,14 +139,18 @@ def read_inspect(path: Path) -> Source:
         if draft.source_id is not None:
             notes.map("id", "id")
         target = sample.get("target")
-        if target in (None, "", []):
+        mcq = _mcq(draft, sample, notes, where)
+        multiple_choice += int(mcq)
+        if mcq:
+            pass  # the choice's letter is the expected answer
+        elif target in (None, "", []):
             notes.add("sample without target", "add a target, or score with a judge", where)
         else:
             answers = [str(t) for t in target] if isinstance(target, list) else [str(target)]
             draft.checks.append(Check("target", ANSWER, answers, case_sensitive=False))
         from_metadata(draft, sample.get("metadata"), notes)
         for key, value in sample.items():
-            if key in ("input", "target", "id", "metadata"):
+            if key in ("input", "target", "id", "metadata") or (mcq and key == "choices"):
                 continue
             if key == "choices":
                 draft.extra["choices"] = value
@@ -98,4 +164,7 @@ def read_inspect(path: Path) -> Source:
                 fix = _UNSUPPORTED.get(key, "not used by evalgate")
                 notes.add(f"field {key!r}", fix, where)
         drafts.append(draft)
-    return chat_source("inspect", path, drafts, notes, len(records), "in", systems)
+    source = chat_source("inspect", path, drafts, notes, len(records), "in", systems)
+    if multiple_choice:
+        source.hints.append(MCQ_HINT)
+    return source

@@ -4,6 +4,9 @@ An item has ``id``, ``input`` (a string or an object), ``expectedOutput``, ``met
 ``split`` says where the item is kept) and ``status``; archived items are skipped and counted.
 An agent's item, ``expectedOutput: {"tool_sequence": [...]}``, becomes a tool-sequence case,
 its ``metadata.scenario_group`` the case's group.
+An ``expectedOutput`` object of plain fields (``{"category": "booking"}``) is checked field by
+field by a label scorer (the field most items have; the others are reported); any other object
+is a reference answer.
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ from typing import Any
 
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
-from evalgate.importers.core import ANSWER, RESERVED, Check, Draft, Notes, Source, from_metadata
+from evalgate.importers.core import (
+    ANSWER,
+    LABEL,
+    RESERVED,
+    Check,
+    Draft,
+    Notes,
+    Source,
+    from_metadata,
+)
 
 # Bookkeeping of the Langfuse project: nothing a case needs.
 _BOOKKEEPING = {
@@ -47,6 +59,18 @@ def _inputs(value: Any, where: str, notes: Notes) -> dict[str, Any]:
         )
     notes.map("input", "input field input")
     return {"input": value}
+
+
+def _per_field(expected: Any) -> bool:
+    """An expected object of named scalar fields, each checked as a label of the reply's JSON."""
+    return (
+        isinstance(expected, dict)
+        and bool(expected)
+        and all(
+            isinstance(k, str) and isinstance(v, str | int | float | bool) and v is not None
+            for k, v in expected.items()
+        )
+    )
 
 
 def read_langfuse(path: Path) -> Source:
@@ -85,6 +109,20 @@ def read_langfuse(path: Path) -> Source:
             for key in expected:
                 if key != "tool_sequence":
                     notes.add(f"expectedOutput.{key}", "not checked by tool_sequence", where)
+        elif _per_field(expected):
+            # {"category": "booking", "priority": "high"}: each field is a label the reply's
+            # JSON should carry; the suite's label scorer checks one field, named in the plan.
+            for key, value in expected.items():
+                draft.checks.append(
+                    Check(
+                        f"expectedOutput.{key}",
+                        LABEL,
+                        str(value),
+                        case_sensitive=False,
+                        raw={key: value},
+                        field=key,
+                    )
+                )
         else:
             draft.checks.append(Check("expectedOutput", ANSWER, [expected], case_sensitive=False))
         metadata = item.get("metadata")

@@ -12,16 +12,17 @@ from pathlib import Path
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
 from evalgate.importers.chat import chat_source, user_turn
-from evalgate.importers.core import ANSWER, Check, Draft, Notes, Source
+from evalgate.importers.core import ANSWER, Check, Draft, Notes, Source, rename_fields
 
 _KNOWN = {"input", "ideal"}
 
 
-def read_openai_evals(path: Path) -> Source:
+def read_openai_evals(path: Path, rename: dict[str, str] | None = None) -> Source:
     notes = Notes()
     systems: Counter[str] = Counter()
     drafts: list[Draft] = []
     records = read.json_items(path) if path.suffix.lower() == ".json" else read.jsonl_records(path)
+    records = rename_fields(records, rename or {}, path, notes)
     for line, sample in records:
         where = f"{path}:{line}"
         if not isinstance(sample, dict) or "input" not in sample:

@@ -11,6 +11,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.importers.core import Conversion, Mapped, Note, Unscored
+from evalgate.split import (
+    STARTING_HOLDOUT_FRACTION,
+    STARTING_HOLDOUT_MIN_CASES,
+    starting_holdout_fraction,
+)
+from evalgate.templating import variables
 
 DEFAULT_MODEL: dict[str, Any] = {"backend": "anthropic", "name": "claude-haiku-4-5"}
 
@@ -143,6 +149,21 @@ def _block(key: str, value: Any, indent: int) -> str:
     return textwrap.indent(text, " " * indent)
 
 
+def _split_lines(cases: int) -> list[str]:
+    """The split a new suite of ``cases`` starts with: no holdout while it is small, so pull
+    requests have dev cases to run (the default fraction would hash some away)."""
+    fraction = starting_holdout_fraction(cases)
+    if fraction:
+        why = f"# {cases} cases: about {fraction:.0%} of groups are held out for releases."
+    else:
+        why = (
+            f"# {cases} cases: too few for a holdout yet (every case is dev); set "
+            f"holdout_fraction: {STARTING_HOLDOUT_FRACTION} at about "
+            f"{STARTING_HOLDOUT_MIN_CASES} cases."
+        )
+    return ["    " + why, "    split:", f"      holdout_fraction: {fraction}"]
+
+
 def config_snippet(
     conversion: Conversion, cases: str, suite: str, source_arg: str, *, model: Any = None
 ) -> str:
@@ -150,6 +171,10 @@ def config_snippet(
     source = conversion.source
     chosen = model or source.model or DEFAULT_MODEL
     template = template_for(conversion.inputs)
+    own = source.user_turn
+    names = variables(own) if own else None
+    if own and names is not None and names <= set(conversion.inputs) | {"input"}:
+        template = own.rstrip("\n") + "\n"  # the source's own user turn, vars and all
     lines = [
         f"# evalgate.yml for cases imported from {source_arg} ({source.format}).",
         "# Write your system prompt into prompts/v1.txt (a version's name is its file stem),",
@@ -168,9 +193,10 @@ def config_snippet(
         *("      " + line for line in template.splitlines()),
         _block("model", chosen, 4).rstrip("\n"),
         _block("scorer", conversion.plan.config, 4).rstrip("\n"),
+        *_split_lines(len(conversion.records)),
     ]
     if conversion.plan.kind == "tool_sequence":
-        names = sorted(
+        tool_names = sorted(
             {
                 step if isinstance(step, str) else str(step.get("name"))
                 for _, record in conversion.records
@@ -184,7 +210,8 @@ def config_snippet(
         lines.append("    # and add each case's fixtures (see docs/agents.md).")
         lines.append("    tools:")
         lines += [
-            f"      - {{name: {_flow(name)}, input_schema: {{type: object}}}}" for name in names
+            f"      - {{name: {_flow(name)}, input_schema: {{type: object}}}}"
+            for name in tool_names
         ]
     if conversion.plan.kind == "python":
         lines.append(

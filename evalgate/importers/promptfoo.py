@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,18 @@ from evalgate.config import load_yaml
 from evalgate.errors import CaseFileError
 from evalgate.importers import read
 from evalgate.importers.core import Check, Draft, Notes, Source
+
+# promptfoo splits a prompt text file into several prompts at lines of three dashes.
+_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PromptfooPrompt:
+    """One of the config's prompts: its system message (chat prompts) and its user turn."""
+
+    system: str | None
+    user: str
+
 
 # promptfoo assertion type -> (evalgate scorer kind, case-sensitive).
 MAPPED: dict[str, tuple[str, bool]] = {
@@ -152,6 +165,7 @@ class _Reader:
         self.drafts: list[Draft] = []
         self.hints: list[str] = []
         self.model: dict[str, Any] | None = None
+        self.first_prompt: PromptfooPrompt | None = None
 
     # ----------------------------------------------------------------------------- files
 
@@ -314,32 +328,99 @@ class _Reader:
 
     def prompts(self, value: Any, path: Path) -> None:
         prompts = value if isinstance(value, list) else [value] if value else []
-        texts = []
+        found: list[PromptfooPrompt] = []
         for prompt in prompts:
             raw = str(
                 (prompt.get("raw") or prompt.get("id")) if isinstance(prompt, dict) else prompt
             )
-            if raw.startswith("file://"):
-                file = path.parent / raw[len("file://") :]
-                if file.suffix.lower() in (".txt", ".md", ".j2") and file.is_file():
-                    texts.append(self.text(file, "prompt file").strip())
-                    continue
-            texts.append(raw)
-        if not texts:
+            found += self._prompt(raw, path)
+        if not found:
             return
-        self.hints.append(
-            "promptfoo sends the prompt below as the user turn, vars filled in. In evalgate the "
-            "prompt file is the system prompt (the part a pull request changes) and `template` "
-            "is the user turn: put the instructions into prompts/v1.txt and keep the vars in "
-            f"the template.\n{texts[0]}"
-        )
-        if len(texts) > 1:
+        first = found[0]
+        if first.system is not None:
+            self.hints.append(
+                "promptfoo's chat prompt has a system message: in evalgate it is the prompt "
+                "file (the part a pull request changes). Save it as prompts/v1.txt:\n"
+                f"{first.system}"
+            )
+            self.hints.append(
+                "Its user turn is the suite's `template` (the snippet uses it when its vars "
+                f"are the cases' inputs):\n{first.user}"
+            )
+        else:
+            self.hints.append(
+                "promptfoo sends the prompt below as the user turn, vars filled in. In evalgate "
+                "the prompt file is the system prompt (the part a pull request changes) and "
+                "`template` is the user turn: put the instructions into prompts/v1.txt and keep "
+                f"the vars in the template.\n{first.user}"
+            )
+        self.first_prompt = first
+        if len(found) > 1:
             self.notes.add(
                 "several prompts",
                 "promptfoo compares prompts side by side; in evalgate each is a version: save "
                 "them as prompts/v1.txt, prompts/v2.txt and compare runs",
-                count=len(texts) - 1,
+                count=len(found) - 1,
             )
+
+    def _prompt(self, raw: str, path: Path) -> list[PromptfooPrompt]:
+        """The prompts one ``prompts:`` entry holds: a text file's ``---``-separated prompts,
+        a chat prompt (a JSON or YAML list of messages, in a file or inline), or the text."""
+        text = raw
+        where = str(path)
+        if raw.startswith("file://"):
+            file = path.parent / raw[len("file://") :]
+            if not file.is_file():
+                self.notes.add(
+                    f"prompt file {raw!r}",
+                    "not found beside the config: copy the prompt into prompts/v1.txt by hand",
+                )
+                return [PromptfooPrompt(None, raw)]
+            text = file.read_text(encoding="utf-8")
+            where = str(file)
+            if file.suffix.lower() in (".json", ".yaml", ".yml"):
+                return [self._chat(text, where, raw)]
+            if file.suffix.lower() not in (".txt", ".md", ".j2", ".njk", ".prompt"):
+                self.notes.add(
+                    f"prompt file {raw!r}",
+                    "a prompt made by code (.js, .py) cannot be read: write what it returns "
+                    "into prompts/v1.txt",
+                )
+                return [PromptfooPrompt(None, raw)]
+            # promptfoo reads a text file as several prompts separated by lines of ---.
+            parts = [part.strip() for part in _SEPARATOR.split(text)]
+            return [PromptfooPrompt(None, part) for part in parts if part]
+        if text.lstrip().startswith("[") and '"role"' in text:
+            return [self._chat(text, where, raw)]
+        return [PromptfooPrompt(None, text.strip())]
+
+    def _chat(self, text: str, where: str, raw: str) -> PromptfooPrompt:
+        try:
+            messages = yaml.safe_load(text)
+        except yaml.YAMLError:
+            messages = None
+        if not (
+            isinstance(messages, list)
+            and messages
+            and all(isinstance(m, dict) and "role" in m and "content" in m for m in messages)
+        ):
+            raise CaseFileError(
+                f"prompt {raw!r} is not a chat prompt (a list of {{role, content}} messages)",
+                where=where,
+                fix='write it as [{"role": "system", "content": "..."}, {"role": "user", ...}]',
+            )
+        system = "\n\n".join(
+            str(m["content"]) for m in messages if m["role"] in ("system", "developer")
+        )
+        users = [str(m["content"]) for m in messages if m["role"] == "user"]
+        others = [m for m in messages if m["role"] not in ("system", "developer", "user")]
+        if others or len(users) > 1:
+            self.notes.add(
+                "chat prompt with several turns",
+                "evalgate sends one user turn: the last user message is the template; put the "
+                "earlier turns into it or into the system prompt",
+            )
+        return PromptfooPrompt(system or None, users[-1] if users else "")
 
     # ----------------------------------------------------------------------------- tests
 
@@ -572,4 +653,10 @@ def read_promptfoo(path: Path) -> Source:
         id_prefix="pf",
         hints=reader.hints,
         model=reader.model,
+        # A chat prompt's user turn is a template already; a plain prompt holds instructions too.
+        user_turn=(
+            reader.first_prompt.user
+            if reader.first_prompt and reader.first_prompt.system is not None
+            else None
+        ),
     )

@@ -107,6 +107,8 @@ class CommentContext(BaseModel):
     reproduce: str | None = None
     # The pull request's number, for the commands in the fork comment.
     pull_request: int | None = None
+    # Cases listed per section (`gate --show N`); None: as many as fit.
+    max_rows: int | None = Field(default=None, ge=0)
     # The whole pull request's verdict when it has several suites (one familywise alpha), and
     # every suite's part, as (suite, kind).
     pull_request_kind: VerdictKind | None = None
@@ -309,6 +311,8 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
     def fixed(text: str) -> _Part:
         return _Part("", lambda _: text)
 
+    cap = ROW_CAP if ctx.max_rows is None else min(ROW_CAP, ctx.max_rows)
+
     return [
         _Part(
             "Reasons", lambda k: m.verdict(ctx, v, k, advice, where), rows=bullets, droppable=False
@@ -319,29 +323,29 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         _Part(
             "Regression failures",
             lambda k: m.regression(v.regression_failures, k, where),
-            rows=min(len(v.regression_failures), ROW_CAP),
+            rows=min(len(v.regression_failures), cap),
         ),
         _Part(
             "Broken cases",
             lambda k: m.broken(v.broken, k, OPEN_ROWS, where),
-            rows=min(len(v.broken), ROW_CAP),
+            rows=min(len(v.broken), cap),
         ),
         _Part(
             "Fixed cases",
             lambda k: m.collapsed(
                 "Fixed: failed on the baseline, pass on this PR", v.fixed, k, "fixed cases", where
             ),
-            rows=min(len(v.fixed), ROW_CAP),
+            rows=min(len(v.fixed), cap),
         ),
         _Part(
             "Unstable cases",
             lambda k: m.unstable(v.unstable, k, passes, where),
-            rows=min(len(v.unstable), ROW_CAP),
+            rows=min(len(v.unstable), cap),
         ),
         _Part(
             "Errored cases",
             lambda k: m.errors(v.errored, s.error_kinds, k, where),
-            rows=min(len(v.errored), ROW_CAP),
+            rows=min(len(v.errored), cap),
         ),
         _Part(
             "Categories",

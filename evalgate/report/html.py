@@ -269,7 +269,7 @@ def render_compare_html(
                 kind=kind,
                 id=case_id,
                 category=shown.category,
-                expected=label(shown.expected),
+                expected=expected_label(shown.expected),
                 message=message,
                 a=_side(ca) if ca else None,
                 b=_side(cb) if cb else None,
