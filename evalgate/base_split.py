@@ -35,6 +35,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate import files
 from evalgate.cases import Case, CaseSet, SplitName
 from evalgate.config import LoadedConfig, SplitPolicy, Suite, load_config
 from evalgate.errors import UserError
@@ -158,18 +159,13 @@ def _load(path: Path) -> LoadedConfig:
 
 
 def _sha(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return hashlib.sha256(files.read_bytes(path, "file")).hexdigest() if path.is_file() else None
 
 
 def _lines(path: Path) -> Counter[str]:
     if not path.is_file():
         return Counter()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaseUnavailable(
-            f"the sealed holdout cannot be read: {exc}", where=str(path)
-        ) from None
+    text = files.read_text(path, "the sealed holdout", BaseUnavailable)
     return Counter(line.strip() for line in text.splitlines() if line.strip())
 
 

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from evalgate import files
 from evalgate.errors import UserError
 from evalgate.runs import CaseResult, Outcome
 
@@ -174,7 +175,7 @@ def read_ledger(path: Path) -> list[LedgerRecord]:
     if not path.exists():
         return []
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(files.read_text(path, "read ledger").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -316,14 +317,7 @@ def unseal(line: str, secret: X25519PrivateKey, where: str) -> dict[str, Any]:
 
 
 def _text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(
-            f"the {what} cannot be read: {exc}",
-            where=str(path),
-            fix="restore it from version control",
-        ) from None
+    return files.read_text(path, f"the {what}")
 
 
 def sealed_lines(path: Path) -> list[tuple[int, str]]:

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from evalgate import files
 from evalgate.calibration import Agreement, Corrected, agreement, rogan_gladen
 from evalgate.config import JudgeCalibration, Suite
 from evalgate.errors import UserError
@@ -304,7 +305,7 @@ def read_report(state_dir: Path, suite: str) -> JudgeReport | None:
     if not path.is_file():
         return None
     try:
-        return JudgeReport.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return JudgeReport.model_validate(json.loads(files.read_text(path, "judge check")))
     except (ValueError, ValidationError):
         return None
 

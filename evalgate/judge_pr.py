@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalgate import files
 from evalgate.calibration import AgreementChange, agreement_change
 from evalgate.cli.context import Context
 from evalgate.cli.judge import check_judge, suite_labels
@@ -105,7 +106,7 @@ def judge_in_pr(
             path.write_text(base_labels, encoding="utf-8")
             labels = suite_labels(loaded, labels_suite, path)
             head_path = loaded.root / suite.judge.labels
-            head_text = head_path.read_text(encoding="utf-8") if head_path.is_file() else None
+            head_text = files.read_text(head_path, "judge file") if head_path.is_file() else None
             if head_text != base_labels or labels_suite.fields != suite.fields:
                 notes.append(
                     "the labels are the base branch's: label changes in this pull request take "

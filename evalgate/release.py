@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from evalgate import files
 from evalgate.config import GatePolicy, SplitPolicy
 from evalgate.errors import UserError
 from evalgate.holdout import HoldoutKey
@@ -242,7 +243,9 @@ def read_releases(folder: Path) -> list[ReleaseRecord]:
     records = []
     for path in folder.glob("*.json"):
         try:
-            records.append(ReleaseRecord.model_validate_json(path.read_text(encoding="utf-8")))
+            records.append(
+                ReleaseRecord.model_validate_json(files.read_text(path, "release record"))
+            )
         except ValidationError as exc:
             raise UserError(
                 f"corrupt release record: {exc.errors()[0]['msg']}",

@@ -296,6 +296,10 @@ def release_version(
     secret = holdout_secret(ctx, suite)
     key = HoldoutKey(secret)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    # Everything the integrity check reads is read before any call: a bad file costs nothing.
+    usable_history(history, key)
+    if suite.sealed_holdout is not None:
+        read_changes(loaded.root / suite.sealed_holdout.changes)
     run = execute_version(ctx, loaded, name, version, splits=frozenset(SPLITS), purpose="release")
     sealed = None
     integrity: list[str] = []

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from evalgate import files
 from evalgate.audit import audit
 from evalgate.cases import CaseSet, load_case_file
 from evalgate.cli.context import (
@@ -97,7 +98,7 @@ def apply_splits(loaded: LoadedConfig, suite: Suite, cases: CaseSet) -> int:
             raise UserError(
                 "--apply rewrites JSONL case files only", where=str(path), fix="convert it to JSONL"
             )
-        lines = path.read_text(encoding="utf-8").split("\n")
+        lines = files.read_text(path, "case file").split("\n")
         out = []
         for number, line in enumerate(lines, start=1):
             split = by_source.get(f"{path}:{number}")
@@ -148,7 +149,7 @@ def cmd_holdout(ctx: Context) -> int:
                 where=str(public_path),
                 fix="make one with `evalgate holdout keygen` and commit it",
             )
-        recipient = load_public_key(public_path.read_text(encoding="utf-8"))
+        recipient = load_public_key(files.read_text(public_path, "holdout public key"))
         added = load_case_file(Path(ctx.args.file), suite.fields)
         lines = [
             seal(json.loads(json.dumps(_raw_record(Path(ctx.args.file), c.source))), recipient)
@@ -232,7 +233,7 @@ def _raw_record(path: Path, source: str) -> Any:
     number = int(source.rsplit(":", 1)[1])
     if path.suffix.lower() in (".yml", ".yaml"):
         raise UserError("holdout add takes JSONL", where=str(path))
-    return json.loads(path.read_text(encoding="utf-8").split("\n")[number - 1])
+    return json.loads(files.read_text(path, "case file").split("\n")[number - 1])
 
 
 def cmd_release(ctx: Context) -> int:
