@@ -821,9 +821,10 @@ def test_a_pull_request_run_posts_one_comment_and_sets_the_outputs(e2e: Scenario
     assert float(out["mde"]) > 0
     assert out["comment_url"].endswith(f"/pull/{PR}#issuecomment-{comment.id}")
     assert run.model_requests > 0  # the PR's prompt ran against the model, not a cache
-    # The baseline came from the push run's artefact: listed, fetched, downloaded without
-    # the token from the storage host.
-    assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts")
+    # The baseline came from the push run's artefact: its workflow runs listed (by branch and
+    # event), the run's artefacts listed, fetched, downloaded without the token from storage.
+    assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/*runs")
+    assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/runs/*/artifacts")
     assert e2e.gh.find_requests("GET", f"/repos/{REPO}/actions/artifacts/*/zip")
     stored = e2e.gh.find_requests("GET", server="storage")
     assert stored and not any(r.has_authorization for r in stored)
