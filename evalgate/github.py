@@ -1082,21 +1082,8 @@ def find_run_artifact(repo: Repository, run_id: int, name: str) -> BaselineRef |
     now = datetime.now(UTC)
     with _calling("list the run's artefacts", where, PERM_ACTIONS_READ):
         run = repo.get_workflow_run(run_id)
-        data: dict[str, Any] = run.raw_data
         for art in run.get_artifacts():
             if art.name != name or art.expired or art.expires_at <= now:
                 continue
-            return BaselineRef(
-                artifact_id=art.id,
-                name=art.name,
-                size_in_bytes=art.size_in_bytes,
-                created_at=art.created_at,
-                expires_at=art.expires_at,
-                archive_download_url=art.archive_download_url,
-                run_id=run_id,
-                head_sha=str(data.get("head_sha") or ""),
-                head_branch=str(data.get("head_branch") or ""),
-                event=str(data.get("event") or ""),
-                html_url=str(data.get("html_url") or ""),
-            )
+            return _baseline_ref(art, run)
     return None

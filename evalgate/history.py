@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from evalgate.errors import UserError
+from evalgate.jsonl import parse_lines
 from evalgate.runs import CaseResult, Outcome, Run
 from evalgate.stats import sign_test_worse
 
@@ -94,19 +94,16 @@ def record_of(run: Run) -> BaselineRecord:
 
 
 def read_history(text: str | None, where: str) -> list[BaselineRecord]:
-    records = []
-    for number, line in enumerate((text or "").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(BaselineRecord.model_validate_json(line))
-        except ValidationError as exc:
-            raise UserError(
-                f"not a baseline history record: {exc.errors()[0]['msg']}",
-                where=f"{where}:{number}",
-                fix="restore it from the data branch's git history",
-            ) from None
-    return records
+    return [
+        r
+        for _, r in parse_lines(
+            text or "",
+            BaselineRecord,
+            where,
+            "not a baseline history record",
+            "restore it from the data branch's git history",
+        )
+    ]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

@@ -25,10 +25,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
 from evalgate.errors import UserError
+from evalgate.jsonl import parse_lines
 from evalgate.runs import CaseResult, Outcome
 
 SECRET_PREFIX = "EVALGATE-HOLDOUT-KEY-1-"
@@ -174,19 +175,9 @@ class LedgerRecord(BaseModel):
 def read_ledger(path: Path) -> list[LedgerRecord]:
     if not path.exists():
         return []
-    records = []
-    for number, line in enumerate(files.read_text(path, "read ledger").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(LedgerRecord.model_validate_json(line))
-        except ValidationError as exc:
-            raise UserError(
-                f"corrupt ledger record: {exc.errors()[0]['msg']}",
-                where=f"{path}:{number}",
-                fix="restore the ledger from the data branch",
-            ) from None
-    return records
+    text = files.read_text(path, "read ledger")
+    fix = "restore the ledger from the data branch"
+    return [r for _, r in parse_lines(text, LedgerRecord, str(path), "corrupt ledger record", fix)]
 
 
 def append_ledger(path: Path, record: LedgerRecord) -> int:
@@ -375,19 +366,15 @@ class SealedChange(BaseModel):
 def read_changes(path: Path) -> list[tuple[str, SealedChange]]:
     if not path.exists():
         return []
-    found = []
-    for number, line in enumerate(_text(path, "holdout change ledger").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            found.append((f"{path.name}:{number}", SealedChange.model_validate_json(line)))
-        except ValidationError as exc:
-            raise UserError(
-                f"not a holdout change record: {exc.errors()[0]['msg']}",
-                where=f"{path}:{number}",
-                fix="restore the change ledger from version control",
-            ) from None
-    return found
+    text = _text(path, "holdout change ledger")
+    found = parse_lines(
+        text,
+        SealedChange,
+        str(path),
+        "not a holdout change record",
+        "restore the change ledger from version control",
+    )
+    return [(f"{path.name}:{number}", change) for number, change in found]
 
 
 def append_change(path: Path, change: SealedChange) -> None:
