@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from evalgate.backends.base import ErrorKind, Reply
 from evalgate.trajectory import AgentSpec, CallRecord, Step, ToolCall, json_subset, result_text
@@ -54,6 +54,31 @@ class Turn:
     attempts: int = 1
     error: str | None = None
     error_kind: ErrorKind | None = None
+
+    @classmethod
+    def of(cls, reply: Reply, calls: list[ToolCall], attempts: int) -> Turn:
+        """A model call's answer: the reply's text and usage, and the tool calls it made."""
+        return cls(
+            text=reply.text,
+            calls=calls,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_read_tokens=reply.cache_read_tokens,
+            latency_s=reply.latency_s,
+            stop_reason=reply.stop_reason,
+            attempts=attempts,
+        )
+
+    @classmethod
+    def failed(cls, message: str | None, kind: str, elapsed_s: float, attempts: int) -> Turn:
+        """A model call that failed after the retries: an error, never an answer."""
+        return cls(
+            error=message,
+            error_kind=cast(ErrorKind, kind),
+            latency_s=elapsed_s,
+            attempts=attempts,
+        )
 
 
 class Session(Protocol):

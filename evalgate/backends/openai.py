@@ -180,12 +180,7 @@ class _Session:
     def send(self) -> Turn:
         result, attempts = self.backend.retrier.run(lambda: self.backend._once(self.params))
         if result.kind is not None:
-            return Turn(
-                error=result.message,
-                error_kind=cast(ErrorKind, result.kind),
-                latency_s=result.elapsed_s,
-                attempts=attempts,
-            )
+            return Turn.failed(result.message, result.kind, result.elapsed_s, attempts)
         completion, choice = cast(tuple[Any, Any], result.value)
         reply = _reply(completion, choice, result.elapsed_s, attempts)
         calls: list[ToolCall] = []
@@ -211,16 +206,7 @@ class _Session:
                 }
                 for c in raw_calls
             ]
-        return Turn(
-            text=reply.text,
-            calls=calls,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            cache_read_tokens=reply.cache_read_tokens,
-            latency_s=reply.latency_s,
-            stop_reason=reply.stop_reason,
-            attempts=attempts,
-        )
+        return Turn.of(reply, calls, attempts)
 
     def answer(self, turn: Turn, records: list[CallRecord]) -> None:
         for call, record in zip(turn.calls, records, strict=True):
