@@ -21,7 +21,6 @@ base's holdout cases stay in memory.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 import posixpath
 import re
@@ -156,10 +155,6 @@ def _load(path: Path) -> LoadedConfig:
             f"the base commit's evalgate config cannot be read: {exc.what}",
             fix="fix evalgate.yml on the default branch first",
         ) from None
-
-
-def _sha(path: Path) -> str | None:
-    return hashlib.sha256(files.read_bytes(path, "file")).hexdigest() if path.is_file() else None
 
 
 def _lines(path: Path) -> Counter[str]:
