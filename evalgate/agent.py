@@ -20,7 +20,6 @@ error, and so does a model still calling tools after ``agent.max_steps`` model c
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from evalgate.backends.base import ErrorKind, Reply
+from evalgate.limits import PROGRAM_OUTPUT, excerpt
+from evalgate.program import ProgramTimeout, run_program
 from evalgate.trajectory import AgentSpec, CallRecord, Step, ToolCall, json_subset, result_text
 
 STDERR_TAIL = 300
@@ -108,25 +109,24 @@ def _command(
     payload = json.dumps({"case_id": case_id, "name": call.name, "input": call.input})
     shown = f"tool command for {call.name}"
     try:
-        done = subprocess.run(
-            list(spec.tool_command),
-            input=payload,
-            capture_output=True,
-            text=True,
-            timeout=spec.tool_timeout_s,
-            cwd=cwd,
-            env=dict(env),
+        done = run_program(
+            spec.tool_command, stdin=payload, timeout_s=spec.tool_timeout_s, cwd=cwd, env=env
         )
-    except subprocess.TimeoutExpired:
+    except ProgramTimeout:
         raise ToolFault(f"{shown} timed out after {spec.tool_timeout_s:g}s") from None
     except OSError as exc:
         raise ToolFault(
             f"cannot run the {shown} ({spec.tool_command[0]!r}): {exc.strerror}"
         ) from None
+    if done.overflowed:
+        raise ToolFault(
+            f"{shown} printed more than {PROGRAM_OUTPUT:,} bytes: a tool's result must be "
+            "shorter (it is sent to the model)"
+        )
     if done.returncode != 0:
         raise ToolFault(
             f"{shown} exited with code {done.returncode}; stderr: "
-            f"{done.stderr[-STDERR_TAIL:].strip()}"
+            f"{excerpt(done.stderr[-STDERR_TAIL:], STDERR_TAIL)}"
         )
     out = done.stdout.strip()
     try:

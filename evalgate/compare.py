@@ -87,6 +87,11 @@ def provenance_warnings(a: Run, b: Run) -> list[str]:
         )
     if a.scorer_sha256 != b.scorer_sha256:
         warnings.append("the runs were scored differently: compare runs made with one scorer")
+    if a.tools_sha256 != b.tools_sha256:
+        warnings.append(
+            "the runs' tools differ (tools:, agent: or the files the tool command runs): "
+            "differences mix prompt and tools"
+        )
     for run, side in ((a, "A"), (b, "B")):
         if run.incomplete:
             warnings.append(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import glob
 import re
-from pathlib import Path
+import shlex
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
@@ -280,6 +282,30 @@ class AgentSettings(Strict):
     tool_command: list[str] | str | None = None
     # Seconds a tool command may take before the case is an error.
     tool_timeout_s: float = Field(default=30.0, gt=0)
+
+    def tool_argv(self) -> list[str]:
+        """The tool command as a program and its arguments (empty when there is none)."""
+        return program_argv(self.tool_command)
+
+
+def program_argv(command: Any) -> list[str]:
+    """A configured command (a shell-like string or a list) as a program and its arguments."""
+    if isinstance(command, str):
+        return shlex.split(command)
+    return [str(a) for a in command] if isinstance(command, list | tuple) else []
+
+
+def file_arguments(argv: Sequence[str]) -> list[str]:
+    """The arguments of a command that name a file of the repository (``judge.py``,
+    ``tools/answer.py``): relative paths with a suffix, not options. What the program runs is
+    part of what a result depends on."""
+    return [
+        arg
+        for arg in argv[1:]
+        if not arg.startswith("-")
+        and not PurePosixPath(arg).is_absolute()
+        and "." in PurePosixPath(arg).name
+    ]
 
 
 class GatePolicy(Strict):
@@ -582,6 +608,8 @@ class LoadedConfig(BaseModel):
             from evalgate.scorers.base import file_names
 
             paths += [self.root / name for name in file_names(suite.scorer)]
+        if suite.tools:
+            paths += [self.root / name for name in file_arguments(suite.agent.tool_argv())]
         if suite.scorer.kind == "python":
             paths.append(
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")

@@ -54,3 +54,9 @@ def clip(text: str, limit: int = REPLY) -> str:
 def label(value: object, limit: int = LABEL) -> str:
     """An answer or expected value as reports show it: ``(none)``, or an excerpt."""
     return NO_ANSWER if value is None else excerpt(str(value), limit)
+
+
+# What a user's program (a tool command) may print on stdout, in bytes: more is an error of the
+# case, not a reply held in memory whatever its size. Of its stderr only the last bytes are kept.
+PROGRAM_OUTPUT = 1 << 20
+PROGRAM_STDERR = 64 * 1024

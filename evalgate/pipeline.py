@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from evalgate import __version__, files
 from evalgate.backends.base import Backend, Message, Request
 from evalgate.backends.batch import BatchRunner
 from evalgate.cases import Case, CaseSet, check_agent_case, hash_cases, load_cases, parse_case
-from evalgate.config import LoadedConfig, Suite
+from evalgate.config import LoadedConfig, Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.runner import Cache, Job, ProgressCallback, execute
@@ -151,21 +150,41 @@ def read_suite_cases(
     return CaseSet(cases=tuple(cases), file_hashes=hashes)
 
 
-def agent_spec(suite: Suite, case: Case) -> AgentSpec | None:
+def agent_spec(suite: Suite, case: Case, tools_sha256: str | None = None) -> AgentSpec | None:
     """What the agent loop needs for one case; None when the suite offers no tools."""
     if not suite.tools:
         return None
     settings = suite.agent
-    command = settings.tool_command
+    argv = settings.tool_argv()
     return AgentSpec(
         tools=tuple(ToolSpec.model_validate(t.model_dump()) for t in suite.tools),
         fixtures={name: list(entries) for name, entries in (case.fixtures or {}).items()},
         max_steps=settings.max_steps,
         on_missing_fixture=settings.on_missing_fixture,
-        tool_command=tuple(shlex.split(command) if isinstance(command, str) else command)
-        if command
-        else None,
+        tool_command=tuple(argv) if argv else None,
         tool_timeout_s=settings.tool_timeout_s,
+        tools_sha256=tools_sha256,
+    )
+
+
+def tools_sha(suite: Suite, base_dir: Path) -> str | None:
+    """A hash of what answers an agent's calls: the tools offered, the loop's settings and the
+    files the tool command runs (its script changes the results as a fixture would). None when
+    the suite offers no tools."""
+    if not suite.tools:
+        return None
+    names = file_arguments(suite.agent.tool_argv())
+    return sha256_json(
+        {
+            "tools": [t.model_dump(mode="json") for t in suite.tools],
+            "agent": suite.agent.model_dump(mode="json"),
+            "files": {
+                name: files.read_text(base_dir / name, "tool command file")
+                if (base_dir / name).is_file()
+                else None
+                for name in names
+            },
+        }
     )
 
 
@@ -188,7 +207,10 @@ def build_jobs(
     cases: Sequence[Case],
     repeats: int,
     key: HoldoutKey | None = None,
+    tools_sha256: str | None = None,
 ) -> list[Job]:
+    """``tools_sha256`` (see :func:`tools_sha`) joins each agent request, so a cached reply is
+    never reused after the tool command's files change."""
     template = compile_template(suite.template, "template")
     key = key or HoldoutKey()
     jobs: list[Job] = []
@@ -208,7 +230,7 @@ def build_jobs(
             temperature=suite.model.temperature,
             options=suite.model.options,
             case={"id": case.id, "input": case.input},
-            agent=agent_spec(suite, case),
+            agent=agent_spec(suite, case, tools_sha256),
         )
         jobs.extend(
             # A holdout reply is never written to the response cache, which is not secret.
@@ -269,7 +291,8 @@ def run_suite(
     whole_sha = public_cases_sha(cases, spec.holdout_key)
     cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
-    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
+    tools = tools_sha(suite, base_dir)
+    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools)
     started = time.perf_counter()
     if batch is not None and suite.tools:
         raise UserError(
@@ -341,6 +364,7 @@ def run_suite(
             if (files := read_files(suite.scorer, base_dir))
             else scorer_dump
         ),
+        tools_sha256=tools,
         git_commit=spec.git_commit,
         git_ref=spec.git_ref,
         evalgate_version=__version__,

@@ -151,6 +151,9 @@ class Run(BaseModel):
     model: ModelInfo
     scorer: dict[str, Any]
     scorer_sha256: str
+    # What answers an agent's tool calls (tools, agent settings, the tool command's files);
+    # None for a suite without tools.
+    tools_sha256: str | None = None
     git_commit: str | None = None
     git_ref: str | None = None
     evalgate_version: str

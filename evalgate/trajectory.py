@@ -46,6 +46,8 @@ class AgentSpec(BaseModel):
     on_missing_fixture: MissingRule = "unavailable"
     tool_command: tuple[str, ...] | None = None
     tool_timeout_s: float = Field(default=30.0, gt=0)
+    # What the tools and the tool command's files hash to: part of the response cache's key.
+    tools_sha256: str | None = None
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]

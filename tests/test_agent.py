@@ -172,6 +172,16 @@ elif mode == "A3":
     time.sleep(5)
 elif mode == "A4":
     print("not json")
+elif mode == "A6":
+    sys.stdout.write("x" * (2 << 20))
+elif mode == "A7":
+    sys.stderr.write("noise " * (2 << 20) + "the last words")
+    sys.exit(1)
+elif mode == "A8":
+    import subprocess
+    # A child left running with the command's stdout: the call is answered all the same.
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    print(json.dumps({"result": "done"}), flush=True)
 else:
     print(json.dumps({"error": "no such order"}))
 """
@@ -185,6 +195,9 @@ else:
         ("A3", "tool command for lookup_order timed out after 0.5s"),
         ("A4", "tool command for lookup_order printed no JSON"),
         ("A5", None),
+        ("A6", "tool command for lookup_order printed more than 1,048,576 bytes"),
+        ("A7", "tool command for lookup_order exited with code 1; stderr: "),
+        ("A8", None),
     ],
 )
 def test_the_tool_command_answers_calls_no_fixture_answers(
@@ -200,12 +213,18 @@ def test_the_tool_command_answers_calls_no_fixture_answers(
     if error is not None:
         assert reply.error_kind == "tool"
         assert reply.error is not None and reply.error.startswith(error)
+        if order == "A7":
+            # Only the tail of a flood of stderr is kept, and shown as one short line.
+            assert reply.error.endswith("the last words")
+            assert len(reply.error) < 400
         return
     assert reply.steps is not None
     call = reply.steps[0].calls[0]
     if order == "A1":
         assert call.status == "ok"
         assert json.loads(call.result or "") == {"status": "delivered", "case": "c1"}
+    elif order == "A8":
+        assert (call.status, call.result) == ("ok", "done")
     else:
         assert (call.status, call.result) == ("error", "no such order")
 
@@ -439,3 +458,74 @@ def test_the_examples_readme_shows_the_comment_the_gate_prints(tmp_path: Path, c
     printed = lines(comment)
     for line in shown:
         assert line in printed, line
+
+
+# --- what answers the calls is part of what a suite depends on ------------------------------------
+
+ANSWER_SCRIPT = 'import json, sys; json.load(sys.stdin); print(json.dumps({"result": "%s"}))'
+
+
+def tool_project(tmp_path: Path) -> Path:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "v1.txt").write_text("Always look up the order.")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "answer.py").write_text(ANSWER_SCRIPT % "delivered")
+    (tmp_path / "rules.json").write_text(json.dumps(RULES))
+    (tmp_path / "cases.jsonl").write_text(
+        json.dumps({"id": "c1", "message": "refund A1", "expected": ["lookup_order"]}) + "\n"
+    )
+    (tmp_path / "evalgate.yml").write_text(
+        "version: 1\n"
+        "suites:\n"
+        "  agent:\n"
+        "    prompts: prompts/*.txt\n"
+        "    cases: cases.jsonl\n"
+        "    fields: {input: [message]}\n"
+        "    template: '{{ message }}'\n"
+        "    model: {backend: fake, name: fake-agent, options: {rules_file: rules.json}}\n"
+        "    scorer: {kind: tool_sequence, match: in_order}\n"
+        "    tools:\n"
+        "      - {name: lookup_order, input_schema: {type: object}}\n"
+        "      - {name: issue_refund}\n"
+        "      - {name: escalate}\n"
+        f"    agent: {{tool_command: [{json.dumps(sys.executable)}, tools/answer.py]}}\n"
+    )
+    return tmp_path / "evalgate.yml"
+
+
+def test_the_tool_command_and_its_script_are_dependencies_of_the_suite(
+    tmp_path: Path, cli: Any
+) -> None:
+    from evalgate.compare import compare_runs
+    from evalgate.runs import read_run
+
+    config = tool_project(tmp_path)
+    loaded = load_config(config)
+    suite = loaded.config.suites["agent"]
+    # A pull request that edits only the script still runs the suite.
+    assert (tmp_path / "tools" / "answer.py").resolve() in loaded.dependencies(suite)
+
+    seen: set[Path] = set()
+
+    def run() -> Any:
+        code, _, err = cli("run", "v1", "--config", str(config))
+        assert code == 0, err
+        (new,) = set((tmp_path / ".evalgate" / "runs").glob("*.json")) - seen
+        seen.add(new)
+        return read_run(new)
+
+    first = run()
+    (tmp_path / "tools" / "answer.py").write_text(ANSWER_SCRIPT % "lost in transit")
+    second = run()
+    # The changed script answered the second run: no reply came from the cache.
+    steps = [r.cases[0].outcomes[0].steps for r in (first, second)]
+    assert [s[0].calls[0].result for s in steps if s] == ["delivered", "lost in transit"]
+    assert first.tools_sha256 and second.tools_sha256
+    assert first.tools_sha256 != second.tools_sha256
+    warnings = compare_runs(first, second).warnings
+    assert any(w.startswith("the runs' tools differ") for w in warnings), warnings
+    # A changed tool definition is a change of the tools too.
+    text = config.read_text().replace("- {name: escalate}", "- {name: escalate, description: x}")
+    config.write_text(text)
+    third = run()
+    assert third.tools_sha256 not in (None, second.tools_sha256)

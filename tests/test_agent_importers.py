@@ -92,3 +92,113 @@ def test_the_snippet_lists_the_tools_and_the_suite_runs_on_the_fake_agent(
     assert code == 0, err
     # the two dev refunds pass; the holdout item is not part of a PR run
     assert "Accuracy       100.0%  (2/2)" in out
+
+
+# --- promptfoo's trajectory assertions (src/assertions/trajectory.ts) ---------------------------
+
+PROMPTFOO = """
+prompts: ["{{request}}"]
+tests:
+  - vars: {request: "refund A1"}
+    assert:
+      - type: trajectory:tool-sequence
+        value: [lookup_order, issue_refund]
+  - vars: {request: "where is A2"}
+    assert:
+      - type: trajectory:tool-sequence
+        value: {mode: exact, steps: [lookup_order, {name: track_shipment}]}
+  - vars: {request: "refund A3 quietly"}
+    assert:
+      - {type: trajectory:tool-sequence, value: ["lookup_*", issue_refund]}
+      - {type: trajectory:step-count, value: {type: tool, max: 3}}
+      - {type: trajectory:goal-success, value: the customer got a refund}
+      - {type: trajectory:tool-used, value: {name: lookup_order, min: 2}}
+      - {type: not-trajectory:tool-sequence, value: [escalate]}
+"""
+
+
+def test_promptfoo_tool_sequences_map_with_their_mode_and_the_rest_is_reported(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "promptfooconfig.yaml"
+    path.write_text(PROMPTFOO)
+    conversion = convert("promptfoo", path)
+    assert conversion.plan.kind == "tool_sequence"
+    expected = [r["expected"] for _, r in conversion.records]
+    # promptfoo's default mode is in_order (others allowed between), kept per case.
+    assert expected == [
+        {"tool_sequence": ["lookup_order", "issue_refund"], "match": "in_order"},
+        {"tool_sequence": ["lookup_order", "track_shipment"], "match": "exact"},
+    ]
+    # The third test has no assertion evalgate checks as promptfoo does: kept apart, listed.
+    assert [u.reason for u in conversion.unscored_list] == [
+        "no tool_sequence check (has not-trajectory:tool-sequence, trajectory:goal-success, "
+        "trajectory:step-count, trajectory:tool-sequence, trajectory:tool-used)"
+    ]
+    notes = {n.what: n.fix for n in conversion.notes.unmapped.values()}
+    assert notes["trajectory:tool-sequence assertion"].startswith("a glob pattern (*)")
+    assert notes["trajectory:step-count assertion"].startswith("promptfoo counts the trace's")
+    assert notes["trajectory:goal-success assertion"].startswith("use the judge scorer")
+    assert notes["trajectory:tool-used assertion"].startswith("a count of calls")
+    assert notes["not-trajectory:tool-sequence assertion"].startswith("a negated trajectory")
+
+
+PROMPTFOO_USED = """
+prompts: ["{{request}}"]
+tests:
+  - vars: {request: "refund A1"}
+    assert:
+      - {type: trajectory:tool-used, value: lookup_order}
+      - type: trajectory:tool-args-match
+        value: {name: issue_refund, args: {order_id: A1}}
+  - vars: {request: "refund A2"}
+    assert:
+      - type: trajectory:tool-args-match
+        value: {name: issue_refund, args: {order_id: A2, amount: 5}, mode: exact}
+  - vars: {request: "refund A4"}
+    assert:
+      - type: trajectory:tool-args-match
+        value: {name: issue_refund, args: {order_id: A4}, ignore: [reason]}
+  - vars: {request: "hello"}
+    assert:
+      - {type: not-trajectory:tool-used, value: [issue_refund, escalate]}
+"""
+
+
+def test_promptfoo_tool_used_and_args_match_map_onto_tool_used(tmp_path: Path) -> None:
+    from evalgate.config import ToolUsedScorer
+    from evalgate.scorers.tools import ToolUsed
+    from evalgate.trajectory import CallRecord, Step
+
+    path = tmp_path / "promptfooconfig.yaml"
+    path.write_text(PROMPTFOO_USED)
+    conversion = convert("promptfoo", path)
+    assert conversion.plan.kind == "tool_used"
+    first, second = (r["expected"] for _, r in conversion.records)
+    assert first == ["lookup_order", {"name": "issue_refund", "input": {"order_id": "A1"}}]
+    assert second == [
+        {"name": "issue_refund", "input_schema": {"const": {"order_id": "A2", "amount": 5}}}
+    ]
+    notes = {n.what: n.fix for n in conversion.notes.unmapped.values()}
+    assert notes["trajectory:tool-args-match assertion"].startswith("defaults / ignore")
+    # not-trajectory:tool-used maps onto tool_not_used: another suite's scorer.
+    assert [u.reason for u in conversion.unscored_list] == [
+        "no tool_used check (has trajectory:tool-args-match)",
+        "no tool_used check (has not-trajectory:tool-used)",
+    ]
+    assert convert("promptfoo", path, scorer_kind="tool_not_used").records[0][1]["expected"] == [
+        "issue_refund",
+        "escalate",
+    ]
+
+    def score(expected: object, *calls: tuple[str, dict[str, object]]) -> float:
+        steps = [Step(calls=[CallRecord(name=n, input=i) for n, i in calls])]
+        return ToolUsed(ToolUsedScorer(kind="tool_used"))(expected, "", trajectory=steps).score
+
+    # As promptfoo: partial is a JSON subset of some call's args; exact is deep equality.
+    refund = ("issue_refund", {"order_id": "A1", "amount": 5})
+    assert score(first, ("lookup_order", {}), refund) == 1.0
+    assert score(first, refund) == 0.0  # lookup_order was not called
+    assert score(first, ("lookup_order", {}), ("issue_refund", {"order_id": "A9"})) == 0.0
+    assert score(second, ("issue_refund", {"order_id": "A2", "amount": 5.0})) == 1.0
+    assert score(second, ("issue_refund", {"order_id": "A2", "amount": 5, "x": 1})) == 0.0

@@ -25,12 +25,15 @@ SUPPORT = EXAMPLES / "support-agent"
 SYSTEM = (SUPPORT / "prompts" / "v1.txt").read_text()
 
 
-def run(root: Path, backend: str, url: str = "") -> Run:
+def run(root: Path, backend: str, url: str = "", stream: bool = False) -> Run:
     shutil.copytree(SUPPORT, root, ignore=shutil.ignore_patterns(".evalgate"))
     if backend == "openai":
         config = root / "evalgate.yml"
         text = config.read_text().replace("      backend: fake ", "      backend: openai ")
-        text = text.replace("        rules_file: fake-rules.yml", f"        base_url: {url}")
+        text = text.replace(
+            "        rules_file: fake-rules.yml",
+            f"        base_url: {url}" + ("\n        stream: true" if stream else ""),
+        )
         config.write_text(text)
     loaded = load_config(root / "evalgate.yml")
     name, suite = loaded.suite(None)
@@ -40,10 +43,13 @@ def run(root: Path, backend: str, url: str = "") -> Run:
     return run_suite(spec, made, loaded.root)
 
 
-def test_the_openai_loop_makes_the_fakes_trajectories(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_openai_loop_makes_the_fakes_trajectories(tmp_path: Path, stream: bool) -> None:
     with OpenAIServer(load_rules({"rules_file": "fake-rules.yml"}, SUPPORT)) as server:
-        online = run(tmp_path / "api", "openai", server.url)
+        online = run(tmp_path / "api", "openai", server.url, stream)
         bodies = list(server.bodies)
+    # Every step of every case was streamed (tool-call deltas joined by the client), or none.
+    assert {b.get("stream", False) for b in bodies} == {stream}
     offline = run(tmp_path / "fake", "fake")
     assert online.errors == 0
     assert {c.id: show_calls(c.outcomes[0].steps or []) for c in online.cases} == {
@@ -57,6 +63,8 @@ def test_the_openai_loop_makes_the_fakes_trajectories(tmp_path: Path) -> None:
     assert answered and all(m["tool_call_id"].startswith("call_") for m in answered)
     steps = sum(len(c.outcomes[0].steps or []) for c in online.cases)
     assert len(bodies) == steps
+    # Usage arrives in the stream's last chunk: tokens are summed over steps either way.
+    assert online.cases[0].outcomes[0].input_tokens > 0
 
 
 def test_the_stand_in_refuses_unanswered_tool_calls(tmp_path: Path) -> None:

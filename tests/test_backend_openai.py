@@ -55,6 +55,26 @@ def test_happy_path_reads_text_usage_and_stop_reason() -> None:
     assert sent["temperature"] == 0.0
 
 
+def test_a_streamed_reply_is_the_same_reply() -> None:
+    with OpenAIServer(RULES) as server:
+        whole = backend(server)
+        streamed = backend(server, stream=True)
+        replies = [b.complete(request("can I book a slot")) for b in (whole, streamed)]
+        whole.close()
+        streamed.close()
+    assert [b.get("stream", False) for b in server.bodies] == [False, True]
+    assert server.bodies[1]["stream_options"] == {"include_usage": True}
+    plain, joined = replies
+    assert joined.error is None
+    # The stand-in cut the text into pieces; the client joined them.
+    assert joined.text == plain.text == '{"category": "booking"}'
+    assert (joined.input_tokens, joined.output_tokens, joined.stop_reason) == (
+        plain.input_tokens,
+        plain.output_tokens,
+        "end_turn",
+    )
+
+
 def test_rate_limit_is_retried_and_counted() -> None:
     with OpenAIServer(RULES) as server:
         server.script(["429", "500", "ok"])

@@ -31,6 +31,8 @@ class OpenAIOptions(BaseModel):
     # Local servers (Ollama, vLLM) take any key; the variable need not be set for them.
     key_required: bool = True
     timeout_s: float = Field(default=60.0, gt=0)
+    # Receive each reply as server-sent events (plain replies and every step of an agent).
+    stream: bool = False
     response_schema: dict[str, Any] | None = None
     retry: RetryPolicy = RetryPolicy()
 
@@ -105,7 +107,15 @@ class OpenAIBackend:
     def _once(self, params: dict[str, Any]) -> Attempt:
         started = time.perf_counter()
         try:
-            completion = self.client.chat.completions.create(**params)
+            if self.options.stream:
+                # The SDK's accumulator joins the content and each tool call's argument
+                # pieces (by index) into one completion; usage comes in the last chunk.
+                with self.client.chat.completions.stream(
+                    **params, stream_options={"include_usage": True}
+                ) as stream:
+                    completion = stream.get_final_completion()
+            else:
+                completion = self.client.chat.completions.create(**params)
             choice = completion.choices[0]
         except (openai.APIError, ValueError, IndexError) as exc:
             retry_after = None

@@ -22,7 +22,17 @@ from evalgate.errors import CaseFileError
 
 # evalgate's scorer kinds an assertion can map onto, in the order that breaks a tie between
 # equally common kinds (offline, deterministic scorers first).
-FAMILIES = ("exact", "label", "contains", "regex", "json_schema", "judge", "tool_sequence")
+FAMILIES = (
+    "exact",
+    "label",
+    "contains",
+    "regex",
+    "json_schema",
+    "judge",
+    "tool_sequence",
+    "tool_used",
+    "tool_not_used",
+)
 # A check of the "label" family is one field of an expected JSON object (``field`` names it):
 # a label scorer with that ``field`` checks it.
 LABEL = "label"
@@ -358,10 +368,13 @@ def _expected(draft: Draft, plan: Plan, notes: Notes) -> tuple[bool, Any, str]:
         kinds = sorted({c.kind for c in draft.checks})
         reason = f"no {family} check (has {', '.join(kinds)})" if kinds else "no assertion"
         return False, None, reason
-    if family == "contains":
+    if family in ("contains", "tool_used", "tool_not_used"):
+        # Each is checked on its own, so several checks of one case are one list.
         values: list[Any] = []
         for check in own:
             values += _answers(check)
+        if family != "contains":
+            return True, values, ""
         return True, values[0] if len(values) == 1 else values, ""
     if family == "judge":
         return True, "\n".join(str(c.value) for c in own), ""

@@ -195,12 +195,12 @@ def config_snippet(
         _block("scorer", conversion.plan.config, 4).rstrip("\n"),
         *_split_lines(len(conversion.records)),
     ]
-    if conversion.plan.kind == "tool_sequence":
+    if conversion.plan.kind in ("tool_sequence", "tool_used", "tool_not_used"):
         tool_names = sorted(
             {
                 step if isinstance(step, str) else str(step.get("name"))
                 for _, record in conversion.records
-                for step in record.get("expected") or []
+                for step in _expected_steps(record.get("expected"))
                 if isinstance(step, str | dict)
             }
         )
@@ -219,3 +219,10 @@ def config_snippet(
         )
         lines.append("    # where expected is the list of the source's assertions.")
     return "\n".join(lines) + "\n"
+
+
+def _expected_steps(expected: Any) -> list[Any]:
+    """The calls a trajectory case expects: its list, or its ``tool_sequence`` list."""
+    if isinstance(expected, dict):
+        expected = expected.get("tool_sequence")
+    return expected if isinstance(expected, list) else []

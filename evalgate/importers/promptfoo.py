@@ -95,6 +95,11 @@ KNOWN = set(MAPPED) | {
     "assert-set",
     "trace-span-count",
     "trace-span-duration",
+    "trace-error-spans",
+    "skill-used",
+    *(f"trajectory:{name}" for name in ("tool-used", "tool-sequence", "tool-args-match")),
+    "trajectory:step-count",
+    "trajectory:goal-success",
 }
 _CODE = "port the check to a python scorer (scorer: {kind: python, function: module:function})"
 _MODEL_GRADED = "use the judge scorer (kind: judge) with a rubric that says what it checked"
@@ -509,6 +514,11 @@ class _Reader:
             )
         kind = assertion["type"]
         value = _file_value(assertion.get("value"), base, self)
+        if kind.removeprefix("not-").startswith("trajectory:"):
+            check, why = trajectory_check(kind, value, assertion)
+            if why is not None:
+                self.notes.add(f"{kind} assertion", why, where)
+            return check
         mapped = MAPPED.get(kind)
         for key in assertion:
             if key not in _ASSERT_KEYS and mapped is not None:
@@ -528,6 +538,110 @@ class _Reader:
         elif kind == "is-json" and value is not None and not isinstance(value, dict):
             value = _schema(value, where)
         return Check(kind, family, value, sensitive, raw=assertion)
+
+
+# promptfoo's trajectory assertions, as src/assertions/trajectory.ts (promptfoo/promptfoo)
+# reads them from the trace's tool spans: a matcher is a tool name or {name | pattern, type}
+# (a pattern with * is a glob); tool-used takes a name, a list of names (all must be called;
+# with not-, none may be) or {name, min, max} (a count); tool-sequence takes a list (in order,
+# others allowed between) or {mode: exact | in_order, steps}; tool-args-match takes {name,
+# args | arguments, mode: partial (a JSON subset, the default) | exact, defaults, ignore} and
+# passes when any call to the tool matches; step-count counts trace spans of every type.
+_GLOB = "a glob pattern (*) in a tool name: evalgate matches tool names exactly; list the tools"
+_NEGATED = "a negated trajectory check has no evalgate scorer: " + _CODE
+_TRAJECTORY_FIXES = {
+    "trajectory:step-count": (
+        "promptfoo counts the trace's spans (model calls, tools, messages, reasoning); "
+        "evalgate's max_steps counts model calls and has no minimum: set agent.max_steps or a "
+        "max_steps scorer by hand"
+    ),
+    "trajectory:goal-success": _MODEL_GRADED,
+}
+
+
+def _tool_name(matcher: Any) -> tuple[str | None, str | None]:
+    """(the tool's name, None) for a matcher evalgate matches the same way, else (None, why)."""
+    if isinstance(matcher, dict):
+        if set(matcher) - {"name", "pattern", "type", "min", "max"}:
+            return None, f"matcher keys {sorted(matcher)}: evalgate reads name and type only"
+        if matcher.get("type", "tool") != "tool":
+            return None, f"steps of type {matcher['type']!r}: evalgate's trajectory is tool calls"
+        matcher = matcher.get("pattern") or matcher.get("name")
+    if not isinstance(matcher, str) or not matcher:
+        return None, "a step without a tool name"
+    if "*" in matcher:
+        return None, _GLOB
+    return matcher, None
+
+
+def _names_of(value: Any) -> tuple[list[str], str | None]:
+    items = value if isinstance(value, list) else [value]
+    names: list[str] = []
+    for item in items:
+        name, why = _tool_name(item)
+        if why is not None:
+            return [], why
+        names.append(str(name))
+    return names, None
+
+
+def trajectory_check(kind: str, value: Any, raw: Any) -> tuple[Check, str | None]:
+    """A promptfoo trajectory assertion as an evalgate check, or a skipped one and why."""
+    skipped = Check(kind, None, value, raw=raw)
+    negated = kind.startswith("not-")
+    base = kind.removeprefix("not-")
+    if base in _TRAJECTORY_FIXES:
+        return skipped, _NEGATED if negated else _TRAJECTORY_FIXES[base]
+    if base == "trajectory:tool-used":
+        if isinstance(value, dict):
+            if negated:
+                return skipped, _NEGATED
+            if value.get("max") is not None or value.get("min", 1) != 1:
+                return skipped, (
+                    "a count of calls (min / max): evalgate's tool_used checks that a tool was "
+                    "called at least once"
+                )
+        names, why = _names_of(value)
+        if why is not None:
+            return skipped, why
+        family = "tool_not_used" if negated else "tool_used"
+        return Check(kind, family, names, raw=raw), None
+    if negated:
+        return skipped, _NEGATED
+    if base == "trajectory:tool-sequence":
+        steps, mode = (value, "in_order") if isinstance(value, list) else (None, None)
+        if isinstance(value, dict):
+            steps, mode = value.get("steps"), value.get("mode", "in_order")
+        if not isinstance(steps, list) or not steps or mode not in ("exact", "in_order"):
+            return skipped, "not a list of steps with mode exact or in_order, as promptfoo takes"
+        names, why = _names_of(steps)
+        if why is not None:
+            return skipped, why
+        return Check(kind, "tool_sequence", {"tool_sequence": names, "match": mode}, raw=raw), None
+    if base == "trajectory:tool-args-match":
+        if not isinstance(value, dict):
+            return skipped, "its value must be {name, args}, as promptfoo takes it"
+        name, why = _tool_name({k: v for k, v in value.items() if k in ("name", "pattern", "type")})
+        args = value.get("args", value.get("arguments"))
+        if why is not None:
+            return skipped, why
+        if args is None:
+            return skipped, "no args: promptfoo requires them"
+        if value.get("defaults") is not None or value.get("ignore") is not None:
+            return skipped, (
+                "defaults / ignore: evalgate compares the input as given; write args without "
+                "the ignored keys (mode partial)"
+            )
+        mode = value.get("mode", "partial")
+        if mode == "partial":
+            step = {"name": name, "input": args}
+        elif mode == "exact":
+            # Deep equality, as promptfoo's exact mode (1 equals 1.0, true is not 1).
+            step = {"name": name, "input_schema": {"const": args}}
+        else:
+            return skipped, f"mode {mode!r}: promptfoo takes partial or exact"
+        return Check(kind, "tool_used", [step], raw=raw), None
+    return skipped, _OTHER_FIX
 
 
 class _FakeSequence:

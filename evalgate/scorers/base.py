@@ -7,16 +7,15 @@ format. Format validity and correctness are reported apart because their fixes d
 from __future__ import annotations
 
 import importlib
-import shlex
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate import files
 from evalgate.backends.base import Backend
-from evalgate.config import ScorerConfig
+from evalgate.config import ScorerConfig, file_arguments, program_argv
 
 
 class Score(BaseModel):
@@ -90,20 +89,12 @@ def file_names(config: ScorerConfig) -> list[str]:
     options = config.model.options
     names += [v for k, v in options.items() if k.endswith("_file") and isinstance(v, str)]
     if config.model.backend == "command":
-        names += [a for a in command_argv(options)[1:] if _looks_like_a_file(a)]
+        names += file_arguments(command_argv(options))
     return names
 
 
 def command_argv(options: dict[str, Any]) -> list[str]:
-    command = options.get("command")
-    if isinstance(command, str):
-        return shlex.split(command)
-    return [str(a) for a in command] if isinstance(command, list) else []
-
-
-def _looks_like_a_file(arg: str) -> bool:
-    path = PurePosixPath(arg)
-    return not arg.startswith("-") and not path.is_absolute() and "." in path.name
+    return program_argv(options.get("command"))
 
 
 def read_files(config: ScorerConfig, base_dir: Path) -> dict[str, str | None]:

@@ -227,6 +227,22 @@ class TrajectoryScorer:
         raise NotImplementedError
 
 
+MATCH_MODES = ("exact", "in_order", "any_order", "subset")
+
+
+def case_match(expected: Any, default: str) -> str:
+    """The match mode of one case: its expected object's ``match`` (as an importer writes a
+    source's own mode per case), else the scorer's."""
+    if not (isinstance(expected, dict) and "match" in expected):
+        return default
+    if expected["match"] not in MATCH_MODES:
+        raise UserError(
+            f"expected match {expected['match']!r} is not a match mode",
+            fix=f"use one of {', '.join(MATCH_MODES)}",
+        )
+    return str(expected["match"])
+
+
 class ToolSequence(TrajectoryScorer):
     def __init__(self, config: ToolSequenceScorer) -> None:
         self.config = config
@@ -234,7 +250,7 @@ class ToolSequence(TrajectoryScorer):
     def grade(self, expected: Any, steps: list[Step]) -> Score:
         wanted = expected_sequence(expected)
         calls = calls_of(steps)
-        why = sequence_verdict(self.config.match, wanted, calls)
+        why = sequence_verdict(case_match(expected, self.config.match), wanted, calls)
         score = 1.0 if why is None else 0.0
         if why is not None and self.config.partial is not None:
             score = partial_score(self.config.partial, wanted, calls)
@@ -247,8 +263,17 @@ class ToolUsed(TrajectoryScorer):
         self.used = config.kind == "tool_used"
 
     def grade(self, expected: Any, steps: list[Step]) -> Score:
+        calls = calls_of(steps)
+        if self.used and _has_input_checks(self.config.tools, expected):
+            # Each expected call is checked on its own: some call matches its name and input.
+            wanted = expected_sequence(expected)
+            wrong = [str(w) for w in wanted if not any(w.matches(c) for c in calls)]
+            reason = ("not called: " + ", ".join(wrong)) if wrong else None
+            return Score(
+                answer=show_calls(steps), score=float(not wrong), format_ok=True, reason=reason
+            )
         names = _names(self.config.tools, expected, self.config.kind)
-        made = {c.name for c in calls_of(steps)}
+        made = {c.name for c in calls}
         wrong = [n for n in names if (n in made) != self.used]
         reason = None
         if wrong:
@@ -256,6 +281,12 @@ class ToolUsed(TrajectoryScorer):
         return Score(
             answer=show_calls(steps), score=float(not wrong), format_ok=True, reason=reason
         )
+
+
+def _has_input_checks(configured: list[str], expected: Any) -> bool:
+    return (
+        not configured and isinstance(expected, list) and any(isinstance(e, dict) for e in expected)
+    )
 
 
 class MaxSteps(TrajectoryScorer):

@@ -8,6 +8,11 @@ With ``tools`` in the body it answers as the fake agent (``agent_turn``): an ass
 with ``tool_calls`` (``finish_reason: tool_calls``, the arguments a JSON string), then reads the
 ``role: tool`` messages that answer them; an assistant's tool call left unanswered, or a tool
 message answering no call, is a 400 as on the API.
+
+With ``"stream": true`` it answers as the API streams: server-sent ``chat.completion.chunk``
+events (the role first, the content in pieces, each tool call's id and name and then its
+arguments in pieces under its ``index``, a last chunk with ``finish_reason``), a usage chunk
+with empty ``choices`` when ``stream_options.include_usage`` is set, then ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,17 @@ class OpenAIServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 status, payload, headers = app._answer(self.path, body)
+                if status == 200 and body.get("stream") is True:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    for event in stream_chunks(payload, include_usage):
+                        line = f"data: {event}\n\n".encode()
+                        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -167,6 +183,39 @@ class OpenAIServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _pieces(text: str, count: int = 3) -> list[str]:
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[str]:
+    """A chat completion as the API streams it: the data of each event, in order."""
+    head = {k: completion[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return json.dumps({**head, "choices": choices})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": piece}) for piece in _pieces(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        start = {"index": index, "id": call["id"], "type": "function"}
+        start["function"] = {"name": call["function"]["name"], "arguments": ""}
+        events.append(chunk({"tool_calls": [start]}))
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(call["function"]["arguments"])
+        ]
+    events.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        events.append(json.dumps({**head, "choices": [], "usage": completion["usage"]}))
+    events.append("[DONE]")
+    return events
 
 
 def _tool_history(
