@@ -165,40 +165,169 @@ tests:
 """
 
 
-def test_promptfoo_tool_used_and_args_match_map_onto_tool_used(tmp_path: Path) -> None:
-    from evalgate.config import ToolUsedScorer
-    from evalgate.scorers.tools import ToolUsed
+def test_promptfoo_tool_used_and_args_match_compose_into_all_of(tmp_path: Path) -> None:
+    from evalgate.config import AllOfScorer
+    from evalgate.scorers.base import build_scorer
     from evalgate.trajectory import CallRecord, Step
 
     path = tmp_path / "promptfooconfig.yaml"
     path.write_text(PROMPTFOO_USED)
     conversion = convert("promptfoo", path)
-    assert conversion.plan.kind == "tool_used"
-    first, second = (r["expected"] for _, r in conversion.records)
-    assert first == ["lookup_order", {"name": "issue_refund", "input": {"order_id": "A1"}}]
-    assert second == [
-        {"name": "issue_refund", "input_schema": {"const": {"order_id": "A2", "amount": 5}}}
-    ]
+    # Tests check tools used and tools not used: one all_of of both, keyed by kind.
+    assert conversion.plan.config == {
+        "kind": "all_of",
+        "scorers": [{"kind": "tool_used"}, {"kind": "tool_not_used"}],
+    }
+    first, second, fourth = (r["expected"] for _, r in conversion.records)
+    assert first == {
+        "tool_used": ["lookup_order", {"name": "issue_refund", "input": {"order_id": "A1"}}],
+        "tool_not_used": [],
+    }
+    assert second == {
+        "tool_used": [
+            {"name": "issue_refund", "input_schema": {"const": {"order_id": "A2", "amount": 5}}}
+        ],
+        "tool_not_used": [],
+    }
+    assert fourth == {"tool_used": [], "tool_not_used": ["issue_refund", "escalate"]}
     notes = {n.what: n.fix for n in conversion.notes.unmapped.values()}
     assert notes["trajectory:tool-args-match assertion"].startswith("defaults / ignore")
-    # not-trajectory:tool-used maps onto tool_not_used: another suite's scorer.
     assert [u.reason for u in conversion.unscored_list] == [
-        "no tool_used check (has trajectory:tool-args-match)",
-        "no tool_used check (has not-trajectory:tool-used)",
+        "no tool_used / tool_not_used check (has trajectory:tool-args-match)"
     ]
-    assert convert("promptfoo", path, scorer_kind="tool_not_used").records[0][1]["expected"] == [
-        "issue_refund",
-        "escalate",
-    ]
+    scorer = build_scorer(AllOfScorer.model_validate(conversion.plan.config), tmp_path, None)
 
     def score(expected: object, *calls: tuple[str, dict[str, object]]) -> float:
         steps = [Step(calls=[CallRecord(name=n, input=i) for n, i in calls])]
-        return ToolUsed(ToolUsedScorer(kind="tool_used"))(expected, "", trajectory=steps).score
+        return scorer(expected, "", trajectory=steps).score
 
-    # As promptfoo: partial is a JSON subset of some call's args; exact is deep equality.
+    # As promptfoo: partial is a JSON subset of some call's args; exact is deep equality
+    # (1 equals 1.0); not-trajectory:tool-used passes when none of the tools was called.
     refund = ("issue_refund", {"order_id": "A1", "amount": 5})
     assert score(first, ("lookup_order", {}), refund) == 1.0
     assert score(first, refund) == 0.0  # lookup_order was not called
     assert score(first, ("lookup_order", {}), ("issue_refund", {"order_id": "A9"})) == 0.0
     assert score(second, ("issue_refund", {"order_id": "A2", "amount": 5.0})) == 1.0
     assert score(second, ("issue_refund", {"order_id": "A2", "amount": 5, "x": 1})) == 0.0
+    assert score(fourth, ("lookup_order", {})) == 1.0
+    assert score(fourth, ("lookup_order", {}), ("escalate", {})) == 0.0
+
+
+# --- Inspect samples with tool calls (inspect_ai/model/_chat_message.py) ------------------------
+
+
+def _call(call_id: str, name: str, arguments: object, **more: object) -> dict[str, object]:
+    return {"id": call_id, "function": name, "arguments": arguments, "type": "function", **more}
+
+
+SAMPLES = [
+    {
+        "id": "s1",
+        "input": [
+            {"role": "system", "content": "You are a support agent."},
+            {"role": "user", "content": "Order A1 arrived broken."},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [_call("c1", "lookup_order", {"order_id": "A1"})],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "function": "lookup_order",
+                "content": '{"status": "delivered"}',
+            },
+            {"role": "assistant", "content": "It was delivered. Shall I refund it?"},
+            {"role": "user", "content": "Yes, refund order A1 please."},
+        ],
+        "target": "Refunded",
+    },
+    {
+        "id": "s2",
+        "input": [
+            {"role": "user", "content": "Where is A2?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Let me check."}],
+                "tool_calls": [
+                    _call("c2", "track_shipment", {"order_id": "A2"}),
+                    _call("c3", "lookup_order", {"order_id": "A2"}),
+                    _call("c4", "escalate", None, parse_error="bad JSON"),
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c2",
+                "function": "track_shipment",
+                "content": "",
+                "error": {"type": "timeout", "message": "the carrier did not answer"},
+            },
+            {"role": "user", "content": "Any news?"},
+        ],
+        "target": "carrier",
+    },
+]
+
+
+def test_inspect_transcripts_with_tool_calls_become_agent_cases(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in SAMPLES))
+    conversion = convert("inspect", path)
+    got = {r["id"]: r for _, r in conversion.records}
+    assert got["s1"]["input"] == "Yes, refund order A1 please."
+    # The assistant turn that only called a tool and the one that followed are one text turn.
+    assert got["s1"]["messages"] == [
+        {"role": "user", "content": "Order A1 arrived broken."},
+        {"role": "assistant", "content": "It was delivered. Shall I refund it?"},
+    ]
+    assert got["s1"]["fixtures"] == {
+        "lookup_order": [{"when": {"order_id": "A1"}, "result": '{"status": "delivered"}'}]
+    }
+    # An error result replays as an error; a call with no result gets no fixture.
+    assert got["s2"]["fixtures"] == {
+        "track_shipment": [{"when": {"order_id": "A2"}, "error": "the carrier did not answer"}]
+    }
+    assert got["s2"]["messages"] == [
+        {"role": "user", "content": "Where is A2?"},
+        {"role": "assistant", "content": "Let me check."},
+    ]
+    notes = {n.what: n for n in conversion.notes.unmapped.values()}
+    assert notes["tool calls in the input"].count == 2
+    assert notes["tool call without a recorded result"].count == 1
+    assert notes["tool call with unreadable arguments"].count == 1
+    assert "system message" in notes
+
+
+def test_an_imported_transcript_runs_with_its_recorded_results(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(SAMPLES[0]) + "\n")
+    code, snippet, err = cli(
+        "import", "inspect", str(path), "--out", str(tmp_path / "cases.jsonl"), "--config-snippet"
+    )
+    assert code == 0, err
+    config = yaml.safe_load(snippet)
+    suite = config["suites"]["main"]
+    assert [t["name"] for t in suite["tools"]] == ["lookup_order"]
+    rules = {
+        "agents": [
+            {
+                "name": "refund",
+                "phrases": ["refund"],
+                "extract": {"order": r"\b(A\d+)\b"},
+                "steps": [{"tool": "lookup_order", "input": {"order_id": "{order}"}}],
+                "reply": "Refunded {order}.",
+            }
+        ]
+    }
+    suite["model"] = {"backend": "fake", "name": "fake-agent", "options": {"rules": rules}}
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "v1.txt").write_text("You are a support agent.")
+    (tmp_path / "evalgate.yml").write_text(yaml.safe_dump(config))
+    code, _, err = cli("run", "v1", "--config", str(tmp_path / "evalgate.yml"))
+    assert code == 0, err
+    (saved,) = (tmp_path / ".evalgate" / "runs").glob("*.json")
+    outcome = json.loads(saved.read_text())["cases"][0]["outcomes"][0]
+    call = outcome["steps"][0]["calls"][0]
+    # The recorded result answered the same call again.
+    assert (call["status"], call["result"]) == ("ok", '{"status": "delivered"}')
+    assert outcome["score"] == 1.0

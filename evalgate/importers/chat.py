@@ -20,7 +20,7 @@ HISTORY_FIX = (
 )
 
 
-def _content(value: Any, where: str, notes: Notes) -> str:
+def content_text(value: Any, where: str, notes: Notes) -> str:
     """A message's text: a string, or the text parts of a list of content parts."""
     if isinstance(value, str):
         return value
@@ -62,7 +62,7 @@ def user_turn(
                 where=where,
                 fix='write messages as {"role": "user", "content": "..."}',
             )
-        turns.append((str(message["role"]), _content(message["content"], where, notes)))
+        turns.append((str(message["role"]), content_text(message["content"], where, notes)))
     system = [text for role, text in turns if role in ("system", "developer")]
     if system:
         systems["\n\n".join(system)] += 1

@@ -33,6 +33,16 @@ FAMILIES = (
     "tool_used",
     "tool_not_used",
 )
+# Scorers of an agent's trajectory; a source whose cases check several of them is scored by an
+# all_of of those, each case's expected answer an object keyed by kind.
+TRAJECTORY = ("tool_sequence", "tool_used", "tool_not_used")
+# What a member of that all_of expects of a case that checks nothing of its kind: nothing,
+# so the member passes (an empty sequence is a subset of any calls).
+NOTHING_EXPECTED: dict[str, Any] = {
+    "tool_sequence": {"tool_sequence": [], "match": "subset"},
+    "tool_used": [],
+    "tool_not_used": [],
+}
 # A check of the "label" family is one field of an expected JSON object (``field`` names it):
 # a label scorer with that ``field`` checks it.
 LABEL = "label"
@@ -183,6 +193,13 @@ class Plan:
         return "exact" if self.kind == "label" else self.kind
 
     @property
+    def members(self) -> list[str]:
+        """The kinds an all_of plan composes (the plan's own kind otherwise)."""
+        if self.kind == "all_of":
+            return [str(m["kind"]) for m in self.config.get("scorers", [])]
+        return [self.family]
+
+    @property
     def case_sensitive(self) -> bool:
         if self.kind == "regex":
             return not self.config.get("ignore_case", True)
@@ -291,6 +308,14 @@ def choose(source: Source, kind: str | None = None) -> Plan:
             kind = next(f for f in FAMILIES if votes[f] == best)
         else:
             kind = "python"
+    if kind in (*TRAJECTORY, "all_of"):
+        present = [f for f in TRAJECTORY if any(c.family == f for d in drafts for c in d.checks)]
+        if kind == "all_of" or len(present) > 1:
+            if not present:
+                raise CaseFileError(
+                    "no trajectory assertion to compose with all_of", where=str(source.path)
+                )
+            return Plan("all_of", {"kind": "all_of", "scorers": [{"kind": f} for f in present]})
     relevant = [c for d in drafts for c in d.checks if c.family in (kind, ANSWER)]
     sensitive = all(c.case_sensitive for c in relevant) if relevant else False
     if kind == LABEL:
@@ -349,6 +374,17 @@ def _expected(draft: Draft, plan: Plan, notes: Notes) -> tuple[bool, Any, str]:
             given = _answers(answers[0])
             return True, given[0] if len(given) == 1 else given, ""
         return True, written, ""
+    if plan.kind == "all_of":
+        expected: dict[str, Any] = {}
+        for member in plan.members:
+            scored, value, _ = _expected(draft, Plan(member, {"kind": member}), notes)
+            if scored:
+                expected[member] = value
+        if not expected:
+            kinds = sorted({c.kind for c in draft.checks})
+            members = " / ".join(plan.members)
+            return False, None, f"no {members} check (has {', '.join(kinds) or 'none'})"
+        return True, {m: expected.get(m, NOTHING_EXPECTED.get(m)) for m in plan.members}, ""
     answers = [c for c in draft.checks if c.family == ANSWER]
     if answers:
         return True, _answer_expected(_answers(answers[0]), plan, draft.where, notes), ""
@@ -430,7 +466,7 @@ def _note_other_checks(draft: Draft, plan: Plan, scored: bool, notes: Notes) -> 
                     draft.where,
                 )
             continue
-        if check.family == plan.family:
+        if check.family in plan.members:
             if plan.kind in ("exact", "contains") and check.case_sensitive != plan.case_sensitive:
                 how = "case-sensitive" if check.case_sensitive else "case-insensitive"
                 now = "case-sensitively" if plan.case_sensitive else "case-insensitively"
@@ -590,7 +626,7 @@ def _count_mapped(source: Source, plan: Plan, scored: list[Draft]) -> None:
                     plan.kind == LABEL and check.field == plan.config.get("field")
                 ):
                     counts[check.kind] += 1
-            elif check.family in (plan.family, ANSWER) or plan.kind == "python":
+            elif check.family in (*plan.members, ANSWER) or plan.kind == "python":
                 counts[check.kind] += 1
     for kind, count in counts.items():
         source.notes.map(kind, f"expected (scorer {plan.kind})", count)

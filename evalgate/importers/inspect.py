@@ -2,7 +2,8 @@
 
 A sample has ``input`` (a string or chat messages), ``target`` (a string or a list, any of which
 counts), ``id`` and ``metadata``; a CSV has columns input, target, id and more, the others read
-as metadata. A dataset with other names (read through a FieldSpec) maps them with
+as metadata. A sample whose input is a transcript with tool calls becomes an agent case (see
+transcript.py). A dataset with other names (read through a FieldSpec) maps them with
 ``evalgate import inspect FILE --input-field question --target-field answer`` (and --id-field,
 --choices-field). Samples with ``choices`` and a letter target (``multiple_choice()``) send the
 choices as ``A) ...`` lines and are scored by the exact letter.
@@ -26,6 +27,7 @@ from evalgate.importers.core import (
     from_metadata,
     rename_fields,
 )
+from evalgate.importers.transcript import agent_turns, has_tool_calls
 
 _UNSUPPORTED = {
     "files": "evalgate sends text only; put what the files say into the input",
@@ -123,7 +125,10 @@ def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
                 where=where,
                 fix='write {"id": "...", "input": "...", "target": "..."}',
             )
-        text, extra = user_turn(sample["input"], where, notes, systems)
+        if has_tool_calls(sample["input"]):
+            text, extra = agent_turns(sample["input"], where, notes, systems)
+        else:
+            text, extra = user_turn(sample["input"], where, notes, systems)
         raw_id = sample.get("id")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int | type(None)):
             raise CaseFileError(

@@ -195,18 +195,22 @@ def config_snippet(
         _block("scorer", conversion.plan.config, 4).rstrip("\n"),
         *_split_lines(len(conversion.records)),
     ]
-    if conversion.plan.kind in ("tool_sequence", "tool_used", "tool_not_used"):
-        tool_names = sorted(
+    records = [r for _, r in conversion.records + conversion.unscored]
+    tool_names = sorted(
+        {str(name) for record in records for name in record.get("fixtures") or {}}
+        | (
             {
                 step if isinstance(step, str) else str(step.get("name"))
-                for _, record in conversion.records
+                for record in records
                 for step in _expected_steps(record.get("expected"))
                 if isinstance(step, str | dict)
             }
+            if conversion.plan.kind in ("tool_sequence", "tool_used", "tool_not_used", "all_of")
+            else set()
         )
-        lines.append(
-            "    # The tools the expected sequences call: describe each, give its input schema,"
-        )
+    )
+    if tool_names:
+        lines.append("    # The tools the cases call: describe each, give its input schema,")
         lines.append("    # and add each case's fixtures (see docs/agents.md).")
         lines.append("    tools:")
         lines += [
@@ -222,7 +226,14 @@ def config_snippet(
 
 
 def _expected_steps(expected: Any) -> list[Any]:
-    """The calls a trajectory case expects: its list, or its ``tool_sequence`` list."""
+    """The calls a trajectory case names: its list, its ``tool_sequence`` list, or those of an
+    all_of's members (an object keyed by kind)."""
     if isinstance(expected, dict):
-        expected = expected.get("tool_sequence")
+        if isinstance(expected.get("tool_sequence"), list):
+            return list(expected["tool_sequence"])
+        return [
+            step
+            for kind in ("tool_sequence", "tool_used", "tool_not_used")
+            for step in _expected_steps(expected.get(kind))
+        ]
     return expected if isinstance(expected, list) else []
