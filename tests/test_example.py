@@ -16,7 +16,7 @@ import yaml
 from conftest import EXAMPLE
 
 from evalgate.cli.bench import bundled_example
-from evalgate.runs import Run
+from evalgate.runs.schema import Run
 
 CATEGORIES = ["booking", "status", "quote", "parts", "complaint", "other"]
 

@@ -29,22 +29,22 @@ import yaml
 from conftest import CliResult, copy_example
 from test_action import edit_config, make_workspace, pr_event, run_action
 
-from evalgate.action import Inputs, Runner
+from evalgate.action.main import Inputs, Runner
+from evalgate.analysis.compare import compare_runs
+from evalgate.analysis.summary import summarise
 from evalgate.backends.base import Reply
-from evalgate.compare import compare_runs
-from evalgate.config import GatePolicy
+from evalgate.cases.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.config.models import GatePolicy
 from evalgate.errors import UserError
-from evalgate.gate import decide
-from evalgate.github import connect, find_baseline, get_repository
-from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.gate.decide import decide
 from evalgate.limits import LABEL, MATRIX_COLUMNS, PAGE_VALUE, REPLY, VALUE, clip, excerpt
+from evalgate.publish.github import connect, find_baseline, get_repository
 from evalgate.redact import REDACTED, hold, redact
 from evalgate.report.comment import CommentContext, render_comment
 from evalgate.report.escape import escape
 from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import HTML_ENV, code, md, render_model
-from evalgate.runs import Outcome, read_run, save_run
-from evalgate.summary import summarise
+from evalgate.runs.schema import Outcome, read_run, save_run
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 

@@ -16,10 +16,11 @@ import pytest
 import yaml
 from conftest import ROOT, triage_workspace
 
-from evalgate import doctor, onboard
 from evalgate.cli import main
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import UserError
+from evalgate.setup import doctor
+from evalgate.setup import init as onboard
 
 WORKFLOW = Path(".github/workflows/evalgate.yml")
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"

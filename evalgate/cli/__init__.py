@@ -16,7 +16,8 @@ import typing
 from collections.abc import Sequence
 from typing import TextIO
 
-from evalgate import __version__, onboard
+from evalgate import __version__
+from evalgate.cases.importers import FORMATS
 from evalgate.cli.adopt import (
     IMPORT_SCORERS,
     cmd_action,
@@ -39,10 +40,10 @@ from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.cli.gating import cmd_gate, cmd_noise
 from evalgate.cli.judge import cmd_judge
 from evalgate.cli.splits import cmd_audit, cmd_holdout, cmd_release, cmd_split
-from evalgate.config import DEFAULT_CONFIG
+from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.errors import EvalgateError
-from evalgate.importers import FORMATS
 from evalgate.report.escape import escape
+from evalgate.setup import init as onboard
 
 
 def _shard(text: str) -> tuple[int, int]:

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalgate import doctor, onboard
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
     Context,
 )
 from evalgate.errors import UserError
+from evalgate.setup import doctor
+from evalgate.setup import init as onboard
 
 IMPORT_SCORERS = ("exact", "contains", "regex", "json_schema", "judge", "label", "python")
 
@@ -23,15 +24,15 @@ def cmd_import(ctx: Context) -> int:
     """Convert another tool's case file to evalgate JSONL, with a summary of what mapped."""
     from pydantic import TypeAdapter
 
-    from evalgate.config import Fields, ScorerConfig
-    from evalgate.importers import convert, validate
-    from evalgate.importers.output import (
+    from evalgate.cases.importers import convert, validate
+    from evalgate.cases.importers.output import (
         config_snippet,
         jsonl,
         render_text,
         report_of,
         unscored_path,
     )
+    from evalgate.config.models import Fields, ScorerConfig
     from evalgate.scorers.base import needs_expected
 
     args = ctx.args
@@ -197,14 +198,14 @@ def cmd_doctor(ctx: Context) -> int:
 
 
 def cmd_action(ctx: Context) -> int:
-    from evalgate.action import action
+    from evalgate.action.main import action
 
     return action(ctx.env, ctx.out, ctx.err)
 
 
 def cmd_baseline_pull(ctx: Context) -> int:
     """Fetch the default branch's baseline artefact, as the pull-request gate does."""
-    from evalgate import github as gh
+    from evalgate.publish import github as gh
 
     token = ctx.env.get("GITHUB_TOKEN") or ctx.env.get("GH_TOKEN")
     if not token:

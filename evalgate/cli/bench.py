@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
+from evalgate.analysis.compare import compare_runs
+from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_INCOMPLETE,
@@ -18,17 +20,16 @@ from evalgate.cli.context import (
     Context,
     price_as_for,
 )
-from evalgate.compare import compare_runs
-from evalgate.config import DEFAULT_CONFIG, LoadedConfig, load_config
+from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.errors import UserError
-from evalgate.merge import merge_runs
-from evalgate.pipeline import (
-    DEFAULT_SPLITS,
-)
 from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import pct, render_model
-from evalgate.runs import Run, find_run, iter_runs, save_run
-from evalgate.summary import RunSummary, summarise
+from evalgate.running.suite import (
+    DEFAULT_SPLITS,
+)
+from evalgate.runs.merge import merge_runs
+from evalgate.runs.schema import Run, find_run, iter_runs, save_run
 
 HTML_HELP = (
     "write the report as one self-contained HTML page (searchable, no network) to PATH and "
@@ -202,7 +203,7 @@ def cmd_demo(ctx: Context) -> int:
 
     In text and Markdown the story goes to stdout; with --json stdout carries one JSON document
     and the banners go to stderr."""
-    from evalgate.gate import decide
+    from evalgate.gate.decide import decide
     from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
     from evalgate.report.plain import markdown_to_terminal
 
@@ -355,7 +356,7 @@ def _demo_recap(
 def demo_agent(ctx: Context) -> None:
     """The support-agent example: a baseline of v1 (two repeats, for the noise floor), then v2
     as a pull request would be gated on it, with the broken cases' two trajectories."""
-    from evalgate.gate import decide
+    from evalgate.gate.decide import decide
 
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / "support-agent"

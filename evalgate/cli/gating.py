@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.base_split import HoldoutChange, guard, read_tree, relative_config
-from evalgate.cases import CaseSet
+from evalgate.analysis.noise import measure_noise
+from evalgate.analysis.summary import summarise
+from evalgate.cases.base_split import HoldoutChange, guard, read_tree, relative_config
+from evalgate.cases.gitrepo import GitTree, toplevel
+from evalgate.cases.read import CaseSet
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -14,15 +17,12 @@ from evalgate.cli.context import (
     price_as_for,
 )
 from evalgate.cli.judge import floor_for_gate
-from evalgate.config import LoadedConfig
+from evalgate.config.load import LoadedConfig
 from evalgate.errors import RunFileError, UserError, did_you_mean
-from evalgate.gate import Verdict, decide, decide_pull_request
-from evalgate.gitrepo import GitTree, toplevel
-from evalgate.noise import measure_noise
-from evalgate.pipeline import load_suite_cases
+from evalgate.gate.decide import Verdict, decide, decide_pull_request
 from evalgate.report.render import render, render_model
-from evalgate.runs import Run, find_run, read_run, save_run
-from evalgate.summary import summarise
+from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import Run, find_run, read_run, save_run
 
 
 def cmd_noise(ctx: Context) -> int:

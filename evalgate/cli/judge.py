@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from evalgate.cases.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
+from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings, load_labels
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -13,10 +15,11 @@ from evalgate.cli.context import (
     git_info,
     ledger_path,
 )
-from evalgate.config import LoadedConfig, Suite
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
 from evalgate.errors import UserError
-from evalgate.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
-from evalgate.judge_check import (
+from evalgate.report.render import render, render_model
+from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
     LabelSplit,
@@ -29,9 +32,7 @@ from evalgate.judge_check import (
     read_report,
     save_report,
 )
-from evalgate.judge_labels import Label, labels_sha, leak_warnings, load_labels
-from evalgate.report.render import render, render_model
-from evalgate.runs import find_run
+from evalgate.runs.schema import find_run
 from evalgate.scorers.judge import JudgeScorer
 
 LEDGER_PURPOSE = "judge check"

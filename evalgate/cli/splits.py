@@ -9,20 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalgate import files
-from evalgate.audit import audit
-from evalgate.cases import CaseSet, load_case_file
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    HOLDOUT_KEY_VARIABLE,
-    Context,
-    holdout_sha,
-    ledger_path,
-    release_version,
-)
-from evalgate.config import LoadedConfig, Suite
-from evalgate.errors import UserError
-from evalgate.holdout import (
+from evalgate.analysis.audit import audit
+from evalgate.analysis.release import read_releases, write_release
+from evalgate.cases.holdout import (
     HoldoutKey,
     SealedChange,
     SecretKey,
@@ -37,13 +26,25 @@ from evalgate.holdout import (
     seal,
     sealed_lines,
 )
-from evalgate.pipeline import (
+from evalgate.cases.read import CaseSet, load_case_file
+from evalgate.cases.split import check_split
+from evalgate.cli.context import (
+    EXIT_GATE_FAILED,
+    EXIT_OK,
+    HOLDOUT_KEY_VARIABLE,
+    Context,
+    holdout_sha,
+    ledger_path,
+    release_version,
+)
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
+from evalgate.errors import UserError
+from evalgate.report.render import render
+from evalgate.running.suite import (
     load_suite_cases,
 )
-from evalgate.release import read_releases, write_release
-from evalgate.report.render import render
-from evalgate.runs import save_run
-from evalgate.split import check_split
+from evalgate.runs.schema import save_run
 
 
 def cmd_split(ctx: Context) -> int:
