@@ -22,7 +22,9 @@ import pytest
 import yaml
 from conftest import EXAMPLE, copy_example
 
-from evalgate.action.main import Inputs, action, detect_mode
+from evalgate.action.inputs import Inputs
+from evalgate.action.main import action
+from evalgate.action.modes import detect_mode
 from evalgate.backends.fake import load_rules
 from evalgate.cases.read import load_cases
 from evalgate.cases.split import assign_all

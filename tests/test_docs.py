@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.action.main import Inputs
+from evalgate.action.inputs import Inputs
 from evalgate.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,8 @@ import yaml
 from conftest import CliResult, copy_example
 from test_action import edit_config, make_workspace, pr_event, run_action
 
-from evalgate.action.main import Inputs, Runner
+from evalgate.action.inputs import Inputs
+from evalgate.action.job import ActionJob
 from evalgate.analysis.compare import compare_runs
 from evalgate.analysis.summary import summarise
 from evalgate.backends.base import Reply
@@ -522,7 +523,7 @@ def test_a_suite_name_cannot_write_workflow_commands(tmp_path: Path) -> None:
 
 def test_untrusted_text_in_log_lines_and_annotations_stays_on_its_line() -> None:
     out = io.StringIO()
-    runner = Runner(env={}, inputs=Inputs(), out=out, err=io.StringIO(), event={})
+    runner = ActionJob(env={}, inputs=Inputs(), out=out, err=io.StringIO(), event={})
     runner.log(f"suite {FORGED}: PASS")
     runner.annotate("warning", f"category {FORGED}")
     lines = out.getvalue().splitlines()
@@ -738,7 +739,7 @@ def test_the_action_names_its_own_workflow_for_the_baseline_search(
     ref: str, path: str | None
 ) -> None:
     env = {"GITHUB_WORKFLOW_REF": ref, "GITHUB_REPOSITORY": GH_REPO}
-    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    runner = ActionJob(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
     assert runner.workflow_path == path
 
 
@@ -780,7 +781,7 @@ def test_a_github_error_that_echoes_the_token_is_redacted(
 def test_an_output_with_a_line_break_cannot_set_another_output(tmp_path: Path) -> None:
     out_file = tmp_path / "output"
     env = {"GITHUB_OUTPUT": str(out_file)}
-    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    runner = ActionJob(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
     runner.outputs.set("run_file", "runs/x.json\nverdict=pass")
     runner.outputs.set("verdict", "fail")
     runner.flush()
