@@ -398,7 +398,7 @@ def test_the_two_prompt_versions_break_different_things() -> None:
 
 
 def test_the_bundled_support_agent_is_this_example() -> None:
-    from evalgate.cli.bench import bundled_example
+    from evalgate.cli.demo import bundled_example
 
     bundled = bundled_example("support-agent")
     files = ["evalgate.yml", "cases.jsonl", "fake-rules.yml"] + [

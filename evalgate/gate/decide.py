@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import fmean
 from typing import Literal
@@ -413,37 +413,175 @@ def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Findings:
+    """What the steps of :func:`decide` find, gathered for :func:`_settle`."""
+
+    warnings: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+    mismatch: list[str] = field(default_factory=list)
+    rule_failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Pairing:
+    """The dev cases of a candidate matched with the baseline's, and what could not be."""
+
+    pairs: list[_Pair]
+    edited: list[str]
+    only_candidate: list[str]
+    only_baseline: list[str]
+    unstable: list[PairedCase]
+
+
+Route = tuple[str, float, str]
+
+
 def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     """The verdict for a candidate run against a baseline run, with every reason.
 
     The suite's fail routes form one familywise family here; :func:`decide_pull_request`
-    widens the family to every suite of a pull request.
+    widens the family to every suite of a pull request. The steps: the candidate's own rules,
+    the two runs' provenance, the pairing, the paired test with its unit, the other fail routes
+    (noise, format, critical categories), and the numbers that report the comparison.
     """
-    warnings: list[str] = []
-    blockers: list[str] = []
-    mismatch: list[str] = []
-    rule_failures: list[str] = []
-    notes: list[str] = []
+    found = _Findings()
+    dev = [c for c in candidate.cases if c.split == "dev"]
+    regression_failures = _candidate_rules(candidate, found)
+    numbers = _empty_numbers(policy, dev)
 
-    cand_cases = candidate.cases
-    regression = [c for c in cand_cases if c.split == "regression"]
-    regression_failures = [_paired(None, c) for c in regression if c.passed is False]
-    errored = sorted(c.id for c in cand_cases if c.error is not None)
-    dev = [c for c in cand_cases if c.split == "dev"]
-    candidate_accuracy = _rate([c.score or 0.0 for c in dev if c.error is None])
+    def result() -> Verdict:
+        draft = Verdict(
+            kind="inconclusive",
+            reasons=[],
+            warnings=found.warnings,
+            baseline_run=baseline.name if baseline else None,
+            candidate_run=candidate.name,
+            regression_failures=regression_failures,
+            errored=sorted(c.id for c in candidate.cases if c.error is not None),
+            rule_failures=found.rule_failures,
+            mismatch=found.mismatch,
+            blockers=found.blockers,
+            notes=found.notes,
+            **numbers,
+        )
+        return _settle(draft, [r.weight for r in draft.routes])
 
-    for failure in regression_failures:
-        rule_failures.append(
+    if baseline is None:
+        found.blockers.insert(0, "no usable baseline: there is nothing to compare against")
+        return result()
+    _provenance(baseline, candidate, found)
+    binary = _is_binary([baseline, candidate])
+    conditional = binary and policy.test == "conditional"
+    noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
+    if noise is None:
+        found.warnings.append(
+            "the baseline has no repeats, so the noise floor is not measured: the MDE assumes "
+            "a noise-free model; make baselines with "
+            f"--repeats {max(2, policy.baseline_repeats)}"
+        )
+    pairing = _pair_cases(baseline, dev, policy, conditional, found)
+    pairs = pairing.pairs
+    unit, groups, n_units = _unit_of(pairs, policy, found)
+    r = max((p.kb for p in pairs), default=1)
+    k = max((p.kc for p in pairs), default=1)
+    p_value, test = _paired_test(pairs, policy, binary, unit, n_units, (r, k), candidate)
+    broken = [_paired(p.base, p.cand, p) for p in pairs if p.diff < 0]
+    fixed = [_paired(p.base, p.cand, p) for p in pairs if p.diff > 0]
+    routes: list[Route] = [
+        (
+            "paired",
+            p_value,
+            f"significantly worse: broke {len(broken)}, fixed {len(fixed)} ({test})",
+        )
+    ]
+    noise_p = _noise_route(pairs, noise, policy, routes, found)
+    if candidate.calls_saved:
+        e_value = sequential_e_value(len(broken), len(fixed))
+        found.notes.append(
+            f"the sequential test's e-value crossed its threshold, so the run stopped early and "
+            f"saved {candidate.calls_saved} calls (largest e = "
+            f"{candidate.sequential_e_max or e_value:.3g})"
+        )
+    fmt_broken = sum(1 for p in pairs if p.cand_format < p.base_format)
+    fmt_fixed = sum(1 for p in pairs if p.cand_format > p.base_format)
+    format_p = _binary_p(pairs, "format", policy, unit)
+    routes.append(
+        (
+            "format",
+            format_p,
+            f"format validity dropped: {fmt_broken} cases lost the asked-for format, "
+            f"{fmt_fixed} gained it",
+        )
+    )
+    categories = _category_tests(pairs, policy, unit)
+    routes += [
+        (
+            f"category {row.category}",
+            row.p_value,
+            f"critical category {row.category} regressed: broke {row.broken}, fixed {row.fixed}",
+        )
+        for row in categories
+        if row.critical
+    ]
+    numbers.update(
+        test=test,
+        unit=unit,
+        n_tested=n_units,
+        broken=broken,
+        fixed=fixed,
+        unchanged=len(pairs) - len(broken) - len(fixed),
+        unstable=pairing.unstable,
+        edited=pairing.edited,
+        only_candidate=pairing.only_candidate,
+        only_baseline=pairing.only_baseline,
+        p_value=p_value,
+        noise_p=noise_p,
+        noise=noise,
+        format_broken=fmt_broken,
+        format_fixed=fmt_fixed,
+        format_p=format_p,
+        categories=categories,
+        routes=_route_tests(routes, policy),
+        baseline_accuracy=_rate([p.base_score for p in pairs]),
+        power_model=PowerModel(
+            n=n_units,
+            flip_rate=noise.flip_rate if noise else 0.0,
+            baseline_draws=r if conditional else 1,
+            candidate_draws=k if conditional else 1,
+            power=policy.power,
+            tolerance=policy.tolerance,
+        ),
+    )
+    if pairs:
+        numbers.update(_bounds(pairs, binary, unit, groups, policy))
+    else:
+        found.blockers.append("no case could be paired with the baseline")
+    return result()
+
+
+def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:
+    """What the candidate fails on its own: regression cases, and an incomplete run."""
+    regression = [c for c in candidate.cases if c.split == "regression"]
+    failures = [_paired(None, c) for c in regression if c.passed is False]
+    for failure in failures:
+        found.rule_failures.append(
             f"regression case {failure.id} failed (expected {failure.expected}, answered "
             f"{failure.candidate_answer}); regression cases must never fail"
         )
     if candidate.incomplete:
-        blockers.append(
-            f"the candidate run is incomplete: {candidate.errors} of {len(cand_cases)} cases "
-            f"errored{' (interrupted)' if candidate.interrupted else ''}; re-run it"
+        found.blockers.append(
+            f"the candidate run is incomplete: {candidate.errors} of {len(candidate.cases)} "
+            f"cases errored{' (interrupted)' if candidate.interrupted else ''}; re-run it"
         )
+    return failures
 
-    numbers: dict[str, object] = dict(
+
+def _empty_numbers(policy: GatePolicy, dev: Sequence[CaseResult]) -> dict[str, object]:
+    """The verdict's numbers before anything is compared (what a verdict without a baseline
+    reports)."""
+    return dict(
         test="none",
         unit="group" if policy.unit == "group" else "case",
         n_tested=0,
@@ -464,7 +602,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         format_p=None,
         categories=[],
         baseline_accuracy=None,
-        candidate_accuracy=candidate_accuracy,
+        candidate_accuracy=_rate([c.score or 0.0 for c in dev if c.error is None]),
         difference=None,
         alpha=policy.alpha,
         routes=[],
@@ -476,53 +614,37 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         power_model=None,
     )
 
-    def result() -> Verdict:
-        draft = Verdict(
-            kind="inconclusive",
-            reasons=[],
-            warnings=warnings,
-            baseline_run=baseline.name if baseline else None,
-            candidate_run=candidate.name,
-            regression_failures=regression_failures,
-            errored=errored,
-            rule_failures=rule_failures,
-            mismatch=mismatch,
-            blockers=blockers,
-            notes=notes,
-            **numbers,
-        )
-        return _settle(draft, [r.weight for r in draft.routes])
 
-    if baseline is None:
-        blockers.insert(0, "no usable baseline: there is nothing to compare against")
-        return result()
-
+def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
+    """What makes the two runs incomparable (another model, another scorer) or unusable."""
     if (baseline.model.backend, baseline.model.name) != (
         candidate.model.backend,
         candidate.model.name,
     ):
-        mismatch.append(
+        found.mismatch.append(
             f"baseline and candidate used different models ({baseline.model.backend}/"
             f"{baseline.model.name} vs {candidate.model.backend}/{candidate.model.name})"
         )
     if baseline.scorer_sha256 != candidate.scorer_sha256:
-        mismatch.append("baseline and candidate were scored differently (scorer config changed)")
+        found.mismatch.append(
+            "baseline and candidate were scored differently (scorer config changed)"
+        )
     if baseline.incomplete:
-        blockers.append(
+        found.blockers.append(
             f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"
         )
 
-    binary = _is_binary([baseline, candidate])
-    conditional = binary and policy.test == "conditional"
-    base_by_id = {c.id: c for c in baseline.cases if c.split == "dev"}
-    noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
-    if noise is None:
-        warnings.append(
-            "the baseline has no repeats, so the noise floor is not measured: the MDE assumes "
-            "a noise-free model; make baselines with "
-            f"--repeats {max(2, policy.baseline_repeats)}"
-        )
 
+def _pair_cases(
+    baseline: Run,
+    dev: Sequence[CaseResult],
+    policy: GatePolicy,
+    conditional: bool,
+    found: _Findings,
+) -> _Pairing:
+    """Each dev case with the baseline's case of the same id and content; new, edited,
+    errored and (when the baseline's held-out repeats show it) unstable cases left out."""
+    base_by_id = {c.id: c for c in baseline.cases if c.split == "dev"}
     edited: list[str] = []
     only_candidate: list[str] = []
     pairs: list[_Pair] = []
@@ -546,23 +668,32 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
                 pairs.append(pair)
     if kept_unstable and policy.exclude_unstable and not conditional:
         k = min((p.kb for p in pairs), default=1)
-        warnings.append(
+        found.warnings.append(
             f"{kept_unstable} cases that flipped between the baseline's repeats stay in the test: "
             "leaving them out of a comparison with those same repeats would bias it towards "
             "'worse' (only the settled cases would be left, and noise can only break a settled "
             f"pass); a baseline with --repeats {k + 2} lets the gate leave them out"
         )
-    only_baseline = sorted(set(base_by_id) - {c.id for c in dev})
     unpaired = len(only_candidate) + len(edited)
     if dev and unpaired / len(dev) > policy.max_unpaired_share:
-        blockers.append(
+        found.blockers.append(
             f"{unpaired} of {len(dev)} candidate cases have no unchanged counterpart in the "
             f"baseline (new or edited), over the {_pct(policy.max_unpaired_share)}% allowed: "
             "refresh the baseline"
         )
     if edited:
-        warnings.append(f"{len(edited)} cases were edited since the baseline and are left out")
+        found.warnings.append(
+            f"{len(edited)} cases were edited since the baseline and are left out"
+        )
+    only_baseline = sorted(set(base_by_id) - {c.id for c in dev})
+    return _Pairing(pairs, edited, only_candidate, only_baseline, unstable)
 
+
+def _unit_of(
+    pairs: Sequence[_Pair], policy: GatePolicy, found: _Findings
+) -> tuple[Literal["case", "group"], list[str], int]:
+    """What the test counts (cases, or scenario groups when cases cluster), each pair's group,
+    and how many units there are."""
     groups = [p.group() for p in pairs]
     # Groups of one case each (a group field that falls back to the case id) cluster nothing.
     clustered = any(p.cand.group for p in pairs) and len(set(groups)) < len(groups)
@@ -570,8 +701,25 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         "group" if policy.unit == "group" or (policy.unit == "auto" and clustered) else "case"
     )
     n_units = len(set(groups)) if unit == "group" else len(pairs)
-    r = max((p.kb for p in pairs), default=1)
-    k = max((p.kc for p in pairs), default=1)
+    if unit == "group" and pairs and n_units < FEW_CLUSTERS:
+        found.warnings.append(
+            f"only {n_units} scenario groups: cluster-level tests and intervals are unreliable "
+            f"under {FEW_CLUSTERS}; add scenarios, or set gate.unit: case if the groups are "
+            "labels only"
+        )
+    return unit, groups, n_units
+
+
+def _paired_test(
+    pairs: Sequence[_Pair],
+    policy: GatePolicy,
+    binary: bool,
+    unit: Literal["case", "group"],
+    n_units: int,
+    draws: tuple[int, int],
+    candidate: Run,
+) -> tuple[float, str]:
+    """The paired test's one-sided p-value that the candidate is worse, and the test's name."""
     if binary:
         p_value = _binary_p(pairs, "score", policy, unit)
     elif unit == "group":
@@ -581,143 +729,84 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         p_value = _continuous_p([fmean(v) for v in by_group.values()], policy)
     else:
         p_value = _continuous_p([p.diff for p in pairs], policy)
-    test = _test_name(policy, binary, unit, n_units, r, k)
-    if unit == "group" and pairs and n_units < FEW_CLUSTERS:
-        warnings.append(
-            f"only {n_units} scenario groups: cluster-level tests and intervals are unreliable "
-            f"under {FEW_CLUSTERS}; add scenarios, or set gate.unit: case if the groups are "
-            "labels only"
-        )
+    test = _test_name(policy, binary, unit, n_units, *draws)
     if candidate.sequential_e_max is not None:
         # The paired test's alpha is split between the e-value watched during the run and the
         # final test (Bonferroni): 1 / max E is an anytime-valid p-value (Ville's inequality).
         p_value = min(1.0, 2.0 * min(p_value, 1.0 / max(candidate.sequential_e_max, 1.0)))
         test += ", alpha split with the sequential e-value"
-    broken = [_paired(p.base, p.cand, p) for p in pairs if p.diff < 0]
-    fixed = [_paired(p.base, p.cand, p) for p in pairs if p.diff > 0]
-    unchanged = len(pairs) - len(broken) - len(fixed)
+    return p_value, test
 
-    routes: list[tuple[str, float, str]] = [
-        (
-            "paired",
-            p_value,
-            f"significantly worse: broke {len(broken)}, fixed {len(fixed)} ({test})",
-        )
-    ]
 
-    noise_p = None
-    if noise is not None and policy.noise_check != "off":
-        # The share 1/(1 + R) is exact for R = 2 and 3 (1 - pi^R - (1 - pi)^R = R pi (1 - pi)
-        # there, and it is smaller beyond), comparing one candidate draw with one baseline
-        # draw: so the first candidate draw is compared with the first baseline repeat, and
-        # flips are counted over the first R = min(repeats, 3) repeats, whatever K is.
-        used = min(noise.repeats, 3)
-        first_broken = sum(
-            1 for p in pairs if _passed(p.base.outcomes[0]) and not _passed(p.cand.outcomes[0])
-        )
-        flips = sum(1 for p in pairs if len({_passed(o) for o in p.base.outcomes[:used]}) > 1)
-        noise_p = broke_more_than_noise(first_broken, flips, used)
-        message = (
-            f"the PR broke {first_broken} cases (its first draw against the baseline's first "
-            f"repeat), more than the baseline's noise predicts ({flips} flips over {used} "
-            "repeats)"
-        )
-        if policy.noise_check == "fail":
-            routes.append(("noise", noise_p, message))
-        elif noise_p < policy.alpha:
-            warnings.append(f"{message}; p = {noise_p:.2g}")
-
-    if candidate.calls_saved:
-        e_value = sequential_e_value(len(broken), len(fixed))
-        notes.append(
-            f"the sequential test's e-value crossed its threshold, so the run stopped early and "
-            f"saved {candidate.calls_saved} calls (largest e = "
-            f"{candidate.sequential_e_max or e_value:.3g})"
-        )
-
-    fmt_broken = sum(1 for p in pairs if p.cand_format < p.base_format)
-    fmt_fixed = sum(1 for p in pairs if p.cand_format > p.base_format)
-    format_p = _binary_p(pairs, "format", policy, unit)
-    routes.append(
-        (
-            "format",
-            format_p,
-            f"format validity dropped: {fmt_broken} cases lost the asked-for format, "
-            f"{fmt_fixed} gained it",
-        )
+def _noise_route(
+    pairs: Sequence[_Pair],
+    noise: NoiseFloor | None,
+    policy: GatePolicy,
+    routes: list[Route],
+    found: _Findings,
+) -> float | None:
+    """Whether the PR broke more cases than the baseline's own flips predict: a fail route
+    (``noise_check: fail``) or a warning; its p-value, or None when not measured."""
+    if noise is None or policy.noise_check == "off":
+        return None
+    # The share 1/(1 + R) is exact for R = 2 and 3 (1 - pi^R - (1 - pi)^R = R pi (1 - pi)
+    # there, and it is smaller beyond), comparing one candidate draw with one baseline
+    # draw: so the first candidate draw is compared with the first baseline repeat, and
+    # flips are counted over the first R = min(repeats, 3) repeats, whatever K is.
+    used = min(noise.repeats, 3)
+    first_broken = sum(
+        1 for p in pairs if _passed(p.base.outcomes[0]) and not _passed(p.cand.outcomes[0])
     )
+    flips = sum(1 for p in pairs if len({_passed(o) for o in p.base.outcomes[:used]}) > 1)
+    noise_p = broke_more_than_noise(first_broken, flips, used)
+    message = (
+        f"the PR broke {first_broken} cases (its first draw against the baseline's first "
+        f"repeat), more than the baseline's noise predicts ({flips} flips over {used} "
+        "repeats)"
+    )
+    if policy.noise_check == "fail":
+        routes.append(("noise", noise_p, message))
+    elif noise_p < policy.alpha:
+        found.warnings.append(f"{message}; p = {noise_p:.2g}")
+    return noise_p
 
-    categories = _category_tests(pairs, policy, unit)
-    for row in categories:
-        if row.critical:
-            routes.append(
-                (
-                    f"category {row.category}",
-                    row.p_value,
-                    f"critical category {row.category} regressed: broke {row.broken}, fixed "
-                    f"{row.fixed}",
-                )
-            )
 
+def _route_tests(routes: Sequence[Route], policy: GatePolicy) -> list[RouteTest]:
+    """The suite's fail routes with their weights: the paired test's share, the rest even."""
     w_paired, w_other = route_weights(policy, len(routes) - 1)
     weights = [w_paired] + [w_other] * (len(routes) - 1)
-    numbers["routes"] = [
+    return [
         RouteTest(route=name, weight=w, p_value=p, p_adjusted=p, failed=False, finding=finding)
         for (name, p, finding), w in zip(routes, weights, strict=True)
     ]
 
-    # The three numbers, over the same compared cases and repeats as the test, so that the
-    # candidate's accuracy minus the baseline's is the paired difference.
+
+def _bounds(
+    pairs: Sequence[_Pair],
+    binary: bool,
+    unit: Literal["case", "group"],
+    groups: list[str],
+    policy: GatePolicy,
+) -> dict[str, object]:
+    """The candidate's accuracy, the paired difference, the bound on the drop and, when the
+    bound is over the tolerance, the cases that would bring it under. Over the same compared
+    cases and repeats as the test, so the candidate's accuracy minus the baseline's is the
+    paired difference."""
     base_scores = [p.base_score for p in pairs]
     cand_scores = [p.cand_score for p in pairs]
-    flip = noise.flip_rate if noise else 0.0
-    numbers.update(
-        test=test,
-        unit=unit,
-        n_tested=n_units,
-        broken=broken,
-        fixed=fixed,
-        unchanged=unchanged,
-        unstable=unstable,
-        edited=edited,
-        only_candidate=only_candidate,
-        only_baseline=only_baseline,
-        p_value=p_value,
-        noise_p=noise_p,
-        noise=noise,
-        format_broken=fmt_broken,
-        format_fixed=fmt_fixed,
-        format_p=format_p,
-        categories=categories,
-        baseline_accuracy=_rate(base_scores),
-        power_model=PowerModel(
-            n=n_units,
-            flip_rate=flip,
-            baseline_draws=r if conditional else 1,
-            candidate_draws=k if conditional else 1,
-            power=policy.power,
-            tolerance=policy.tolerance,
-        ),
+    bound, method = _drop_bound(pairs, binary, unit, policy.alpha)
+    numbers: dict[str, object] = dict(
+        candidate_accuracy=_rate(cand_scores),
+        difference=paired_difference(cand_scores, base_scores, groups if unit == "group" else None),
+        drop_bound=bound,
+        bound_method=method,
     )
-    if pairs:
-        bound, method = _drop_bound(pairs, binary, unit, policy.alpha)
-        has_clusters = unit == "group"
-        numbers.update(
-            candidate_accuracy=_rate(cand_scores),
-            difference=paired_difference(
-                cand_scores, base_scores, groups if has_clusters else None
-            ),
-            drop_bound=bound,
-            bound_method=method,
-        )
-        if binary and bound >= policy.tolerance:
-            b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
-            c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)
-            needed = cases_to_rule_out(b, c, len(pairs), policy.tolerance, policy.alpha)
-            numbers["cases_to_decide"] = needed if needed < CASES_CAP else None
-    else:
-        blockers.append("no case could be paired with the baseline")
-    return result()
+    if binary and bound >= policy.tolerance:
+        b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
+        c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)
+        needed = cases_to_rule_out(b, c, len(pairs), policy.tolerance, policy.alpha)
+        numbers["cases_to_decide"] = needed if needed < CASES_CAP else None
+    return numbers
 
 
 def _settle(

@@ -1,11 +1,11 @@
-"""The noise floor and the gate."""
+"""``evalgate gate``: a candidate against a baseline, decided as a pull request's job decides it."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.summary import summarise
 from evalgate.cases.base_split import HoldoutChange, guard, read_tree, relative_config
 from evalgate.cases.gitrepo import GitTree, toplevel
@@ -17,29 +17,13 @@ from evalgate.cli.context import (
     price_as_for,
 )
 from evalgate.cli.judge import floor_for_gate
+from evalgate.cli.options import Subcommands, positive
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate.decide import Verdict, decide, decide_pull_request
-from evalgate.report.render import render, render_model
+from evalgate.report.render import render_model
 from evalgate.running.suite import load_suite_cases
 from evalgate.runs.schema import Run, find_run, read_run, save_run
-
-
-def cmd_noise(ctx: Context) -> int:
-    loaded = ctx.config()
-    name, suite = loaded.suite(ctx.args.suite)
-    ctx.args.cache = False  # a cached reply measures nothing about noise
-    run = ctx.run_version(loaded, name, ctx.args.version, repeats=ctx.args.repeats)
-    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
-    assert noise is not None  # repeats >= 2 is enforced by the parser
-    if not ctx.args.no_save:
-        path = save_run(run, loaded.state_dir)
-        ctx.err.write(f"saved {run.name} to {path} (usable as a baseline)\n")
-    if ctx.args.format == "json":
-        ctx.print(noise.model_dump_json(indent=2))
-    else:
-        ctx.print(render("noise.txt.j2", s=noise, limit=ctx.args.show))
-    return EXIT_OK
 
 
 def unknown_candidate(
@@ -219,3 +203,35 @@ def base_guard(
     config = relative_config(top, Path(raw_config))
     base = read_tree(GitTree.open(top, ref, fetch=False), config, loaded)
     return guard(base, name, loaded)
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    gate = sub.add_parser(
+        "gate", parents=[common], help="decide pass / fail / inconclusive against a baseline"
+    )
+    gate.add_argument(
+        "--baseline",
+        required=True,
+        help="baseline run (name, prefix, path), or a folder of run files, one per suite",
+    )
+    gate.add_argument(
+        "--candidate",
+        required=True,
+        help="candidate run, a prompt version to run now, or a folder of run files (matched "
+        "to the baseline's by suite name; one decision over every suite)",
+    )
+    gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
+    gate.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
+    )
+    gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="take the dev / holdout split from this git commit (the pull request's base), as "
+        "the action does; a change of the holdout since then makes the verdict inconclusive",
+    )
+    gate.add_argument("--concurrency", type=positive, help="calls in flight")
+    gate.set_defaults(func=cmd_gate, verbose=False, cache=None)

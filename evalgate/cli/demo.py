@@ -1,175 +1,30 @@
-"""The bench: run, report, list, compare, merge, and the bundled demo."""
+"""``evalgate demo``: the bundled example on the offline fake model, to the gate's verdict."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import shutil
 import tempfile
 import textwrap
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from evalgate import __version__
 from evalgate.analysis.compare import compare_runs
 from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
-    EXIT_INCOMPLETE,
     EXIT_OK,
     Context,
     price_as_for,
 )
-from evalgate.config.load import LoadedConfig, load_config
+from evalgate.cli.options import Subcommands
+from evalgate.config.load import load_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.errors import UserError
-from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import pct, render_model
-from evalgate.running.suite import (
-    DEFAULT_SPLITS,
-)
-from evalgate.runs.merge import merge_runs
-from evalgate.runs.schema import Run, find_run, iter_runs, save_run
-
-HTML_HELP = (
-    "write the report as one self-contained HTML page (searchable, no network) to PATH and "
-    "print only its path"
-)
-
-
-def cmd_run(ctx: Context) -> int:
-    loaded = ctx.config()
-    files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
-    splits = frozenset(ctx.args.split or DEFAULT_SPLITS)
-    run = ctx.run_version(
-        loaded,
-        ctx.args.suite,
-        ctx.args.version,
-        repeats=ctx.args.repeats,
-        limit=ctx.args.limit,
-        case_files=files,
-        splits=splits,
-        shard=ctx.args.shard,
-    )
-    ctx.print(render_model("run", run_summary(ctx, loaded, run), ctx.args.format))
-    if not ctx.args.no_save:
-        path = save_run(run, loaded.state_dir)
-        ctx.err.write(f"saved {run.name} to {path}\n")
-    return run_exit(ctx, run)
-
-
-def run_summary(ctx: Context, loaded: LoadedConfig, run: Run) -> RunSummary:
-    show = getattr(ctx.args, "show", None)
-    return summarise(run, price_as=price_as_for(loaded, run), show=10 if show is None else show)
-
-
-def run_exit(ctx: Context, run: Run) -> int:
-    """0, or EXIT_INCOMPLETE with a line on stderr saying why, for a run too broken to measure."""
-    if not run.incomplete:
-        return EXIT_OK
-    why = (
-        "it was interrupted"
-        if run.interrupted
-        else (
-            f"{run.errors} of {len(run.cases)} cases errored (max_error_share "
-            f"{run.max_error_share:g})"
-        )
-    )
-    ctx.warn(f"the run is incomplete: {why}; see the errors listed above (exit {EXIT_INCOMPLETE})")
-    return EXIT_INCOMPLETE
-
-
-def write_html(ctx: Context, page: str) -> int:
-    """Write an HTML report to --html PATH and print only its (absolute) path."""
-    path = Path(ctx.args.html)
-    try:
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(
-            f"cannot write the HTML report: {exc.strerror or exc}",
-            where=str(path),
-            fix="pass --html a path in a folder that exists and that you can write to",
-        ) from None
-    ctx.out.write(f"{path.resolve()}\n")
-    return EXIT_OK
-
-
-def cmd_report(ctx: Context) -> int:
-    loaded = ctx.config()
-    run = find_run(ctx.args.run, loaded.state_dir)
-    summary = run_summary(ctx, loaded, run)
-    if getattr(ctx.args, "html", None):
-        write_html(ctx, render_run_html(run, summary))
-        return run_exit(ctx, run)
-    ctx.print(render_model("run", summary, ctx.args.format))
-    return run_exit(ctx, run)
-
-
-def cmd_list(ctx: Context) -> int:
-    loaded = ctx.config()
-    rows: list[dict[str, Any]] = []
-    for _, run in iter_runs(loaded.state_dir):
-        s = summarise(run)
-        rows.append(
-            {
-                "name": run.name,
-                "prompt": run.prompt.name,
-                "backend": run.model.backend,
-                "model": run.model.name,
-                "n": s.n,
-                "accuracy": s.accuracy.rate,
-                "format": s.format.rate,
-                "errors": s.errors,
-            }
-        )
-    if ctx.args.format == "json":
-        import json
-
-        ctx.print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    if not rows:
-        ctx.print(
-            f"no saved runs in {loaded.state_dir / 'runs'} (make one with `evalgate run VERSION`)"
-        )
-        return EXIT_OK
-    width = max(len(r["name"]) for r in rows)
-    ctx.print(
-        f"{'run':<{width}}  {'prompt':<8} {'backend':<9} {'model':<20} {'n':>5} {'accuracy':>8} {'format':>7} errors"
-    )
-    for r in rows:
-        acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
-        fmt = "n/a" if r["format"] is None else f"{100 * r['format']:.1f}%"
-        ctx.print(
-            f"{r['name']:<{width}}  {r['prompt']:<8} {r['backend']:<9} {r['model']:<20} "
-            f"{r['n']:>5} {acc:>8} {fmt:>7} {r['errors']}"
-        )
-    return EXIT_OK
-
-
-def cmd_compare(ctx: Context) -> int:
-    loaded = ctx.config()
-    a = find_run(ctx.args.a, loaded.state_dir)
-    b = find_run(ctx.args.b, loaded.state_dir)
-    comparison = compare_runs(a, b)
-    if getattr(ctx.args, "html", None):
-        page = render_compare_html(a, b, comparison, price_as=price_as_for(loaded, b))
-        return write_html(ctx, page)
-    ctx.print(render_model("compare", comparison, ctx.args.format, limit=ctx.args.show))
-    return EXIT_OK
-
-
-def cmd_merge(ctx: Context) -> int:
-    loaded = ctx.config()
-    merged = merge_runs([find_run(ref, loaded.state_dir) for ref in ctx.args.runs])
-    if ctx.args.output:
-        path = Path(ctx.args.output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(merged.model_dump_json(indent=1), encoding="utf-8")
-    else:
-        path = save_run(merged, loaded.state_dir)
-    ctx.err.write(f"merged {len(ctx.args.runs)} shards into {path}\n")
-    ctx.print(render_model("run", run_summary(ctx, loaded, merged), ctx.args.format))
-    return run_exit(ctx, merged)
+from evalgate.runs.schema import Run, save_run
 
 
 def bundled_example(name: str = "bike-shop") -> Path:
@@ -187,7 +42,11 @@ def bundled_example(name: str = "bike-shop") -> Path:
 
 
 DEMO_SUITE = "bike-shop"
+
+
 DEMO_VERSIONS = ("v1", "v2", "v3")
+
+
 DEMO_WHY_TIE = (
     "Why v3 ties v2 here: the fake model labels each message by keyword rules "
     "(fake-rules.yml) and reads only two things in the prompt: whether it names every label "
@@ -380,3 +239,13 @@ def demo_agent(ctx: Context) -> None:
         )
         verdict = decide(baseline, candidate, suite.gate)
         ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    demo = sub.add_parser(
+        "demo", parents=[common], help="run the bundled example on the offline fake model"
+    )
+    demo.add_argument(
+        "--show", type=int, default=10, help="cases listed per section (default: %(default)s)"
+    )
+    demo.set_defaults(func=cmd_demo)
