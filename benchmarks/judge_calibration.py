@@ -6,7 +6,7 @@
 A simulated judge grades labelled replies: each reply is a human pass with probability
 ``prevalence``; the judge passes a human pass with probability Se and a human fail with
 probability 1 - Sp. For each setting, many label sets of n items are drawn and
-evalgate.calibration computes kappa's 95% interval (analytic, Fleiss-Cohen-Everitt) and the
+evalgate.analysis.calibration computes kappa's 95% interval (analytic, Fleiss-Cohen-Everitt) and the
 Rogan-Gladen corrected pass rate of a 300-case run with its delta-method interval.
 
 The truth: the population kappa of the judge (from the cell probabilities) and the run's true
@@ -21,7 +21,7 @@ import argparse
 
 import numpy as np
 
-from evalgate.calibration import Table, cohen_kappa, rogan_gladen
+from evalgate.analysis.calibration import Table, cohen_kappa, rogan_gladen
 
 SETTINGS = [
     # (n labels, prevalence of human pass, Se, Sp)

@@ -14,16 +14,18 @@ import pytest
 from conftest import shop_suite
 
 from evalgate import cli
+from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.backends.batch import BatchRunner, BatchState, BatchStatus, custom_id, run_key
-from evalgate.config import LoadedConfig, ModelSettings
+from evalgate.backends.batch import BatchStatus
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import ModelSettings
 from evalgate.errors import UserError
-from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
-from evalgate.runner import Job, Progress
-from evalgate.runs import Run, find_run
+from evalgate.running.batch import BatchRunner, BatchState, custom_id, run_key
+from evalgate.running.execute import Job, Progress
+from evalgate.running.suite import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import Run, find_run
 from evalgate.scorers.base import Score
-from evalgate.summary import summarise
 from tests.support.messages_server import MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]

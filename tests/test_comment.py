@@ -17,8 +17,9 @@ import pytest
 from conftest import CREATED, GOLDEN
 from pydantic import ValidationError
 
-from evalgate.config import GatePolicy
-from evalgate.gate import decide, decide_pull_request
+from evalgate.analysis.summary import summarise
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import decide, decide_pull_request
 from evalgate.report.comment import (
     COMMENT_LIMIT,
     BaselineProvenance,
@@ -31,8 +32,7 @@ from evalgate.report.comment import (
     render_comment,
     render_summary,
 )
-from evalgate.runs import CaseResult, Run
-from evalgate.summary import summarise
+from evalgate.runs.schema import CaseResult, Run
 
 SUITE = "bike-shop"
 VERSION = "0.1.0"  # fixed, so a version bump does not rewrite every golden file

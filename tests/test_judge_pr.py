@@ -78,8 +78,8 @@ def test_a_rubric_change_that_lowers_agreement_fails_the_pull_request(
 
 def holdout_ids() -> list[str]:
     """The holdout labels' ids, read as the config splits them (for the leak check above)."""
-    from evalgate.config import load_config
-    from evalgate.judge_labels import load_labels
+    from evalgate.cases.judge_labels import load_labels
+    from evalgate.config.load import load_config
 
     loaded = load_config(EXAMPLE / "judge.yml")
     _, suite = loaded.suite(None)

@@ -38,9 +38,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate import files
-from evalgate.agent import Turn, run_agent
+from evalgate.backends.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.config import ModelSettings, load_yaml
+from evalgate.config.load import load_yaml
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError, describe_validation
 from evalgate.trajectory import CallRecord, ToolCall
 

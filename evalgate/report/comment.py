@@ -18,10 +18,10 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalgate import __version__
-from evalgate.gate import Verdict, VerdictKind
+from evalgate.analysis.summary import RunSummary
+from evalgate.gate.decide import Verdict, VerdictKind
 from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros
-from evalgate.summary import RunSummary
 
 COMMENT_LIMIT = 65_536
 # GITHUB_STEP_SUMMARY takes at most 1 MiB per step.

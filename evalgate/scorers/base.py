@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate import files
 from evalgate.backends.base import Backend
-from evalgate.config import ScorerConfig, file_arguments, program_argv
+from evalgate.config.models import ScorerConfig, file_arguments, program_argv
 
 
 class Score(BaseModel):
