@@ -19,9 +19,9 @@ from pydantic import ValidationError
 
 from evalgate.analysis.summary import summarise
 from evalgate.config.models import GatePolicy
+from evalgate.defaults import COMMENT_LIMIT
 from evalgate.gate.decide import decide, decide_pull_request
 from evalgate.report.comment import (
-    COMMENT_LIMIT,
     BaselineProvenance,
     CommentContext,
     CommentFlags,

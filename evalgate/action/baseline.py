@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalgate.action.inputs import DATA_BRANCH
 from evalgate.action.job import ActionJob
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.summary import summarise
@@ -17,6 +16,7 @@ from evalgate.app import (
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
+from evalgate.defaults import DATA_BRANCH, STATE_DIR
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -27,7 +27,7 @@ from evalgate.runs.schema import Run, read_run
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
-    return folder / ".evalgate" / "baseline" / f"{suite}.json"
+    return folder / STATE_DIR / "baseline" / f"{suite}.json"
 
 
 def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
@@ -138,7 +138,7 @@ def find_baseline_run(
     if ref is None:
         return Baseline(None, None, no_baseline=True)
     folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), runner.folder / ".evalgate" / "download"
+        ref, runner.inputs.github_token.get_secret_value(), runner.folder / STATE_DIR / "download"
     )
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)

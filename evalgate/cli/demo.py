@@ -22,6 +22,7 @@ from evalgate.cli.context import (
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import load_config
 from evalgate.config.models import DEFAULT_CONFIG
+from evalgate.defaults import STATE_DIR
 from evalgate.errors import UserError
 from evalgate.report.render import pct, render_model
 from evalgate.runs.schema import Run, save_run
@@ -77,7 +78,7 @@ def cmd_demo(ctx: Context) -> int:
 
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / DEMO_SUITE
-        shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(".evalgate"))
+        shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(STATE_DIR))
         loaded = load_config(folder / DEFAULT_CONFIG)
         _, suite = loaded.suite(DEMO_SUITE)
         say(f"evalgate {__version__} demo: the bike-shop example on the offline fake model")
@@ -220,7 +221,7 @@ def demo_agent(ctx: Context) -> None:
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / "support-agent"
         shutil.copytree(
-            bundled_example("support-agent"), folder, ignore=shutil.ignore_patterns(".evalgate")
+            bundled_example("support-agent"), folder, ignore=shutil.ignore_patterns(STATE_DIR)
         )
         loaded = load_config(folder / DEFAULT_CONFIG)
         name, suite = loaded.suite(None)

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalgate import __version__
 from evalgate.analysis.summary import RunSummary
+from evalgate.defaults import COMMENT_LIMIT
 from evalgate.gate.decide import Verdict, VerdictKind
 from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros
 
-COMMENT_LIMIT = 65_536
 # GITHUB_STEP_SUMMARY takes at most 1 MiB per step.
 SUMMARY_LIMIT = 1_048_576
 # Broken cases shown in the open table; the rest go in a collapsed block.

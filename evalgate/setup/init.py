@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.backends.base import BACKEND_NAMES
 from evalgate.cases.split import (
     STARTING_HOLDOUT_FRACTION,
     STARTING_HOLDOUT_MIN_CASES,
@@ -35,6 +36,7 @@ from evalgate.cases.split import (
 from evalgate.cases.templating import compile_template, render
 from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
+from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
 from evalgate.errors import UserError
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ Ask = Callable[[str], str]
 # The C parser when PyYAML has it: doctor reads every workflow file of a repository.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-BACKENDS = ("fake", "anthropic", "openai", "command")
+BACKENDS = BACKEND_NAMES
 SCORERS = ("label", "exact", "contains", "regex", "json_schema", "judge")
 DEFAULT_MODELS = {
     "fake": "fake-classifier",
@@ -59,9 +61,6 @@ SECRETS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 SECRET_INPUTS = {"anthropic": "anthropic_api_key"}
 HOLDOUT_SECRET = "EVALGATE_HOLDOUT_KEY"
 SECRETS_PAGE = "Settings → Secrets and variables → Actions"
-STATE_DIR = ".evalgate"
-WORKFLOW = ".github/workflows/evalgate.yml"
-BASELINE_ARTIFACT = "evalgate-baseline"
 
 # What the written workflow uses: the evalgate action follows its major tag (there is no
 # release sha to know at init time; doctor says to pin one), every other action a commit sha.
