@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evalgate.action.job import ActionJob
 from evalgate.analysis.noise import measure_noise
+from evalgate.analysis.provenance import differences
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
@@ -167,12 +168,10 @@ def find_baseline_run(
         )
     if merge_base and ref.head_sha != merge_base:
         warnings.append("other-commit")
-    if candidate is not None and run.cases_sha256 != candidate.cases_sha256:
+    d = differences(run, candidate) if candidate is not None else None
+    if d is not None and d.cases_changed:
         warnings.append("other-cases")
-    if candidate is not None and (run.model.backend, run.model.name) != (
-        candidate.model.backend,
-        candidate.model.name,
-    ):
+    if d is not None and d.model is not None:
         warnings.append("other-model")
     provenance = BaselineProvenance(
         run=run.name,

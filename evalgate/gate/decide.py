@@ -44,6 +44,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.noise import NoiseFloor, measure_noise
+from evalgate.analysis.provenance import differences
 from evalgate.analysis.stats import (
     CASES_CAP,
     MatchedSet,
@@ -593,19 +594,16 @@ def _empty_numbers(policy: GatePolicy, dev: Sequence[CaseResult]) -> dict[str, o
 
 def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
     """What makes the two runs incomparable (another model, another scorer) or unusable."""
-    if (baseline.model.backend, baseline.model.name) != (
-        candidate.model.backend,
-        candidate.model.name,
-    ):
+    d = differences(baseline, candidate)
+    if d.model is not None:
         found.mismatch.append(
-            f"baseline and candidate used different models ({baseline.model.backend}/"
-            f"{baseline.model.name} vs {candidate.model.backend}/{candidate.model.name})"
+            f"baseline and candidate used different models ({d.model[0]} vs {d.model[1]})"
         )
-    if baseline.scorer_sha256 != candidate.scorer_sha256:
+    if d.scorer_changed:
         found.mismatch.append(
             "baseline and candidate were scored differently (scorer config changed)"
         )
-    if baseline.incomplete:
+    if "A" in d.incomplete:
         found.blockers.append(
             f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"
         )
