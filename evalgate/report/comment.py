@@ -514,7 +514,7 @@ def render_comment(ctx: CommentContext, max_chars: int = COMMENT_LIMIT) -> str:
     return _render(ctx, max_chars, len, head, limit_text, "the job summary and the run artefact")
 
 
-def render_summary(ctx: CommentContext, max_bytes: int = SUMMARY_LIMIT) -> str:
+def render_job_summary(ctx: CommentContext, max_bytes: int = SUMMARY_LIMIT) -> str:
     """The same report for the job summary: no marker, at most ``max_bytes`` of UTF-8."""
     if max_bytes < 500:
         raise ValueError(f"max_bytes={max_bytes} leaves no room for a verdict")

@@ -33,7 +33,7 @@ from evalgate.cases.split import (
     STARTING_HOLDOUT_MIN_CASES,
     starting_holdout_fraction,
 )
-from evalgate.cases.templating import compile_template, render
+from evalgate.cases.templating import compile_template, render_template
 from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
@@ -103,7 +103,7 @@ def _compiled(name: str) -> Template:
 
 
 def _render(name: str, **context: Any) -> str:
-    return render(_compiled(name), context, f"evalgate/data/init/{name}")
+    return render_template(_compiled(name), context, f"evalgate/data/init/{name}")
 
 
 def gh_expression(expression: str) -> str:
