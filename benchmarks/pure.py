@@ -87,7 +87,7 @@ start = time.perf_counter()
 from evalgate.config.models import GatePolicy
 import scipy.stats  # imported lazily by evalgate; counted with the imports here
 from evalgate.gate.decide import decide
-from evalgate.report.comment import CommentContext, render_comment, render_summary
+from evalgate.report.comment import CommentContext, render_comment, render_job_summary
 from evalgate.report.render import render_model
 from evalgate.runs.schema import read_run
 from evalgate.analysis.summary import summarise
@@ -98,7 +98,7 @@ verdict = decide(base, cand, GatePolicy())
 summary = summarise(cand)
 decided = time.perf_counter()
 ctx = CommentContext(suite="bench", verdict=verdict, candidate=summary)
-comment, job_summary = render_comment(ctx), render_summary(ctx)
+comment, job_summary = render_comment(ctx), render_job_summary(ctx)
 text = render_model("gate", verdict, "text", limit=20)
 done = time.perf_counter()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

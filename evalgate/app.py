@@ -39,6 +39,7 @@ from evalgate.cases.holdout import (
 from evalgate.cases.read import SPLITS, CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.gate.decide import SequentialMonitor
 from evalgate.running.batch import BatchRunner
@@ -54,8 +55,6 @@ from evalgate.running.suite import (
     run_suite,
 )
 from evalgate.runs.schema import Run
-
-HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
 
 
 @dataclass(frozen=True)

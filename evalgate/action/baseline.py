@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalgate.action.inputs import DATA_BRANCH
 from evalgate.action.job import ActionJob
 from evalgate.analysis.noise import measure_noise
+from evalgate.analysis.provenance import differences
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
@@ -17,6 +17,7 @@ from evalgate.app import (
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
+from evalgate.defaults import DATA_BRANCH, STATE_DIR
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -27,7 +28,7 @@ from evalgate.runs.schema import Run, read_run
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
-    return folder / ".evalgate" / "baseline" / f"{suite}.json"
+    return folder / STATE_DIR / "baseline" / f"{suite}.json"
 
 
 def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
@@ -138,7 +139,7 @@ def find_baseline_run(
     if ref is None:
         return Baseline(None, None, no_baseline=True)
     folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), runner.folder / ".evalgate" / "download"
+        ref, runner.inputs.github_token.get_secret_value(), runner.folder / STATE_DIR / "download"
     )
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)
@@ -167,12 +168,10 @@ def find_baseline_run(
         )
     if merge_base and ref.head_sha != merge_base:
         warnings.append("other-commit")
-    if candidate is not None and run.cases_sha256 != candidate.cases_sha256:
+    d = differences(run, candidate) if candidate is not None else None
+    if d is not None and d.cases_changed:
         warnings.append("other-cases")
-    if candidate is not None and (run.model.backend, run.model.name) != (
-        candidate.model.backend,
-        candidate.model.name,
-    ):
+    if d is not None and d.model is not None:
         warnings.append("other-model")
     provenance = BaselineProvenance(
         run=run.name,

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.config.load import LoadedConfig
-from evalgate.errors import UserError
+from evalgate.errors import UserError, from_validation
 
 MANIFEST = "evalgate-fork.json"
 # What one pull request's data may hold: the suite's prompts and cases, never a data set.
@@ -85,10 +85,8 @@ def read_manifest(path: Path) -> ForkData:
     except OSError as exc:
         raise UserError(f"cannot read the fork's data: {exc}", where=str(path)) from None
     except ValidationError as exc:
-        error = exc.errors()[0]
-        at = ".".join(str(p) for p in error["loc"]) or "the document"
         raise Refused(
-            f"the fork's data is not an evalgate fork artefact ({at}: {error['msg']})",
+            f"the fork's data is not an evalgate fork artefact ({from_validation(exc)})",
             where=str(path),
         ) from None
 

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from evalgate.errors import UserError, describe_validation
+from evalgate.defaults import BASELINE_ARTIFACT, CONFIG_FILE, FORK_ARTIFACT
+from evalgate.errors import UserError, from_validation
 
 Mode = Literal["pr", "baseline", "release", "audit", "collect", "fork", "skip"]
 
@@ -19,21 +20,18 @@ VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]
 SEVERITY = {"skipped": 0, "pass": 1, "inconclusive": 2, "fail": 3}
 
 
-DATA_BRANCH = "evalgate-data"
-
-
 class Inputs(BaseModel):
     """The action's inputs (action.yml), validated once."""
 
     model_config = ConfigDict(extra="forbid")
 
-    config: str = "evalgate.yml"
+    config: str = CONFIG_FILE
     suite: str = "all"
     mode: Literal["auto", "pr", "baseline", "release", "audit", "collect", "fork"] = "auto"
     github_token: SecretStr = SecretStr("")
     anthropic_api_key: SecretStr = SecretStr("")
-    baseline_artifact: str = "evalgate-baseline"
-    fork_artifact: str = "evalgate-fork"
+    baseline_artifact: str = BASELINE_ARTIFACT
+    fork_artifact: str = FORK_ARTIFACT
     fail_on: list[Literal["fail", "inconclusive"]] = Field(default=["fail"])
     comment: bool = True
     holdout_key: SecretStr = SecretStr("")
@@ -72,10 +70,8 @@ class Inputs(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            name = ".".join(str(p) for p in error["loc"])
             raise UserError(
-                f"input {name}: {describe_validation(error)}",
+                f"input {from_validation(exc)}",
                 fix="see the inputs table in the README",
             ) from None
 

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from evalgate.action.inputs import Inputs, Outputs, VerdictKind
-from evalgate.app import (
-    HOLDOUT_KEY_VARIABLE,
-    World,
-)
+from evalgate.app import World
 from evalgate.cli.context import Context
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.redact import hold_environment
 from evalgate.report.escape import escape

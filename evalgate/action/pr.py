@@ -43,7 +43,7 @@ from evalgate.report.comment import (
     CommentLinks,
     marker,
     render_comment,
-    render_summary,
+    render_job_summary,
 )
 from evalgate.report.escape import escape
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
@@ -329,7 +329,7 @@ def _stopped(
         pull_request=number,
         links=CommentLinks(workflow_run=runner.run_url),
     )
-    runner.add_summary(render_summary(context))
+    runner.add_summary(render_job_summary(context))
     if runner.inputs.comment and runner.repo is not None and not runner.read_only:
         url, created = gh.upsert_comment(runner.repo, number, render_comment(context), marker(name))
         runner.log(f"{name}: comment {'posted' if created else 'updated'}: {url}")
@@ -345,7 +345,7 @@ def _fork_notice(runner: ActionJob, name: str, number: int) -> None:
         pull_request=number,
         links=CommentLinks(workflow_run=runner.run_url),
     )
-    runner.add_summary(render_summary(context))
+    runner.add_summary(render_job_summary(context))
     runner.annotate(
         "warning",
         f"{name}: this pull request comes from a fork, which gets no secrets; nothing was run "
@@ -389,7 +389,7 @@ def publish_pr(
         suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if decision else [],
         judge=pending.judge,
     )
-    runner.add_summary(render_summary(context))
+    runner.add_summary(render_job_summary(context))
     comment_url = None
     if runner.inputs.comment and runner.repo is not None:
         if fork:

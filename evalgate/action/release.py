@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from evalgate.action.inputs import DATA_BRANCH, output_number
+from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.app import (
@@ -14,6 +14,7 @@ from evalgate.app import (
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
+from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.publish import github as gh
 from evalgate.report.render import render

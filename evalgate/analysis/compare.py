@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.analysis.provenance import differences
 from evalgate.analysis.stats import sign_test_two_sided
 from evalgate.limits import label
 from evalgate.runs.schema import CaseResult, Run
@@ -55,37 +56,30 @@ def _row(a: CaseResult, b: CaseResult) -> PairRow:
 
 def provenance_warnings(a: Run, b: Run) -> list[str]:
     """What differs between two runs besides the prompt, each with what to do about it."""
+    d = differences(a, b)
     warnings = []
-    if a.prompt.name == b.prompt.name and a.prompt.sha256 != b.prompt.sha256:
+    if d.prompt_edited is not None:
         warnings.append(
             f"both runs are of prompt {a.prompt.name!r} but its text differs "
-            f"({a.prompt.sha256[:12]} vs {b.prompt.sha256[:12]}): the file was edited "
+            f"({d.prompt_edited[0][:12]} vs {d.prompt_edited[1][:12]}): the file was edited "
             "between the runs; name versions apart to compare them"
         )
-    if a.cases_sha256 != b.cases_sha256:
-        changed = sorted(
-            set(a.case_files.items()) ^ set(b.case_files.items()), key=lambda kv: kv[0]
-        )
-        files = sorted({name for name, _ in changed})
+    if d.cases_changed:
         warnings.append(
             "the case files differ between the runs"
-            + (f" ({', '.join(files)})" if files else "")
+            + (f" ({', '.join(d.case_files)})" if d.case_files else "")
             + ": only cases with the same id and content are paired"
         )
-    if (a.model.backend, a.model.name) != (b.model.backend, b.model.name):
+    if d.model is not None:
         warnings.append(
-            f"the runs used different models ({a.model.backend}/{a.model.name} vs "
-            f"{b.model.backend}/{b.model.name}): differences mix prompt and model"
+            f"the runs used different models ({d.model[0]} vs {d.model[1]}): differences mix "
+            "prompt and model"
         )
-    elif (a.model.max_tokens, a.model.temperature, a.model.options_sha256) != (
-        b.model.max_tokens,
-        b.model.temperature,
-        b.model.options_sha256,
-    ):
+    elif d.settings_changed:
         warnings.append(
             "the runs used different model settings: differences mix prompt and settings"
         )
-    if a.scorer_sha256 != b.scorer_sha256:
+    if d.scorer_changed:
         warnings.append("the runs were scored differently: compare runs made with one scorer")
     if a.tools_sha256 != b.tools_sha256:
         warnings.append(
@@ -93,7 +87,7 @@ def provenance_warnings(a: Run, b: Run) -> list[str]:
             "differences mix prompt and tools"
         )
     for run, side in ((a, "A"), (b, "B")):
-        if run.incomplete:
+        if side in d.incomplete:
             warnings.append(
                 f"run {side} is incomplete ({run.errors} of {len(run.cases)} cases errored"
                 + (", interrupted" if run.interrupted else "")

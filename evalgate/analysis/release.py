@@ -20,7 +20,7 @@ from evalgate.analysis.stats import mean_and_se, sign_test_worse
 from evalgate.analysis.summary import Rate
 from evalgate.cases.holdout import HoldoutKey
 from evalgate.config.models import GatePolicy, SplitPolicy
-from evalgate.errors import UserError
+from evalgate.errors import UserError, from_validation
 from evalgate.runs.schema import PromptInfo, Run
 
 Reading = Literal["stable", "overfitting", "distribution", "leak", "unknown"]
@@ -248,7 +248,7 @@ def read_releases(folder: Path) -> list[ReleaseRecord]:
             )
         except ValidationError as exc:
             raise UserError(
-                f"corrupt release record: {exc.errors()[0]['msg']}",
+                f"corrupt release record: {from_validation(exc)}",
                 where=str(path),
                 fix="restore it from the data branch",
             ) from None
@@ -347,58 +347,112 @@ def release_report(
     against the reference release (Holm over the two), a failed regression case, an empty
     holdout, or a holdout that changed unrecorded (``integrity``); the read budget only warns."""
     key = key or HoldoutKey()
-    usable, warnings = usable_history(
+    past, warnings = usable_history(
         sorted((r for r in history if r.name != current.name), key=lambda r: r.time), key
     )
-    past = usable
     previous = past[-1] if past else None
     reasons: list[str] = list(integrity or [])
-    reference = None
-    if split.reference_release is not None:
-        reference = next((r for r in past if r.name == split.reference_release), None)
-        if reference is None and past:
-            warnings.append(
-                f"the reference release {split.reference_release!r} is not in the history: "
-                "the holdout is compared with the previous release only"
-            )
-    elif past:
-        reference = past[0]
+    reference = _reference(past, split, warnings)
     comparisons: list[Comparison] = []
     moved: list[GroupMove] = []
     if previous is not None:
-        first, pairs = _compare(previous, current, gate.mid_p)
-        comparisons.append(first)
-        if reference is not None and reference.name != previous.name:
-            comparisons.append(_compare(reference, current, gate.mid_p)[0])
-        comparisons = _holm(comparisons)
-        for c in comparisons:
-            if c.p_adjusted < gate.alpha:
-                holm = f", Holm-adjusted {c.p_adjusted:.2g}" if len(comparisons) > 1 else ""
-                reasons.append(
-                    f"the holdout dropped significantly since {c.against}: {c.broken} cases "
-                    f"worse, {c.fixed} better of {c.paired} paired (one-sided sign test, "
-                    f"p = {c.p_value:.2g}{holm})"
-                )
-        by_group: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for a, b in pairs:
-            by_group[b.group or "(no group)"].append((a.score, b.score))
-        moved = [
-            GroupMove(
-                group=g,
-                n=len(v),
-                before=fmean(x for x, _ in v),
-                after=fmean(y for _, y in v),
-            )
-            for g, v in sorted(by_group.items())
-            if fmean(x for x, _ in v) != fmean(y for _, y in v)
-        ]
-        if not first.paired and current.holdout_cases:
-            warnings.append(
-                f"no holdout case pairs with {previous.name} (a new holdout key, or every case "
-                "changed): the holdout drop cannot be tested this time"
-            )
+        comparisons, moved = _holdout_drop(current, previous, reference, gate, reasons, warnings)
     else:
         warnings.append("no previous release to compare the holdout with: this is the first")
+    _release_rules(current, split, reads, reasons, warnings)
+    records = [*past, current]
+    reading = read_gap(current, past, gate.tolerance) if current.holdout.rate.n else "unknown"
+    head = comparisons[0] if comparisons else None
+    return ReleaseReport(
+        kind="fail" if reasons else "pass",
+        reasons=reasons,
+        warnings=warnings,
+        current=current,
+        previous=previous,
+        reference=reference,
+        history=records,
+        reading=reading,
+        reading_text=READINGS[reading],
+        paired=head.paired if head else 0,
+        broken=head.broken if head else 0,
+        fixed=head.fixed if head else 0,
+        p_value=head.p_value if head else None,
+        comparisons=comparisons,
+        groups_moved=moved,
+        reads=reads,
+        read_budget=split.read_budget,
+        mermaid=mermaid_chart(records),
+    )
+
+
+def _reference(
+    past: list[ReleaseRecord], split: SplitPolicy, warnings: list[str]
+) -> ReleaseRecord | None:
+    """The release every release is also compared with: the named one, else the first."""
+    if split.reference_release is None:
+        return past[0] if past else None
+    reference = next((r for r in past if r.name == split.reference_release), None)
+    if reference is None and past:
+        warnings.append(
+            f"the reference release {split.reference_release!r} is not in the history: "
+            "the holdout is compared with the previous release only"
+        )
+    return reference
+
+
+def _holdout_drop(
+    current: ReleaseRecord,
+    previous: ReleaseRecord,
+    reference: ReleaseRecord | None,
+    gate: GatePolicy,
+    reasons: list[str],
+    warnings: list[str],
+) -> tuple[list[Comparison], list[GroupMove]]:
+    """The holdout against the previous release and the reference (Holm over the two), and
+    the scenario groups whose scores moved since the previous one."""
+    first, pairs = _compare(previous, current, gate.mid_p)
+    comparisons = [first]
+    if reference is not None and reference.name != previous.name:
+        comparisons.append(_compare(reference, current, gate.mid_p)[0])
+    comparisons = _holm(comparisons)
+    for c in comparisons:
+        if c.p_adjusted < gate.alpha:
+            holm = f", Holm-adjusted {c.p_adjusted:.2g}" if len(comparisons) > 1 else ""
+            reasons.append(
+                f"the holdout dropped significantly since {c.against}: {c.broken} cases "
+                f"worse, {c.fixed} better of {c.paired} paired (one-sided sign test, "
+                f"p = {c.p_value:.2g}{holm})"
+            )
+    by_group: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for a, b in pairs:
+        by_group[b.group or "(no group)"].append((a.score, b.score))
+    moved = [
+        GroupMove(
+            group=g,
+            n=len(v),
+            before=fmean(x for x, _ in v),
+            after=fmean(y for _, y in v),
+        )
+        for g, v in sorted(by_group.items())
+        if fmean(x for x, _ in v) != fmean(y for _, y in v)
+    ]
+    if not first.paired and current.holdout_cases:
+        warnings.append(
+            f"no holdout case pairs with {previous.name} (a new holdout key, or every case "
+            "changed): the holdout drop cannot be tested this time"
+        )
+    return comparisons, moved
+
+
+def _release_rules(
+    current: ReleaseRecord,
+    split: SplitPolicy,
+    reads: int,
+    reasons: list[str],
+    warnings: list[str],
+) -> None:
+    """What fails a release on its own (an empty holdout, an incomplete run, regression
+    cases) and what only warns (a plaintext holdout, the read budget, a small holdout)."""
     if current.holdout.rate.n == 0:
         reasons.append(
             "the holdout has no scored cases, so the release cannot be checked against it: "
@@ -435,26 +489,3 @@ def release_report(
             f"the holdout has {current.holdout.rate.n} scored cases, under {split.min_holdout}: "
             "too few to read the gap; add holdout cases"
         )
-    records = [*past, current]
-    reading = read_gap(current, past, gate.tolerance) if current.holdout.rate.n else "unknown"
-    head = comparisons[0] if comparisons else None
-    return ReleaseReport(
-        kind="fail" if reasons else "pass",
-        reasons=reasons,
-        warnings=warnings,
-        current=current,
-        previous=previous,
-        reference=reference,
-        history=records,
-        reading=reading,
-        reading_text=READINGS[reading],
-        paired=head.paired if head else 0,
-        broken=head.broken if head else 0,
-        fixed=head.fixed if head else 0,
-        p_value=head.p_value if head else None,
-        comparisons=comparisons,
-        groups_moved=moved,
-        reads=reads,
-        read_budget=split.read_budget,
-        mermaid=mermaid_chart(records),
-    )

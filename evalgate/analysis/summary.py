@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.analysis.pricing import Usage, cost, uncached_cost
 from evalgate.analysis.stats import wilson_interval
 from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
-from evalgate.runs.schema import CaseResult, Run
+from evalgate.runs.schema import CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
 
@@ -229,78 +229,8 @@ def summarise(
         acc, form = _rates(by_category[name])
         errors = sum(1 for c in by_category[name] if c.error is not None)
         rows.append(CategoryRow(category=name, accuracy=acc, format=form, errors=errors))
-
-    worst = None
-    ranked = [r for r in rows if r.accuracy.n and r.accuracy.rate is not None]
-    if len(ranked) > 1 or (ranked and ranked[0].category != NO_ANSWER):
-        low = min(ranked, key=lambda r: (r.accuracy.rate, r.category))
-        wrong = [c for c in by_category[low.category] if c.error is None and not c.passed]
-        worst = WorstCategory(
-            category=low.category,
-            accuracy=low.accuracy,
-            answered_as=Counter(label(c.answer) for c in wrong).most_common(),
-            wrong=[
-                WrongCase(
-                    id=c.id,
-                    expected=expected_label(c.expected),
-                    answer=label(c.answer),
-                    message=c.message(),
-                )
-                for c in wrong[:worst_examples]
-            ],
-        )
-
     confusion = _confusion(scored) if run.scorer.get("kind") == "label" and scored else None
-
     outcomes = [o for c in run.cases for o in c.outcomes]
-    usage = Usage()
-    for o in outcomes:
-        usage = usage + Usage(
-            input_tokens=o.input_tokens,
-            output_tokens=o.output_tokens,
-            cache_write_tokens=o.cache_write_tokens,
-            cache_read_tokens=o.cache_read_tokens,
-        )
-    judge: dict[str, Any] = {}
-    judge_model = run.scorer.get("model")
-    if run.scorer.get("kind") == "judge" and isinstance(judge_model, dict):
-        judge_usage = Usage(
-            input_tokens=sum(o.judge_input_tokens for o in outcomes),
-            output_tokens=sum(o.judge_output_tokens for o in outcomes),
-        )
-        name = str(judge_model.get("name"))
-        judge = {
-            "judge_model": name,
-            "judge_calls": sum(o.judge_calls for o in outcomes),
-            "judge_usage": judge_usage,
-            "judge_cost": 0.0 if judge_model.get("backend") == "fake" else cost(judge_usage, name),
-        }
-    if run.model.offline:
-        costs = Costs(
-            usage=usage,
-            cost=0.0,
-            uncached_cost=0.0,
-            priced_as=price_as,
-            priced_as_cost=cost(usage, price_as) if price_as else None,
-            **judge,
-        )
-    else:
-        costs = Costs(
-            usage=usage,
-            # A batch run's calls are half price (a judge's own calls are not batched).
-            cost=cost(usage, run.model.name, batch=run.batch),
-            uncached_cost=uncached_cost(usage, run.model.name, batch=run.batch),
-            **judge,
-        )
-    live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
-    looped = [o for o in outcomes if o.error is None and not o.cached and o.steps is not None]
-    latency = Latency(
-        calls=len(live),
-        mean_s=fmean(live) if live else 0.0,
-        p95_s=p95(live),
-        wall_s=run.wall_s,
-        model_calls=sum(len(o.steps or []) for o in looped) if looped else None,
-    )
     stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
     cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})
     kinds = Counter(o.error_kind or "other" for c in run.cases for o in c.outcomes if o.error)
@@ -326,13 +256,91 @@ def summarise(
         accuracy=accuracy,
         format=fmt,
         categories=rows,
-        worst=worst,
+        worst=_worst(rows, by_category, worst_examples),
         confusion=confusion,
-        costs=costs,
-        latency=latency,
+        costs=_costs(run, outcomes, price_as),
+        latency=_latency(run, outcomes),
         stop_reasons=stops.most_common(),
         cut_off=cut,
         cache_hits=sum(1 for o in outcomes if o.cached),
+    )
+
+
+def _worst(
+    rows: list[CategoryRow], by_category: dict[str, list[CaseResult]], examples: int
+) -> WorstCategory | None:
+    """The category with the lowest accuracy, what its wrong cases answered, a few of them."""
+    ranked = [r for r in rows if r.accuracy.n and r.accuracy.rate is not None]
+    if not (len(ranked) > 1 or (ranked and ranked[0].category != NO_ANSWER)):
+        return None
+    low = min(ranked, key=lambda r: (r.accuracy.rate, r.category))
+    wrong = [c for c in by_category[low.category] if c.error is None and not c.passed]
+    return WorstCategory(
+        category=low.category,
+        accuracy=low.accuracy,
+        answered_as=Counter(label(c.answer) for c in wrong).most_common(),
+        wrong=[
+            WrongCase(
+                id=c.id,
+                expected=expected_label(c.expected),
+                answer=label(c.answer),
+                message=c.message(),
+            )
+            for c in wrong[:examples]
+        ],
+    )
+
+
+def _costs(run: Run, outcomes: list[Outcome], price_as: str | None) -> Costs:
+    """Tokens and their price over every call of the run, the judge's own calls apart."""
+    usage = Usage(
+        input_tokens=sum(o.input_tokens for o in outcomes),
+        output_tokens=sum(o.output_tokens for o in outcomes),
+        cache_write_tokens=sum(o.cache_write_tokens for o in outcomes),
+        cache_read_tokens=sum(o.cache_read_tokens for o in outcomes),
+    )
+    judge: dict[str, Any] = {}
+    judge_model = run.scorer.get("model")
+    if run.scorer.get("kind") == "judge" and isinstance(judge_model, dict):
+        judge_usage = Usage(
+            input_tokens=sum(o.judge_input_tokens for o in outcomes),
+            output_tokens=sum(o.judge_output_tokens for o in outcomes),
+        )
+        name = str(judge_model.get("name"))
+        judge = {
+            "judge_model": name,
+            "judge_calls": sum(o.judge_calls for o in outcomes),
+            "judge_usage": judge_usage,
+            "judge_cost": 0.0 if judge_model.get("backend") == "fake" else cost(judge_usage, name),
+        }
+    if run.model.offline:
+        return Costs(
+            usage=usage,
+            cost=0.0,
+            uncached_cost=0.0,
+            priced_as=price_as,
+            priced_as_cost=cost(usage, price_as) if price_as else None,
+            **judge,
+        )
+    return Costs(
+        usage=usage,
+        # A batch run's calls are half price (a judge's own calls are not batched).
+        cost=cost(usage, run.model.name, batch=run.batch),
+        uncached_cost=uncached_cost(usage, run.model.name, batch=run.batch),
+        **judge,
+    )
+
+
+def _latency(run: Run, outcomes: list[Outcome]) -> Latency:
+    """How long the live calls took (a cached reply took none), and the agent loops' calls."""
+    live = [o.latency_s for o in outcomes if o.error is None and not o.cached]
+    looped = [o for o in outcomes if o.error is None and not o.cached and o.steps is not None]
+    return Latency(
+        calls=len(live),
+        mean_s=fmean(live) if live else 0.0,
+        p95_s=p95(live),
+        wall_s=run.wall_s,
+        model_calls=sum(len(o.steps or []) for o in looped) if looped else None,
     )
 
 

@@ -66,7 +66,7 @@ def compile_template(source: str, where: str) -> jinja2.Template:
         ) from None
 
 
-def render(template: jinja2.Template, context: dict[str, Any], where: str) -> str:
+def render_template(template: jinja2.Template, context: dict[str, Any], where: str) -> str:
     try:
         return template.render(**context)
     except jinja2.UndefinedError as exc:
@@ -110,7 +110,7 @@ def render_turn(template: jinja2.Template, case_input: dict[str, Any], where: st
     context.setdefault(
         "input", next(iter(case_input.values())) if len(case_input) == 1 else case_input
     )
-    return render(template, context, where)
+    return render_template(template, context, where)
 
 
 def syntax_error(source: str) -> tuple[str, int] | None:

@@ -11,6 +11,7 @@ from evalgate.cli.context import (
     Context,
 )
 from evalgate.cli.options import Subcommands
+from evalgate.defaults import BASELINE_ARTIFACT
 from evalgate.errors import UserError
 
 
@@ -49,7 +50,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     bsub = baseline.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     pull = bsub.add_parser("pull", parents=[common], help="download the newest baseline artefact")
     pull.add_argument("--repo", required=True, help="OWNER/NAME")
-    pull.add_argument("--artifact", default="evalgate-baseline", help="artefact name")
+    pull.add_argument("--artifact", default=BASELINE_ARTIFACT, help="artefact name")
     pull.add_argument("--branch", help="default branch (default: the repository's)")
     pull.add_argument("--sha", help="prefer the baseline built at this commit (the merge base)")
     pull.add_argument("--out", default=".evalgate/baseline", help="folder to extract into")

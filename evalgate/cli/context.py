@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalgate.app import (
-    HOLDOUT_KEY_VARIABLE,
     RunOptions,
     World,
     build_backend,
@@ -37,7 +36,6 @@ __all__ = [
     "EXIT_INCOMPLETE",
     "EXIT_OK",
     "EXIT_USAGE",
-    "HOLDOUT_KEY_VARIABLE",
     "Context",
     "git_info",
     "holdout_sha",

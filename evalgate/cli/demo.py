@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import shutil
 import tempfile
 import textwrap
@@ -11,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from evalgate import __version__
-from evalgate.analysis.compare import compare_runs
+from evalgate.analysis.compare import Comparison, compare_runs
 from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
@@ -20,9 +21,11 @@ from evalgate.cli.context import (
     price_as_for,
 )
 from evalgate.cli.options import Subcommands
-from evalgate.config.load import load_config
+from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG
+from evalgate.defaults import STATE_DIR
 from evalgate.errors import UserError
+from evalgate.gate.decide import Verdict
 from evalgate.report.render import pct, render_model
 from evalgate.runs.schema import Run, save_run
 
@@ -63,7 +66,6 @@ def cmd_demo(ctx: Context) -> int:
     In text and Markdown the story goes to stdout; with --json stdout carries one JSON document
     and the banners go to stderr."""
     from evalgate.gate.decide import decide
-    from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
     from evalgate.report.plain import markdown_to_terminal
 
     fmt = ctx.args.format
@@ -77,7 +79,7 @@ def cmd_demo(ctx: Context) -> int:
 
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / DEMO_SUITE
-        shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(".evalgate"))
+        shutil.copytree(bundled_example(), folder, ignore=shutil.ignore_patterns(STATE_DIR))
         loaded = load_config(folder / DEFAULT_CONFIG)
         _, suite = loaded.suite(DEMO_SUITE)
         say(f"evalgate {__version__} demo: the bike-shop example on the offline fake model")
@@ -85,21 +87,7 @@ def cmd_demo(ctx: Context) -> int:
         say()
         say(f"1. Three prompt versions ({', '.join(DEMO_VERSIONS)}) over the same cases")
         say()
-        runs: dict[str, Run] = {}
-        summaries: dict[str, RunSummary] = {}
-        for version in DEMO_VERSIONS:
-            run = ctx.run_version(loaded, DEMO_SUITE, version)
-            save_run(run, loaded.state_dir)
-            runs[version] = run
-            summaries[version] = summarise(run, price_as=suite.price_as, show=ctx.args.show)
-            if not as_json:
-                ctx.print(render_model("run", summaries[version], fmt))
-                ctx.print()
-        comparisons = [compare_runs(runs[a], runs[b]) for a, b in itertools.pairwise(DEMO_VERSIONS)]
-        if not as_json:
-            for comparison in comparisons:
-                ctx.print(render_model("compare", comparison, fmt, limit=ctx.args.show))
-                ctx.print()
+        runs, summaries, comparisons = _demo_versions(ctx, loaded, suite.price_as, as_json)
 
         repeats = suite.gate.baseline_repeats
         shipped, proposed = DEMO_VERSIONS[-2], DEMO_VERSIONS[-1]
@@ -116,22 +104,7 @@ def cmd_demo(ctx: Context) -> int:
         verdict = decide(baseline, candidate, suite.gate)
         if not as_json:
             ctx.print(render_model("gate", verdict, fmt, limit=ctx.args.show))
-        context = CommentContext(
-            suite=DEMO_SUITE,
-            verdict=verdict,
-            candidate=summaries[proposed],
-            baseline=BaselineProvenance(
-                run=baseline.name,
-                created_at=baseline.created_at,
-                model=f"{baseline.model.backend}/{baseline.model.name}",
-                prompt_sha=baseline.prompt.sha256[:12],
-                cases_sha=baseline.cases_sha256[:12],
-                age_days=0.0,
-                # As a pull request meets it: the default branch's baseline artefact.
-                source="artifact",
-            ),
-        )
-        comment = render_comment(context)
+        comment = _demo_comment(baseline, verdict, summaries[proposed])
         say()
         say("3. The comment the action would post on the pull request")
         say()
@@ -153,8 +126,6 @@ def cmd_demo(ctx: Context) -> int:
             )
         )
     if as_json:
-        import json
-
         document = {
             "evalgate": __version__,
             "suite": DEMO_SUITE,
@@ -172,6 +143,50 @@ def cmd_demo(ctx: Context) -> int:
     if verdict.kind == "fail":
         return EXIT_GATE_FAILED
     return EXIT_OK
+
+
+def _demo_versions(
+    ctx: Context, loaded: LoadedConfig, price_as: str | None, as_json: bool
+) -> tuple[dict[str, Run], dict[str, RunSummary], list[Comparison]]:
+    """Every demo version run once, its report printed, and each compared with the next."""
+    runs: dict[str, Run] = {}
+    summaries: dict[str, RunSummary] = {}
+    for version in DEMO_VERSIONS:
+        run = ctx.run_version(loaded, DEMO_SUITE, version)
+        save_run(run, loaded.state_dir)
+        runs[version] = run
+        summaries[version] = summarise(run, price_as=price_as, show=ctx.args.show)
+        if not as_json:
+            ctx.print(render_model("run", summaries[version], ctx.args.format))
+            ctx.print()
+    comparisons = [compare_runs(runs[a], runs[b]) for a, b in itertools.pairwise(DEMO_VERSIONS)]
+    if not as_json:
+        for comparison in comparisons:
+            ctx.print(render_model("compare", comparison, ctx.args.format, limit=ctx.args.show))
+            ctx.print()
+    return runs, summaries, comparisons
+
+
+def _demo_comment(baseline: Run, verdict: Verdict, candidate: RunSummary) -> str:
+    """The comment the action would post, with the baseline as a pull request meets it: the
+    default branch's artefact."""
+    from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
+
+    context = CommentContext(
+        suite=DEMO_SUITE,
+        verdict=verdict,
+        candidate=candidate,
+        baseline=BaselineProvenance(
+            run=baseline.name,
+            created_at=baseline.created_at,
+            model=f"{baseline.model.backend}/{baseline.model.name}",
+            prompt_sha=baseline.prompt.sha256[:12],
+            cases_sha=baseline.cases_sha256[:12],
+            age_days=0.0,
+            source="artifact",
+        ),
+    )
+    return render_comment(context)
 
 
 def _wrap(text: str, width: int = 96) -> str:
@@ -220,7 +235,7 @@ def demo_agent(ctx: Context) -> None:
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / "support-agent"
         shutil.copytree(
-            bundled_example("support-agent"), folder, ignore=shutil.ignore_patterns(".evalgate")
+            bundled_example("support-agent"), folder, ignore=shutil.ignore_patterns(STATE_DIR)
         )
         loaded = load_config(folder / DEFAULT_CONFIG)
         name, suite = loaded.suite(None)

@@ -147,7 +147,11 @@ def cmd_gate(ctx: Context) -> int:
             ctx.print(f"== {name} ==")
         if ctx.args.format == "markdown":
             # There is no gate.md.j2: the Markdown report is the job-summary form of the comment.
-            from evalgate.report.comment import BaselineProvenance, CommentContext, render_summary
+            from evalgate.report.comment import (
+                BaselineProvenance,
+                CommentContext,
+                render_job_summary,
+            )
 
             context = CommentContext(
                 suite=name,
@@ -161,7 +165,7 @@ def cmd_gate(ctx: Context) -> int:
                 pull_request_tests=decision.tests if several else None,
                 suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if several else [],
             )
-            ctx.print(render_summary(context))
+            ctx.print(render_job_summary(context))
         elif ctx.args.format == "json" and several:
             continue
         else:

@@ -24,13 +24,10 @@ from evalgate.cases.holdout import (
     sealed_lines,
 )
 from evalgate.cases.read import load_case_file
-from evalgate.cli.context import (
-    EXIT_OK,
-    HOLDOUT_KEY_VARIABLE,
-    Context,
-)
+from evalgate.cli.context import EXIT_OK, Context
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 
 

@@ -8,15 +8,11 @@ import json
 from evalgate import files
 from evalgate.cases.read import CaseSet
 from evalgate.cases.split import check_split
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    HOLDOUT_KEY_VARIABLE,
-    Context,
-)
+from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.report.render import render
 from evalgate.running.suite import (

@@ -18,6 +18,7 @@ from pydantic import (
 from evalgate import files
 from evalgate.config.models import (
     NAME_RULE,
+    SCORER_KINDS,
     Config,
     Suite,
     file_arguments,
@@ -176,22 +177,6 @@ def _no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool =
 UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _no_duplicates,
-)
-
-
-SCORER_KINDS = (
-    "label",
-    "exact",
-    "contains",
-    "regex",
-    "json_schema",
-    "python",
-    "judge",
-    "tool_sequence",
-    "tool_used",
-    "tool_not_used",
-    "max_steps",
-    "all_of",
 )
 
 

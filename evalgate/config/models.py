@@ -9,7 +9,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -20,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from evalgate.defaults import CONFIG_FILE, STATE_DIR
 from evalgate.trajectory import TOOL_NAME_PATTERN
 
-DEFAULT_CONFIG = "evalgate.yml"
+DEFAULT_CONFIG = CONFIG_FILE
 
 
 # Suite names and prompt versions become file names (runs, baselines, artefacts), marker
@@ -224,7 +225,20 @@ ScorerConfig = Annotated[
     Field(discriminator="kind"),
 ]
 AllOfScorer.model_rebuild()
-TRAJECTORY_KINDS = frozenset({"tool_sequence", "tool_used", "tool_not_used", "max_steps"})
+
+
+def _kind_of(model: type[BaseModel]) -> str:
+    (kind,) = get_args(model.model_fields["kind"].annotation)
+    return str(kind)
+
+
+# The one list of scorer kinds: the config's tagged union, in its order (the scorer registry,
+# scorers.base, is checked against it by the tests).
+SCORER_KINDS: tuple[str, ...] = tuple(_kind_of(m) for m in get_args(get_args(ScorerConfig)[0]))
+# The kinds that read an agent's trajectory (a suite with them must offer tools).
+TRAJECTORY_KINDS = frozenset(
+    _kind_of(m) for m in (ToolSequenceScorer, ToolUsedScorer, ToolNotUsedScorer, MaxStepsScorer)
+)
 
 
 def scorer_kinds(config: Any) -> set[str]:
@@ -473,7 +487,7 @@ class Config(Strict):
     # One or more suites by name.
     suites: dict[str, Suite] = Field(min_length=1)
     # Where runs, the cache and baselines are kept, relative to the config file.
-    state_dir: str = ".evalgate"
+    state_dir: str = STATE_DIR
 
     @field_validator("suites")
     @classmethod

@@ -44,6 +44,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.noise import NoiseFloor, measure_noise
+from evalgate.analysis.provenance import differences
 from evalgate.analysis.stats import (
     CASES_CAP,
     MatchedSet,
@@ -504,27 +505,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             f"saved {candidate.calls_saved} calls (largest e = "
             f"{candidate.sequential_e_max or e_value:.3g})"
         )
-    fmt_broken = sum(1 for p in pairs if p.cand_format < p.base_format)
-    fmt_fixed = sum(1 for p in pairs if p.cand_format > p.base_format)
-    format_p = _binary_p(pairs, "format", policy, unit)
-    routes.append(
-        (
-            "format",
-            format_p,
-            f"format validity dropped: {fmt_broken} cases lost the asked-for format, "
-            f"{fmt_fixed} gained it",
-        )
-    )
-    categories = _category_tests(pairs, policy, unit)
-    routes += [
-        (
-            f"category {row.category}",
-            row.p_value,
-            f"critical category {row.category} regressed: broke {row.broken}, fixed {row.fixed}",
-        )
-        for row in categories
-        if row.critical
-    ]
+    numbers.update(_format_and_category_routes(pairs, policy, unit, routes))
     numbers.update(
         test=test,
         unit=unit,
@@ -539,10 +520,6 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         p_value=p_value,
         noise_p=noise_p,
         noise=noise,
-        format_broken=fmt_broken,
-        format_fixed=fmt_fixed,
-        format_p=format_p,
-        categories=categories,
         routes=_route_tests(routes, policy),
         baseline_accuracy=_rate([p.base_score for p in pairs]),
         power_model=PowerModel(
@@ -617,19 +594,16 @@ def _empty_numbers(policy: GatePolicy, dev: Sequence[CaseResult]) -> dict[str, o
 
 def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
     """What makes the two runs incomparable (another model, another scorer) or unusable."""
-    if (baseline.model.backend, baseline.model.name) != (
-        candidate.model.backend,
-        candidate.model.name,
-    ):
+    d = differences(baseline, candidate)
+    if d.model is not None:
         found.mismatch.append(
-            f"baseline and candidate used different models ({baseline.model.backend}/"
-            f"{baseline.model.name} vs {candidate.model.backend}/{candidate.model.name})"
+            f"baseline and candidate used different models ({d.model[0]} vs {d.model[1]})"
         )
-    if baseline.scorer_sha256 != candidate.scorer_sha256:
+    if d.scorer_changed:
         found.mismatch.append(
             "baseline and candidate were scored differently (scorer config changed)"
         )
-    if baseline.incomplete:
+    if "A" in d.incomplete:
         found.blockers.append(
             f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"
         )
@@ -769,6 +743,43 @@ def _noise_route(
     elif noise_p < policy.alpha:
         found.warnings.append(f"{message}; p = {noise_p:.2g}")
     return noise_p
+
+
+def _format_and_category_routes(
+    pairs: Sequence[_Pair],
+    policy: GatePolicy,
+    unit: Literal["case", "group"],
+    routes: list[Route],
+) -> dict[str, object]:
+    """The format-validity route and one route per critical category, added to ``routes``;
+    the numbers the verdict reports of them."""
+    fmt_broken = sum(1 for p in pairs if p.cand_format < p.base_format)
+    fmt_fixed = sum(1 for p in pairs if p.cand_format > p.base_format)
+    format_p = _binary_p(pairs, "format", policy, unit)
+    routes.append(
+        (
+            "format",
+            format_p,
+            f"format validity dropped: {fmt_broken} cases lost the asked-for format, "
+            f"{fmt_fixed} gained it",
+        )
+    )
+    categories = _category_tests(pairs, policy, unit)
+    routes += [
+        (
+            f"category {row.category}",
+            row.p_value,
+            f"critical category {row.category} regressed: broke {row.broken}, fixed {row.fixed}",
+        )
+        for row in categories
+        if row.critical
+    ]
+    return dict(
+        format_broken=fmt_broken,
+        format_fixed=fmt_fixed,
+        format_p=format_p,
+        categories=categories,
+    )
 
 
 def _route_tests(routes: Sequence[Route], policy: GatePolicy) -> list[RouteTest]:

@@ -40,11 +40,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from urllib3.response import BaseHTTPResponse
 
 from evalgate import __version__
+from evalgate.defaults import COMMENT_LIMIT
 from evalgate.errors import RunFileError, UserError
 from evalgate.runs.schema import Run, read_run
 
 # GitHub's own limits (characters); longer input answers 422.
-COMMENT_MAX = 65_536
+COMMENT_MAX = COMMENT_LIMIT
 CHECK_SUMMARY_MAX = 65_535
 STATUS_DESCRIPTION_MAX = 140
 

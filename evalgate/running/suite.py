@@ -16,7 +16,7 @@ from evalgate.backends.base import Backend, Message, Request
 from evalgate.cases.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
 from evalgate.cases.read import Case, CaseSet, check_agent_case, hash_cases, load_cases, parse_case
 from evalgate.cases.split import assign_all
-from evalgate.cases.templating import compile_template, render, render_turn
+from evalgate.cases.templating import compile_template, render_template, render_turn
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
@@ -66,7 +66,7 @@ def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
         )
     path = versions[version]
     raw = files.read_text(path, "prompt file")
-    text = render(compile_template(raw, str(path)), {}, str(path))
+    text = render_template(compile_template(raw, str(path)), {}, str(path))
     return Prompt(name=version, text=text, path=path.relative_to(loaded.root).as_posix())
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalgate.errors import RunFileError, describe_validation
+from evalgate.errors import RunFileError, from_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import redact, redact_held
 from evalgate.trajectory import Step
@@ -245,10 +245,8 @@ def read_run(path: Path) -> Run:
     try:
         return Run.model_validate_json(text)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = ".".join(str(p) for p in error["loc"])
         raise RunFileError(
-            f"not a run file of this evalgate version: {loc}: {describe_validation(error)}",
+            f"not a run file of this evalgate version: {from_validation(exc)}",
             where=str(path),
             fix="re-create it with `evalgate run`",
         ) from None

@@ -21,17 +21,16 @@ from evalgate.cases.read import Case
 from evalgate.cases.split import LEAK_KINDS, check_split
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG, Suite
+from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR
 from evalgate.errors import MissingExtraError, UserError
 from evalgate.running.execute import Job as RunJob
 from evalgate.running.suite import load_prompt, load_suite_cases
 from evalgate.setup.init import (
-    BASELINE_ARTIFACT,
     HOLDOUT_SECRET,
     ID_LIKE,
     SECRET_INPUTS,
     SECRETS,
     SECRETS_PAGE,
-    STATE_DIR,
     UPLOAD,
     YAML_LOADER,
     gh_expression,

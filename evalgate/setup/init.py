@@ -27,14 +27,16 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.backends.base import BACKEND_NAMES
 from evalgate.cases.split import (
     STARTING_HOLDOUT_FRACTION,
     STARTING_HOLDOUT_MIN_CASES,
     starting_holdout_fraction,
 )
-from evalgate.cases.templating import compile_template, render
+from evalgate.cases.templating import compile_template, render_template
 from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
+from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
 from evalgate.errors import UserError
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ Ask = Callable[[str], str]
 # The C parser when PyYAML has it: doctor reads every workflow file of a repository.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-BACKENDS = ("fake", "anthropic", "openai", "command")
+BACKENDS = BACKEND_NAMES
 SCORERS = ("label", "exact", "contains", "regex", "json_schema", "judge")
 DEFAULT_MODELS = {
     "fake": "fake-classifier",
@@ -59,9 +61,6 @@ SECRETS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 SECRET_INPUTS = {"anthropic": "anthropic_api_key"}
 HOLDOUT_SECRET = "EVALGATE_HOLDOUT_KEY"
 SECRETS_PAGE = "Settings → Secrets and variables → Actions"
-STATE_DIR = ".evalgate"
-WORKFLOW = ".github/workflows/evalgate.yml"
-BASELINE_ARTIFACT = "evalgate-baseline"
 
 # What the written workflow uses: the evalgate action follows its major tag (there is no
 # release sha to know at init time; doctor says to pin one), every other action a commit sha.
@@ -104,7 +103,7 @@ def _compiled(name: str) -> Template:
 
 
 def _render(name: str, **context: Any) -> str:
-    return render(_compiled(name), context, f"evalgate/data/init/{name}")
+    return render_template(_compiled(name), context, f"evalgate/data/init/{name}")
 
 
 def gh_expression(expression: str) -> str:
@@ -626,36 +625,9 @@ def plan_init(
     a = _answers(root, given, ask, starter)
     files: list[PlannedFile] = []
 
-    cases = a.cases
-    case_files = _expand(root, cases)
-    records, total = read_sample(case_files)
-    if not case_files:
-        if a.expected != STARTER_FIELD and a.expected in starter[0]:
-            raise UserError(
-                f"the starter cases already use the field {a.expected!r}",
-                fix=f"pass another --field, e.g. {STARTER_FIELD}",
-            )
-        records = [
-            {a.expected if k == STARTER_FIELD else k: v for k, v in r.items()} for r in starter
-        ]
-        total = len(records)
-        path = _starter_path(cases, "cases", (".jsonl",), "cases.jsonl")
-        cases = cases if fnmatch.fnmatchcase(path, cases) else path
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        files.append(PlannedFile(root / path, text, f"{total} starter cases", starter=True))
+    cases, case_files, records, total = _plan_cases(root, a, starter, files)
     fields, notes = _fields(records, a.expected, a.scorer, a.id_field, a.inputs)
-
-    prompts = a.prompts
-    prompt_files = _expand(root, prompts)
-    if prompt_files:
-        version = sorted(p.stem for p in prompt_files)[-1]
-    else:
-        path = _starter_path(prompts, "v1", PROMPT_SUFFIXES, "prompts/v1.txt")
-        prompts = prompts if fnmatch.fnmatchcase(path, prompts) else "prompts/*.txt"
-        labels = _labels(records, a.expected) or [DEFAULT_LABEL]
-        text = _render("prompt.txt.j2", labels=labels, field=a.expected)
-        files.append(PlannedFile(root / path, text, "a starter prompt", starter=True))
-        version = posixpath.splitext(posixpath.basename(path))[0]
+    prompts, version = _plan_prompts(root, a, records, files)
 
     suite = given.suite or _suite_name(root)
     real = a.backend in ("anthropic", "openai")
@@ -713,6 +685,46 @@ def plan_init(
         branch=branch,
         notes=tuple(notes),
     )
+
+
+def _plan_cases(
+    root: Path, a: Answers, starter: list[dict[str, Any]], files: list[PlannedFile]
+) -> tuple[str, list[Path], list[dict[str, Any]], int]:
+    """The case glob, the files it finds, a sample of their records and how many there are;
+    with no case files, the starter cases (under the asked-for expected field) are planned."""
+    cases = a.cases
+    case_files = _expand(root, cases)
+    records, total = read_sample(case_files)
+    if case_files:
+        return cases, case_files, records, total
+    if a.expected != STARTER_FIELD and a.expected in starter[0]:
+        raise UserError(
+            f"the starter cases already use the field {a.expected!r}",
+            fix=f"pass another --field, e.g. {STARTER_FIELD}",
+        )
+    records = [{a.expected if k == STARTER_FIELD else k: v for k, v in r.items()} for r in starter]
+    path = _starter_path(cases, "cases", (".jsonl",), "cases.jsonl")
+    cases = cases if fnmatch.fnmatchcase(path, cases) else path
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    files.append(PlannedFile(root / path, text, f"{len(records)} starter cases", starter=True))
+    return cases, case_files, records, len(records)
+
+
+def _plan_prompts(
+    root: Path, a: Answers, records: list[dict[str, Any]], files: list[PlannedFile]
+) -> tuple[str, str]:
+    """The prompt glob and the version to run first; with no prompt files, a starter prompt
+    listing the labels the cases use is planned."""
+    prompts = a.prompts
+    prompt_files = _expand(root, prompts)
+    if prompt_files:
+        return prompts, sorted(p.stem for p in prompt_files)[-1]
+    path = _starter_path(prompts, "v1", PROMPT_SUFFIXES, "prompts/v1.txt")
+    prompts = prompts if fnmatch.fnmatchcase(path, prompts) else "prompts/*.txt"
+    labels = _labels(records, a.expected) or [DEFAULT_LABEL]
+    text = _render("prompt.txt.j2", labels=labels, field=a.expected)
+    files.append(PlannedFile(root / path, text, "a starter prompt", starter=True))
+    return prompts, posixpath.splitext(posixpath.basename(path))[0]
 
 
 def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) -> InitResult:
