@@ -42,7 +42,7 @@ from evalgate.config.models import ModelSettings, Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.gate.decide import SequentialMonitor
-from evalgate.running.batch import BatchRunner
+from evalgate.running.batch import BatchExecutor
 from evalgate.running.cache import ResponseCache
 from evalgate.running.progress import ProgressPrinter
 from evalgate.running.suite import (
@@ -196,7 +196,7 @@ def run_version(
     cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
     batch = None
     if options.batch or getattr(backend, "batch_by_default", False):
-        batch = BatchRunner.for_backend(
+        batch = BatchExecutor.for_backend(
             backend,
             loaded.state_dir / "batches",
             concurrency=spec.concurrency or suite.concurrency,

@@ -21,7 +21,7 @@ from evalgate.backends.batch import BatchStatus
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings
 from evalgate.errors import UserError
-from evalgate.running.batch import BatchRunner, BatchState, custom_id, run_key
+from evalgate.running.batch import BatchExecutor, BatchState, custom_id, run_key
 from evalgate.running.execute import Job, Progress
 from evalgate.running.suite import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
 from evalgate.runs.schema import Run, find_run
@@ -77,11 +77,11 @@ def batch_runner(
     loaded: LoadedConfig,
     sleep: Callable[[float], None] = time.sleep,
     messages: list[str] | None = None,
-) -> BatchRunner:
+) -> BatchExecutor:
     """A runner polling every 0.02 s, its status lines appended to ``messages``."""
     out = messages if messages is not None else []
     folder = loaded.state_dir / "batches"
-    return BatchRunner(backend, folder, poll_s=0.02, sleep=sleep, on_status=out.append)
+    return BatchExecutor(backend, folder, poll_s=0.02, sleep=sleep, on_status=out.append)
 
 
 def answers(run: Run) -> list[tuple[str, list[str | None], list[float | None]]]:
@@ -264,7 +264,7 @@ class LossyBatches:
 
 def test_a_request_without_a_result_is_an_error_never_dropped(tmp_path: Path) -> None:
     said: list[str] = []
-    runner = BatchRunner(LossyBatches(), tmp_path, on_status=said.append)
+    runner = BatchExecutor(LossyBatches(), tmp_path, on_status=said.append)
     jobs = [
         Job(i, 0, f"c{i}", None, Request(system="s", messages=(), model=f"m{i}")) for i in range(3)
     ]

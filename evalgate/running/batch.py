@@ -1,7 +1,7 @@
 """Message batches: a whole run sent as one batch, at half the price, for runs that need no quick
 answer (baselines, nightly noise runs, releases).
 
-The pipeline calls ``BatchRunner.execute`` instead of ``runner.execute``. It builds every
+``running.suite.run_suite`` calls ``BatchExecutor.execute`` instead of ``running.execute.execute``. It builds every
 request, submits one batch, and saves the batch's id in ``<state dir>/batches/<run key>.json``,
 where the run key is a hash of the suite and every request (prompt, cases, settings, repeats):
 a restarted job finds the file and resumes polling that batch instead of paying twice. It polls
@@ -63,7 +63,7 @@ class BatchState(BaseModel):
     submitted_at: datetime
 
 
-class BatchRunner:
+class BatchExecutor:
     def __init__(
         self,
         backend: BatchBackend,
@@ -89,7 +89,7 @@ class BatchRunner:
         *,
         concurrency: int = 16,
         on_status: Callable[[str], object] | None = None,
-    ) -> BatchRunner:
+    ) -> BatchExecutor:
         """A runner for a backend that offers batches (polling at its ``batch_poll_s``), or a
         one-line error saying it has none."""
         if not getattr(backend, "supports_batch", False) or not isinstance(backend, BatchBackend):

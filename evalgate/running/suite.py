@@ -20,7 +20,7 @@ from evalgate.cases.templating import compile_template, render_template, render_
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
-from evalgate.running.batch import BatchRunner
+from evalgate.running.batch import BatchExecutor
 from evalgate.running.execute import Cache, Job, ProgressCallback, execute
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected, read_files
@@ -279,7 +279,7 @@ def run_suite(
     on_progress: ProgressCallback | None = None,
     judge: Backend | None = None,
     stop_when: Callable[[Job, Outcome], bool] | None = None,
-    batch: BatchRunner | None = None,
+    batch: BatchExecutor | None = None,
 ) -> Run:
     """``batch``: send every call in one message batch (half price, no cache, no early stop)."""
     suite = spec.suite

@@ -23,6 +23,7 @@ from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG, Suite
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR
 from evalgate.errors import MissingExtraError, UserError
+from evalgate.report.render import Format, render_model
 from evalgate.running.execute import Job as RunJob
 from evalgate.running.suite import load_prompt, load_suite_cases
 from evalgate.setup.init import (
@@ -947,26 +948,5 @@ def doctor(
     )
 
 
-def render_doctor(report: DoctorReport, fmt: str) -> str:
-    if fmt == "json":
-        return report.model_dump_json(indent=2) + "\n"
-    c = report.counts
-    tally = f"{c['ok']} ok, {c['warn']} warn, {c['FAIL']} FAIL"
-    if fmt == "markdown":
-        from evalgate.report.render import md
-
-        lines = [f"### evalgate doctor: {tally}", "", "| status | check | finding | fix |"]
-        lines.append("|---|---|---|---|")
-        lines += [
-            f"| {f.status} | {md(f.check)} | {md(f.message)} | {md(f.fix or '')} |"
-            for f in report.findings
-        ]
-        return "\n".join(lines) + "\n"
-    lines = [f"evalgate doctor: {report.repo}"]
-    for f in report.findings:
-        lines.append(
-            f"{f.status:<4}  {f.check}: {f.message}" + (f" (fix: {f.fix})" if f.fix else "")
-        )
-    after = "; fix the FAIL lines and run it again" if c["FAIL"] else ""
-    lines.append(tally + after)
-    return "\n".join(lines) + "\n"
+def render_doctor(report: DoctorReport, fmt: Format) -> str:
+    return render_model("doctor", report, fmt)

@@ -38,6 +38,7 @@ from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
 from evalgate.errors import UserError
+from evalgate.report.render import render
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -805,11 +806,4 @@ def _next_steps(plan: InitPlan, run: str) -> list[str]:
 def render_init(result: InitResult, fmt: str) -> str:
     if fmt == "json":
         return result.model_dump_json(indent=2) + "\n"
-    lines = [f"wrote {path}" for path in result.written]
-    if result.gitignore:
-        lines.append(f"added {STATE_DIR}/ to {result.gitignore}")
-    lines += [f"note: {note}" for note in result.notes]
-    lines += ["", "Next steps:"]
-    lines += [f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1)]
-    lines += ["", "Check the setup any time with `evalgate doctor`."]
-    return "\n".join(lines) + "\n"
+    return render("init.txt.j2", s=result, state_dir=STATE_DIR)
