@@ -331,3 +331,20 @@ def test_an_imported_transcript_runs_with_its_recorded_results(tmp_path: Path) -
     # The recorded result answered the same call again.
     assert (call["status"], call["result"]) == ("ok", '{"status": "delivered"}')
     assert outcome["score"] == 1.0
+
+
+def test_a_promptfoo_csv_cell_reads_a_trajectory_assertion(tmp_path: Path) -> None:
+    from evalgate.cases.importers.promptfoo import parse_assertion
+
+    assert parse_assertion("trajectory:tool-used: lookup_order") == {
+        "type": "trajectory:tool-used",
+        "value": "lookup_order",
+    }
+    assert parse_assertion("not-trajectory:tool-used: escalate") == {
+        "type": "not-trajectory:tool-used",
+        "value": "escalate",
+    }
+    path = tmp_path / "tests.csv"
+    path.write_text("request,__expected\nrefund A1,trajectory:tool-used: lookup_order\n")
+    ((_, record),) = convert("promptfoo", path).records
+    assert record["expected"] == ["lookup_order"]

@@ -131,7 +131,9 @@ FIXES: dict[str, str] = {
 }
 _NOT_FIX = "a negated check has no evalgate scorer: " + _CODE
 _OTHER_FIX = "no evalgate scorer does this: " + _CODE
-_CSV_ASSERT = re.compile(r"^(not-)?([a-z][a-z0-9-]*)(?:\(([0-9.]+)\))?(?::\s*(.*))?$", re.S)
+_CSV_ASSERT = re.compile(
+    r"^(not-)?((?:trajectory:)?[a-z][a-z0-9-]*)(?:\(([0-9.]+)\))?(?::\s*(.*))?$", re.S
+)
 _TEST_KEYS = {"vars", "assert", "description", "metadata"}
 _ASSERT_KEYS = {"type", "value", "description"}
 # Settings of a promptfoo run that say nothing about the cases.
