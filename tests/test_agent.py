@@ -525,6 +525,19 @@ def test_the_tool_command_and_its_script_are_dependencies_of_the_suite(
     assert first.tools_sha256 != second.tools_sha256
     warnings = compare_runs(first, second).warnings
     assert any(w.startswith("the runs' tools differ") for w in warnings), warnings
+    code, comment, err = cli(
+        "gate",
+        "--config",
+        str(config),
+        "--baseline",
+        first.name,
+        "--candidate",
+        second.name,
+        "--format",
+        "markdown",
+    )
+    assert code in (0, 1, 3), err
+    assert "the candidate's tools differ from the baseline's" in comment
     # A changed tool definition is a change of the tools too.
     text = config.read_text().replace("- {name: escalate}", "- {name: escalate, description: x}")
     config.write_text(text)

@@ -96,12 +96,16 @@ def test_pooling_adds_the_repeats_of_earlier_baselines_of_one_setup(
     b1 = baseline(make_case, make_run, [RIGHT, WRONG, RIGHT], name="b1", day=1)
     b2 = baseline(make_case, make_run, [RIGHT, RIGHT, RIGHT], name="b2", day=8)
     other = baseline(make_case, make_run, [WRONG] * 3, name="o", day=9, prompt="v9")
+    # The same prompt with other tools answering an agent's calls is another setup too.
+    tooled = baseline(make_case, make_run, [WRONG] * 3, name="t", day=5)
+    tooled = tooled.model_copy(update={"tools_sha256": "f" * 64})
     history: list[Any] = []
-    for run in (b1, other, b2):
+    for run in (b1, other, tooled, b2):
         history, _ = appended(history, record_of(run), alpha=0.05)
     now = datetime(2025, 6, 10, tzinfo=UTC)
     pooled_run, pooled = pool(b2, history, now=now, max_age_days=30, alpha=0.05)
-    assert (pooled.runs, pooled.repeats) == (2, 4)  # b2 and b1; not the other prompt's
+    # b2 and b1; not the other prompt's, nor the other tools'
+    assert (pooled.runs, pooled.repeats) == (2, 4)
     assert [len(c.outcomes) for c in pooled_run.cases] == [4, 4, 4]
     assert [o.score for o in pooled_run.cases[1].outcomes] == [1.0, 1.0, 0.0, 0.0]
     # Past the age limit, b1 is not pooled.

@@ -208,6 +208,7 @@ def _with(run: Run, **update: Any) -> Run:
         ({"model.max_tokens": 512}, "differ in max_tokens"),
         ({"model.options_sha256": sha("other options")}, "differ in model options"),
         ({"scorer_sha256": sha("another scorer")}, "differ in scorer"),
+        ({"tools_sha256": sha("other tools")}, "differ in tools"),
         ({"repeats": 2}, "differ in repeats (1 vs 2)"),
         ({"limited_to": 5}, "differ in limit"),
         ({"shard_of_sha256": sha("other cases")}, "differ in case set"),

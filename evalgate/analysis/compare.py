@@ -81,7 +81,7 @@ def provenance_warnings(a: Run, b: Run) -> list[str]:
         )
     if d.scorer_changed:
         warnings.append("the runs were scored differently: compare runs made with one scorer")
-    if a.tools_sha256 != b.tools_sha256:
+    if d.tools_changed:
         warnings.append(
             "the runs' tools differ (tools:, agent: or the files the tool command runs): "
             "differences mix prompt and tools"

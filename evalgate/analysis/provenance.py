@@ -26,6 +26,8 @@ class Differences:
     settings_changed: bool
     # Another scorer (its config, or the files it reads: a rubric, rules).
     scorer_changed: bool
+    # Other tools answer the agent's calls (tools:, agent:, the tool command's files).
+    tools_changed: bool
     # The sides ("A", "B") whose run is incomplete.
     incomplete: tuple[str, ...]
 
@@ -49,5 +51,6 @@ def differences(a: Run, b: Run) -> Differences:
         settings_changed=same_model
         and settings != (b.model.max_tokens, b.model.temperature, b.model.options_sha256),
         scorer_changed=a.scorer_sha256 != b.scorer_sha256,
+        tools_changed=a.tools_sha256 != b.tools_sha256,
         incomplete=tuple(side for run, side in ((a, "A"), (b, "B")) if run.incomplete),
     )

@@ -603,6 +603,12 @@ def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
         found.mismatch.append(
             "baseline and candidate were scored differently (scorer config changed)"
         )
+    if d.tools_changed:
+        # Like a prompt edit, a change of what answers the agent's calls is what is gated.
+        found.warnings.append(
+            "the candidate's tools differ from the baseline's (tools:, agent: or the files the "
+            "tool command runs): the verdict gates that change together with the prompt's"
+        )
     if "A" in d.incomplete:
         found.blockers.append(
             f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"

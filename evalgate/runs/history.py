@@ -50,6 +50,8 @@ class BaselineRecord(BaseModel):
     model: str
     options_sha256: str
     scorer_sha256: str
+    # The agent's tools (see Run.tools_sha256); None for suites without tools and older records.
+    tools_sha256: str | None = None
     repeats: int
     # Bumped when this baseline differs significantly from the previous one of its setup.
     epoch: int = 0
@@ -59,13 +61,14 @@ class BaselineRecord(BaseModel):
     drift_better: int = 0
     cases: dict[str, CaseScores]
 
-    def setup(self) -> tuple[str, str, str, str, str]:
+    def setup(self) -> tuple[str | None, ...]:
         return (
             self.prompt_sha256,
             self.cases_sha256,
             self.model,
             self.options_sha256,
             self.scorer_sha256,
+            self.tools_sha256,
         )
 
 
@@ -80,6 +83,7 @@ def record_of(run: Run) -> BaselineRecord:
         model=f"{run.model.backend}/{run.model.name}",
         options_sha256=run.model.options_sha256,
         scorer_sha256=run.scorer_sha256,
+        tools_sha256=run.tools_sha256,
         repeats=run.repeats,
         cases={
             c.id: CaseScores(
