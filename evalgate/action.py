@@ -599,7 +599,25 @@ def run_pr(
             relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
             return gh.read_data_file(runner.repo, base_sha, relative)
 
-        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base, candidate)
+        # A read of the holdout labels is kept in the suite's ledger on the data branch, like
+        # a release's read of the holdout: a job that cannot write there reads dev only.
+        keep = runner.repo is not None and not runner.read_only
+        pulled = pull_ledger(runner, loaded, name) if keep else None
+        unread = None if keep else "this job's token cannot record the read"
+        judge = judge_in_pr(
+            runner.context(), loaded, name, suite, read_base, candidate, holdout_unread=unread
+        )
+        if keep:
+            try:
+                push_ledger(runner, loaded, name, pulled, f"evalgate: judge labels read for {name}")
+            except gh.GitHubError as exc:
+                line = (
+                    f"{name}: the judge's holdout labels were read, but the read could not be kept "
+                    f"on the {DATA_BRANCH} branch ({exc.what}): give the pull-request job "
+                    "contents: write, or every read of them goes uncounted"
+                )
+                runner.must_fail = f"{runner.must_fail}; {line}" if runner.must_fail else line
+                judge.markdown += f"\n> [!CAUTION]\n> {escape(line, 'markdown')}\n"
         # Settled with the pull request's other tests (decide_pull_request): a judge that
         # cannot be read makes the suite inconclusive, a judge that got worse fails it.
         verdict = verdict.model_copy(
@@ -954,6 +972,37 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+def _ledger_file(name: str) -> str:
+    return f"evalgate/{name}/holdout-ledger.jsonl"
+
+
+def pull_ledger(runner: Runner, loaded: LoadedConfig, name: str) -> str:
+    """The suite's read ledger from the data branch, copied over the job's own (which the
+    commands append to); returns the text pulled, so push_ledger knows what this job added."""
+    text = gh.read_data_file(runner.repo, DATA_BRANCH, _ledger_file(name)) or ""
+    ledger = ledger_path(loaded)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.write_text(text, encoding="utf-8")
+    return text
+
+
+def push_ledger(
+    runner: Runner, loaded: LoadedConfig, name: str, pulled: str | None, message: str
+) -> None:
+    """Append the reads this job recorded (since pull_ledger) to the data branch's ledger; the
+    append is applied to the file as it is then, so a concurrent job's reads are kept too."""
+    text = ledger_path(loaded).read_text(encoding="utf-8")
+    added = text[len(pulled or "") :]  # the job's ledger is only ever appended to
+    if not added:
+        return
+
+    def append(current: str | None) -> str:
+        kept = current or ""
+        return kept + ("\n" if kept and not kept.endswith("\n") else "") + added
+
+    gh.write_data_file(runner.repo, DATA_BRANCH, _ledger_file(name), append, message)
+
+
 def run_audit(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> None:
     """Audit a searched prompt on the holdout; the report goes to the job summary only."""
     inputs = runner.inputs
@@ -969,10 +1018,13 @@ def run_audit(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> 
         )
     ctx = runner.context(force_reason=None)
     holdout_only = frozenset({"holdout"})
+    pulled = pull_ledger(runner, loaded, name) if runner.repo is not None else None
     runs = [
         execute_version(ctx, loaded, name, version, splits=holdout_only, purpose="audit")
         for version in (inputs.candidate, inputs.baseline_version)
     ]
+    if runner.repo is not None:
+        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read by an audit of {name}")
     report = audit(
         runs[0],
         runs[1],
@@ -992,9 +1044,9 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
     """The release gate, with history and the ledger kept in the data branch."""
     tag = runner.env.get("GITHUB_REF_NAME") or "release"
     history_file = f"evalgate/{name}/releases.json"
-    ledger_file = f"evalgate/{name}/holdout-ledger.jsonl"
     history: list[ReleaseRecord] = []
     ledger = ledger_path(loaded)
+    pulled = None
     if runner.repo is not None:
         text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
         try:
@@ -1005,10 +1057,7 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
                 where=f"{DATA_BRANCH}:{history_file}",
                 fix="restore it from the data branch's git history",
             ) from None
-        remote_ledger = gh.read_data_file(runner.repo, DATA_BRANCH, ledger_file)
-        if remote_ledger is not None:
-            ledger.parent.mkdir(parents=True, exist_ok=True)
-            ledger.write_text(remote_ledger, encoding="utf-8")
+        pulled = pull_ledger(runner, loaded, name)
     ctx = runner.context(force_reason=None)
     version = loaded.ship_version(suite)
     run, record, report = release_version(ctx, loaded, name, version, tag, history, ledger=ledger)
@@ -1026,13 +1075,7 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
             json.dumps(updated, indent=1),
             f"evalgate: release {tag} of {name}",
         )
-        gh.write_data_file(
-            runner.repo,
-            DATA_BRANCH,
-            ledger_file,
-            ledger.read_text(encoding="utf-8"),
-            f"evalgate: holdout read for {tag} of {name}",
-        )
+        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
         sha = runner.env.get("GITHUB_SHA")
         if sha:
             gh.create_check_run(

@@ -172,6 +172,10 @@ class JudgeReport(BaseModel):
     holdout_unread: int
     floor: Floor
     corrected: CorrectedRun | None = None
+    # How many times these holdout labels have been read, this check included (from the read
+    # ledger), and the budget (split.read_budget); None when the holdout was not read.
+    holdout_reads: int | None = None
+    read_budget: int | None = None
     warnings: list[str] = []
 
     def split(self, name: str) -> SplitCheck | None:

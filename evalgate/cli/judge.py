@@ -72,9 +72,11 @@ def check_judge(
     repeats: int = 1,
     show: int = 20,
     base_dir: Path | None = None,
+    judge_sha: str | None = None,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
-    label's grades by id (for pairing two judges). A holdout read goes in the ledger."""
+    label's grades by id (for pairing two judges). A holdout read goes in the ledger.
+    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
     backend = build_backend(ctx, loaded, suite.scorer.model)
@@ -125,7 +127,7 @@ def check_judge(
         suite=name,
         created_at=datetime.now(UTC),
         judge=f"{settings.backend}/{settings.name}",
-        judge_sha256=judge_sha256(root, suite),
+        judge_sha256=judge_sha or judge_sha256(root, suite),
         labels_sha256=labels_sha(labels),
         repeats=repeats,
         calls=sum(g.calls for g in graded),
@@ -156,6 +158,21 @@ def check_judge(
         )
         ctx.err.write(
             f"holdout labels read recorded in the ledger ({reads} reads of these labels)\n"
+        )
+        budget = suite.split.read_budget
+        over = []
+        if reads > budget:
+            over.append(
+                f"the judge's holdout labels have been read {reads} times, over the budget of "
+                f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
+                "add fresh holdout labels"
+            )
+        report = report.model_copy(
+            update={
+                "holdout_reads": reads,
+                "read_budget": budget,
+                "warnings": [*report.warnings, *over],
+            }
         )
     return report, by_id
 
