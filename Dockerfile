@@ -37,9 +37,9 @@ FROM deps AS app
 COPY pyproject.toml README.md /opt/evalgate/src/
 COPY evalgate /opt/evalgate/src/evalgate
 COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
-# The loopback stand-ins under evalgate/testing are test support: not in the image.
+# The loopback stand-ins live under tests/support, outside the package: not in the image.
 RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app /opt/evalgate/src \
- && rm -rf /opt/evalgate/app/evalgate/testing /opt/evalgate/app/bin \
+ && rm -rf /opt/evalgate/app/bin \
  && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app
 
 # --- the image: the base, the trimmed dependencies, evalgate. ---------------------------------

@@ -30,7 +30,7 @@ WALL_FACTOR, WALL_SLACK_S = 1.2, 1.0
 
 def serve(conn: Connection, latency_s: float) -> None:
     from evalgate.backends.fake import load_rules
-    from evalgate.testing.messages_server import Knobs, MessagesServer
+    from tests.support.messages_server import Knobs, MessagesServer
 
     rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
     with MessagesServer(rules, Knobs(latency_s=latency_s), log_limit=0) as server:

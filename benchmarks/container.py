@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from evalgate.backends.fake import load_rules
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"

@@ -21,7 +21,7 @@ from evalgate.backends.fake import load_rules
 from evalgate.config import load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.pricing import Usage, cost
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"

@@ -195,7 +195,7 @@ def leave_out_rule(baseline: Run, candidate: Run, alpha: float) -> bool:
 def serve(conn: Connection, phi: float, seed: int) -> None:
     """The stand-in with flip noise, in its own process, until told to stop."""
     from evalgate.backends.fake import FakeRules
-    from evalgate.testing.messages_server import Knobs, MessagesServer
+    from tests.support.messages_server import Knobs, MessagesServer
 
     rules = FakeRules.model_validate(RULES)
     with MessagesServer(rules, Knobs(flip_rate=phi, seed=seed), log_limit=0) as server:

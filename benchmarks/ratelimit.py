@@ -39,7 +39,7 @@ MIN_RATIO = 0.95
 def serve(conn: Connection, knobs: dict[str, Any]) -> None:
     """Run the stand-in: send its URL, then answer "reset" / "stats" until "stop"."""
     from evalgate.backends.fake import load_rules
-    from evalgate.testing.messages_server import Knobs, MessagesServer
+    from tests.support.messages_server import Knobs, MessagesServer
 
     rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
     with MessagesServer(rules, Knobs(**knobs), log_limit=0) as server:

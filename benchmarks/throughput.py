@@ -46,7 +46,7 @@ PEAK_MB = 150.0
 def serve(conn: Connection, latency_s: float) -> None:
     """Run the stand-in until told to stop; send its URL first and its stats last."""
     from evalgate.backends.fake import load_rules
-    from evalgate.testing.messages_server import Knobs, MessagesServer
+    from tests.support.messages_server import Knobs, MessagesServer
 
     rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
     with MessagesServer(rules, Knobs(latency_s=latency_s), log_limit=0) as server:

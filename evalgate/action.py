@@ -35,6 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from evalgate import __version__
 from evalgate import github as gh
+from evalgate.app import (
+    HOLDOUT_KEY_VARIABLE,
+    RunOptions,
+    World,
+    ledger_path,
+    release_version,
+    run_version,
+)
 from evalgate.audit import audit
 from evalgate.base_split import (
     BaseSplit,
@@ -45,13 +53,7 @@ from evalgate.base_split import (
     relative_config,
 )
 from evalgate.cases import CaseSet
-from evalgate.cli.context import (
-    HOLDOUT_KEY_VARIABLE,
-    Context,
-    execute_version,
-    ledger_path,
-    release_version,
-)
+from evalgate.cli.context import Context
 from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import EvalgateError, UserError, describe_validation
 from evalgate.fork import MANIFEST, Refused, collect, overlay, read_manifest
@@ -246,17 +248,27 @@ class Runner:
                     else:
                         handle.write(f"{name}={text}\n")
 
-    def context(self, **args: Any) -> Context:
-        """A CLI context for the shared pipeline, with the action's secrets as environment."""
+    def world(self) -> World:
+        """The service's world: the action's secrets as environment, in CI, its streams."""
         env = dict(self.env)
         env["CI"] = "true"
         if self.inputs.anthropic_api_key.get_secret_value():
             env["ANTHROPIC_API_KEY"] = self.inputs.anthropic_api_key.get_secret_value()
         if self.inputs.holdout_key.get_secret_value():
             env[HOLDOUT_KEY_VARIABLE] = self.inputs.holdout_key.get_secret_value()
-        namespace = argparse.Namespace(concurrency=None, verbose=False, cache=True, **args)
-        ctx = Context(namespace, self.out, self.err)
-        ctx.env = env
+        # The secrets among them are kept out of every error text printed or saved.
+        hold_environment(env)
+        return World(env=env, err=self.err, warn=self.warn, say=self.log)
+
+    def warn(self, text: str) -> None:
+        self.err.write(f"warning: {escape(text, 'log')}\n")
+
+    def context(self) -> Context:
+        """A command context for the judge check, which the CLI shares."""
+        ctx = Context(
+            argparse.Namespace(concurrency=None, verbose=False, cache=True), self.out, self.err
+        )
+        ctx.env = dict(self.world().env)
         return ctx
 
 
@@ -310,16 +322,15 @@ def baseline_path(folder: Path, suite: str) -> Path:
 
 
 def run_baseline(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
-    ctx = runner.context()
     version = loaded.ship_version(suite)
     repeats = suite.gate.baseline_repeats
     # Repeats measure noise, which a cached reply cannot; a deterministic suite (temperature 0,
     # one repeat) may reuse the cache for requests that did not change.
     deterministic = suite.model.temperature == 0 and repeats == 1
-    ctx.args.cache = deterministic
     if deterministic:
         runner.log(f"{name}: deterministic suite (temperature 0, 1 repeat): reusing cached replies")
-    run = execute_version(ctx, loaded, name, version, repeats=repeats)
+    options = RunOptions(repeats=repeats, cache=deterministic)
+    run = run_version(runner.world(), loaded, name, version, options)
     path = baseline_path(runner.folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
@@ -567,8 +578,8 @@ def run_pr(
         return None
     assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
-    ctx = runner.context()
-    candidate = execute_version(ctx, loaded, name, version, assign=assign)
+    options = RunOptions(cache=True, assign=assign)
+    candidate = run_version(runner.world(), loaded, name, version, options)
     change = holdout_change()
     merge = (
         gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
@@ -668,8 +679,8 @@ def _baseline_in_job(
         runner.log(f"{name}: {relative} does not exist on the base branch; no baseline")
         return Baseline(None, None, no_baseline=True)
     prompt = Prompt(name=version, text=text, path=relative)
-    ctx = runner.context()
-    run = execute_version(ctx, loaded, name, version, prompt=prompt, assign=assign)
+    options = RunOptions(cache=True, prompt=prompt, assign=assign)
+    run = run_version(runner.world(), loaded, name, version, options)
     provenance = BaselineProvenance(
         run=run.name,
         commit=base_sha,
@@ -1016,11 +1027,16 @@ def run_audit(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -> 
             "audit mode reads the sealed holdout and has no holdout_key",
             fix="run the audit job in the protected environment that holds the key",
         )
-    ctx = runner.context(force_reason=None)
     holdout_only = frozenset({"holdout"})
     pulled = pull_ledger(runner, loaded, name) if runner.repo is not None else None
     runs = [
-        execute_version(ctx, loaded, name, version, splits=holdout_only, purpose="audit")
+        run_version(
+            runner.world(),
+            loaded,
+            name,
+            version,
+            RunOptions(cache=True, splits=holdout_only, purpose="audit"),
+        )
         for version in (inputs.candidate, inputs.baseline_version)
     ]
     if runner.repo is not None:
@@ -1058,9 +1074,17 @@ def run_release(runner: Runner, loaded: LoadedConfig, name: str, suite: Suite) -
                 fix="restore it from the data branch's git history",
             ) from None
         pulled = pull_ledger(runner, loaded, name)
-    ctx = runner.context(force_reason=None)
     version = loaded.ship_version(suite)
-    run, record, report = release_version(ctx, loaded, name, version, tag, history, ledger=ledger)
+    run, record, report = release_version(
+        runner.world(),
+        loaded,
+        name,
+        version,
+        tag,
+        history,
+        ledger=ledger,
+        options=RunOptions(cache=True),
+    )
     save_run(run, loaded.state_dir)
     markdown = render("release.md.j2", s=report)
     runner.add_summary(markdown)

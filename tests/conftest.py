@@ -26,7 +26,7 @@ from evalgate.cli import main
 from evalgate.config import LoadedConfig, ModelSettings, load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"

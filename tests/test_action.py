@@ -29,8 +29,8 @@ from evalgate.config import load_config
 from evalgate.errors import UserError
 from evalgate.runs import Run, read_run
 from evalgate.split import assign_all
-from evalgate.testing.github_server import Artifact, GitHubServer, WorkflowRun
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.github_server import Artifact, GitHubServer, WorkflowRun
+from tests.support.messages_server import MessagesServer
 
 REPO = "acme/widgets"
 FORK = "forker/widgets"

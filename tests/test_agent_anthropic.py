@@ -21,8 +21,8 @@ from evalgate.backends.fake import FakeBackend, load_rules
 from evalgate.config import load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs import Run
-from evalgate.testing.messages_server import Knobs, MessagesServer
 from evalgate.trajectory import show_calls
+from tests.support.messages_server import Knobs, MessagesServer
 
 SUPPORT = EXAMPLES / "support-agent"
 KEY = "sk-test"

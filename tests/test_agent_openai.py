@@ -18,8 +18,8 @@ from evalgate.backends.openai import OpenAIBackend
 from evalgate.config import load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs import Run
-from evalgate.testing.openai_server import OpenAIServer
 from evalgate.trajectory import show_calls
+from tests.support.openai_server import OpenAIServer
 
 SUPPORT = EXAMPLES / "support-agent"
 SYSTEM = (SUPPORT / "prompts" / "v1.txt").read_text()

@@ -24,7 +24,7 @@ from evalgate.pricing import Usage, cost, price_for, uncached_cost
 from evalgate.report.render import render_model
 from evalgate.runs import CaseResult, Run, save_run
 from evalgate.summary import summarise
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"

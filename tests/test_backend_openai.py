@@ -13,7 +13,7 @@ from evalgate.backends.fake import FakeRule, FakeRules
 from evalgate.backends.openai import OpenAIBackend
 from evalgate.config import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.testing.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer
 
 RULES = FakeRules(
     rules=[FakeRule(label="booking", phrases=["book"]), FakeRule(label="quote", phrases=["cost"])]

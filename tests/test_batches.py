@@ -24,7 +24,7 @@ from evalgate.runner import Job, Progress
 from evalgate.runs import Run, find_run
 from evalgate.scorers.base import Score
 from evalgate.summary import summarise
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"

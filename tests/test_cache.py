@@ -17,7 +17,7 @@ from evalgate.config import LoadedConfig, load_config
 from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
 from evalgate.summary import summarise
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"

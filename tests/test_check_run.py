@@ -26,7 +26,7 @@ from test_action import (
     upload,
 )
 
-from evalgate.testing.github_server import GitHubServer
+from tests.support.github_server import GitHubServer
 
 __all__ = ["baseline_text", "gh"]  # fixtures, imported to be used here
 

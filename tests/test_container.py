@@ -48,8 +48,8 @@ import evalgate
 from evalgate.backends.fake import load_rules
 from evalgate.report.comment import marker
 from evalgate.runs import read_run
-from evalgate.testing.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
+from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bike-shop"
@@ -764,6 +764,22 @@ def test_the_action_image_builds(e2e: Scenario) -> None:
         timeout=120,
     )
     assert version.stdout.strip() == evalgate.__version__
+    # The loopback stand-ins are test support: neither as sources nor as byte code in the image.
+    stand_ins = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/usr/bin/find",
+            ACTION_IMAGE,
+            "/opt/evalgate",
+            "-name",
+            "*_server.py*",
+        ],
+        timeout=120,
+    )
+    assert stand_ins.stdout.strip() == ""
 
 
 def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:

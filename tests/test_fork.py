@@ -38,8 +38,8 @@ from test_action import (
 )
 
 from evalgate.fork import MANIFEST, ForkData
-from evalgate.testing.github_server import GitHubServer
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.github_server import GitHubServer
+from tests.support.messages_server import MessagesServer
 
 __all__ = ["baseline_text", "gh", "messages"]  # fixtures, imported to be used here
 

@@ -37,7 +37,7 @@ from evalgate.github import (
     write_data_file,
 )
 from evalgate.runs import Run
-from evalgate.testing.github_server import (
+from tests.support.github_server import (
     BOT_LOGIN,
     Artifact,
     GitHubServer,

@@ -21,7 +21,7 @@ from github.GithubException import (
 )
 from urllib3.util.retry import Retry
 
-from evalgate.testing.github_server import (
+from tests.support.github_server import (
     BOT_LOGIN,
     NOT_ACCESSIBLE,
     GitHubServer,

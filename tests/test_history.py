@@ -28,7 +28,7 @@ from test_action import (
 
 from evalgate.history import appended, drift, pool, read_history, record_of
 from evalgate.runs import CaseResult, Run
-from evalgate.testing.github_server import GitHubServer
+from tests.support.github_server import GitHubServer
 
 __all__ = ["gh"]  # a fixture, imported to be used here
 

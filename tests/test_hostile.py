@@ -45,8 +45,8 @@ from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import HTML_ENV, code, md, render_model
 from evalgate.runs import Outcome, read_run, save_run
 from evalgate.summary import summarise
-from evalgate.testing.github_server import GitHubServer
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.github_server import GitHubServer
+from tests.support.messages_server import MessagesServer
 
 KEY = "sk-ant-hostile-test-key-0000000000000000"
 # A payload's command creates this file (in the folder beside the repository) if it runs.

@@ -31,7 +31,7 @@ from test_action import (
 from test_judge_check import write_project
 
 from evalgate.holdout import LedgerRecord
-from evalgate.testing.github_server import GitHubServer
+from tests.support.github_server import GitHubServer
 
 __all__ = ["gh"]  # the stand-in fixture, shared with the action's tests
 

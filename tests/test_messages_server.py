@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from evalgate.backends.fake import FakeRules, rough_tokens
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 RULES = FakeRules.model_validate(
     {

@@ -42,8 +42,8 @@ from evalgate.base_split import BaseSplit, hold_out, materialize, read_base
 from evalgate.cases import load_cases
 from evalgate.config import load_config
 from evalgate.gitrepo import GitTree
-from evalgate.testing.github_server import GitHubServer
-from evalgate.testing.messages_server import MessagesServer
+from tests.support.github_server import GitHubServer
+from tests.support.messages_server import MessagesServer
 
 __all__ = ["gh", "messages"]  # fixtures, imported to be used here
 

@@ -15,7 +15,7 @@ from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.config import ModelSettings
 from evalgate.retry import RETRYABLE, Attempt, Retrier, RetryPolicy
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"

@@ -26,7 +26,7 @@ from evalgate.report.render import render_model
 from evalgate.runner import Job, Progress, execute
 from evalgate.scorers.base import Scorer, build_scorer
 from evalgate.summary import summarise
-from evalgate.testing.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"

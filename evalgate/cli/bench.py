@@ -16,7 +16,6 @@ from evalgate.cli.context import (
     EXIT_INCOMPLETE,
     EXIT_OK,
     Context,
-    execute_version,
     price_as_for,
 )
 from evalgate.compare import compare_runs
@@ -41,8 +40,7 @@ def cmd_run(ctx: Context) -> int:
     loaded = ctx.config()
     files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
     splits = frozenset(ctx.args.split or DEFAULT_SPLITS)
-    run = execute_version(
-        ctx,
+    run = ctx.run_version(
         loaded,
         ctx.args.suite,
         ctx.args.version,
@@ -230,7 +228,7 @@ def cmd_demo(ctx: Context) -> int:
         runs: dict[str, Run] = {}
         summaries: dict[str, RunSummary] = {}
         for version in DEMO_VERSIONS:
-            run = execute_version(ctx, loaded, DEMO_SUITE, version)
+            run = ctx.run_version(loaded, DEMO_SUITE, version)
             save_run(run, loaded.state_dir)
             runs[version] = run
             summaries[version] = summarise(run, price_as=suite.price_as, show=ctx.args.show)
@@ -252,7 +250,7 @@ def cmd_demo(ctx: Context) -> int:
             f"{proposed}, the candidate."
         )
         say()
-        baseline = execute_version(ctx, loaded, DEMO_SUITE, shipped, repeats=repeats)
+        baseline = ctx.run_version(loaded, DEMO_SUITE, shipped, repeats=repeats)
         save_run(baseline, loaded.state_dir)
         candidate = runs[proposed]
         verdict = decide(baseline, candidate, suite.gate)
@@ -370,8 +368,8 @@ def demo_agent(ctx: Context) -> None:
             "\nThe support-agent example: an order-support agent with "
             f"{len(suite.tools)} tools, gated on the tools it calls (offline fake agent)\n"
         )
-        baseline = execute_version(ctx, loaded, name, "v1", repeats=suite.gate.baseline_repeats)
-        candidate = execute_version(ctx, loaded, name, "v2")
+        baseline = ctx.run_version(loaded, name, "v1", repeats=suite.gate.baseline_repeats)
+        candidate = ctx.run_version(loaded, name, "v2")
         ctx.print(
             render_model(
                 "run",

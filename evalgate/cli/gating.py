@@ -11,7 +11,6 @@ from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
     Context,
-    execute_version,
     price_as_for,
 )
 from evalgate.cli.judge import floor_for_gate
@@ -30,7 +29,7 @@ def cmd_noise(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = loaded.suite(ctx.args.suite)
     ctx.args.cache = False  # a cached reply measures nothing about noise
-    run = execute_version(ctx, loaded, name, ctx.args.version, repeats=ctx.args.repeats)
+    run = ctx.run_version(loaded, name, ctx.args.version, repeats=ctx.args.repeats)
     noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
     assert noise is not None  # repeats >= 2 is enforced by the parser
     if not ctx.args.no_save:
@@ -95,7 +94,7 @@ def _candidate(
             raise unknown_candidate(ref, name, versions, exc) from None
         early = baseline if ctx.args.early_stop else None
         assign = _guard(ctx, loaded, name, guards)
-        candidate = execute_version(ctx, loaded, name, ref, early_stop_against=early, assign=assign)
+        candidate = ctx.run_version(loaded, name, ref, early_stop_against=early, assign=assign)
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     return candidate

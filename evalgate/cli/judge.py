@@ -10,7 +10,6 @@ from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
     Context,
-    build_backend,
     git_info,
     ledger_path,
 )
@@ -79,7 +78,7 @@ def check_judge(
     ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
-    backend = build_backend(ctx, loaded, suite.scorer.model)
+    backend = ctx.backend(loaded, suite.scorer.model)
     try:
         scorer = JudgeScorer(suite.scorer, root, backend)
         chosen = [x for x in labels if x.split in splits]

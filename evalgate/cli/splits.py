@@ -16,8 +16,6 @@ from evalgate.cli.context import (
     EXIT_OK,
     HOLDOUT_KEY_VARIABLE,
     Context,
-    execute_version,
-    holdout_secret,
     holdout_sha,
     ledger_path,
     release_version,
@@ -55,7 +53,7 @@ def cmd_split(ctx: Context) -> int:
     secret = None
     if suite.sealed_holdout is not None:
         if ctx.env.get(HOLDOUT_KEY_VARIABLE):
-            secret = holdout_secret(ctx, suite)
+            secret = ctx.holdout_secret(suite)
         else:
             ctx.warn(
                 f"the sealed holdout is left out: set {HOLDOUT_KEY_VARIABLE} to count it and "
@@ -68,7 +66,7 @@ def cmd_split(ctx: Context) -> int:
                 "--show-holdout lists holdout cases, which only the holdout key's holder may see",
                 fix=f"set {HOLDOUT_KEY_VARIABLE} (the secret of `evalgate holdout keygen`)",
             )
-        secret = secret or holdout_secret(ctx, suite)  # a wrong key is refused here
+        secret = secret or ctx.holdout_secret(suite)  # a wrong key is refused here
     cases = load_suite_cases(loaded, suite, holdout_secret=secret, on_note=ctx.warn)
     report = check_split(cases.cases, suite.split, suite.fields, reveal=reveal)
     if ctx.args.format == "json":
@@ -181,7 +179,7 @@ def cmd_holdout(ctx: Context) -> int:
             "hashed onto a side again",
             fix="map fields.split (e.g. split: split) before retiring cases",
         )
-    key = holdout_secret(ctx, suite)
+    key = ctx.holdout_secret(suite)
     assert key is not None
     wanted = set(ctx.args.ids)
     keep: list[tuple[str, dict[str, Any]]] = []
@@ -242,15 +240,22 @@ def cmd_release(ctx: Context) -> int:
     history_dir = loaded.state_dir / "releases"
     history = read_releases(history_dir)
     tag = ctx.args.name or ctx.env.get("GITHUB_REF_NAME") or ctx.args.version
-    key = HoldoutKey(holdout_secret(ctx, suite))
-    cases = load_suite_cases(loaded, suite, holdout_secret=holdout_secret(ctx, suite))
+    key = HoldoutKey(ctx.holdout_secret(suite))
+    cases = load_suite_cases(loaded, suite, holdout_secret=ctx.holdout_secret(suite))
     reads_so_far = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases, key))
     if reads_so_far >= suite.split.read_budget and not ctx.args.force_reason:
         ctx.warn(
             f"this holdout has been read {reads_so_far} times (budget {suite.split.read_budget})"
         )
     run, record, report = release_version(
-        ctx, loaded, name, ctx.args.version, tag, history, ledger=ledger_path(loaded)
+        ctx.world(),
+        loaded,
+        name,
+        ctx.args.version,
+        tag,
+        history,
+        ledger=ledger_path(loaded),
+        options=ctx.run_options(),
     )
     if not ctx.args.no_save:
         save_run(run, loaded.state_dir)
@@ -266,7 +271,7 @@ def cmd_release(ctx: Context) -> int:
 def cmd_audit(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = loaded.suite(ctx.args.suite)
-    secret = holdout_secret(ctx, suite)
+    secret = ctx.holdout_secret(suite)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret)
     reads = reads_of(read_ledger(ledger_path(loaded)), holdout_sha(cases, HoldoutKey(secret)))
     if reads + 2 > suite.split.read_budget and not ctx.args.force_reason:
@@ -277,7 +282,7 @@ def cmd_audit(ctx: Context) -> int:
         )
     holdout_only = frozenset({"holdout"})
     runs = [
-        execute_version(ctx, loaded, name, version, splits=holdout_only, purpose="audit")
+        ctx.run_version(loaded, name, version, splits=holdout_only, purpose="audit")
         for version in (ctx.args.candidate, ctx.args.baseline)
     ]
     report = audit(

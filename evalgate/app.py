@@ -1,0 +1,355 @@
+"""The service both entry points call: run one prompt version of a suite, run a release.
+
+The CLI (``evalgate.cli``) and the action (``evalgate.action``) each build a :class:`World`
+(the environment and the streams, read once at their root) and frozen :class:`RunOptions`, and
+call :func:`run_version` or :func:`release_version`. Nothing here reads argv or ``os.environ``;
+the backend, the cache and the batch runner are built here, from the world and the config.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
+
+from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.backends.batch import BatchRunner
+from evalgate.cache import ResponseCache
+from evalgate.cases import SPLITS, CaseSet
+from evalgate.config import LoadedConfig, ModelSettings, Suite
+from evalgate.errors import UserError
+from evalgate.gate import SequentialMonitor
+from evalgate.holdout import (
+    HoldoutKey,
+    LedgerRecord,
+    SecretKey,
+    append_ledger,
+    forged_retires,
+    load_secret_key,
+    read_changes,
+    read_ledger,
+    reads_of,
+    replayed_changes,
+    sealed_digests,
+    unrecorded_changes,
+)
+from evalgate.pipeline import (
+    DEFAULT_SPLITS,
+    Prompt,
+    RunSpec,
+    cases_to_run,
+    load_prompt,
+    load_suite_cases,
+    run_suite,
+)
+from evalgate.progress import ProgressPrinter
+from evalgate.release import (
+    ReleaseRecord,
+    ReleaseReport,
+    make_record,
+    release_report,
+    usable_history,
+)
+from evalgate.runs import Run
+
+HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
+
+
+@dataclass(frozen=True)
+class World:
+    """What a run may read of the outside: the environment and where to talk.
+
+    ``warn`` takes a one-line warning, ``say`` a line of the report (the per-case lines of a
+    verbose run); ``err`` receives progress and status lines.
+    """
+
+    env: Mapping[str, str]
+    err: TextIO
+    warn: Callable[[str], None]
+    say: Callable[[str], None]
+
+    @property
+    def in_ci(self) -> bool:
+        return self.env.get("CI", "").lower() in ("1", "true")
+
+    @property
+    def interactive(self) -> bool:
+        return self.err.isatty() and not self.env.get("CI")
+
+    def status(self, text: str) -> None:
+        self.err.write(text + "\n")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run one prompt version: what of the suite, how often, and how to call the model.
+
+    ``cache`` None means on in CI (where re-runs of one commit are common) and off elsewhere.
+    ``prompt`` runs that text instead of the version's file; ``assign`` re-splits the cases
+    (a pull request takes its split from the base commit); ``early_stop_against`` watches the
+    run against that baseline and stops once the verdict cannot change.
+    """
+
+    repeats: int = 1
+    limit: int | None = None
+    case_files: tuple[Path, ...] | None = None
+    splits: frozenset[str] = DEFAULT_SPLITS
+    purpose: str = "run"
+    prompt: Prompt | None = None
+    shard: tuple[int, int] | None = None
+    early_stop_against: Run | None = None
+    assign: Callable[[CaseSet], CaseSet] | None = None
+    concurrency: int | None = None
+    verbose: bool = False
+    cache: bool | None = None
+    batch: bool = False
+    force_reason: str | None = None
+
+
+def git_info(folder: Path) -> tuple[str | None, str | None]:
+    """The commit and ref of the repository holding ``folder``, or (None, None)."""
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *argv], cwd=folder, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    return git("rev-parse", "HEAD"), git("rev-parse", "--abbrev-ref", "HEAD")
+
+
+def build_backend(env: Mapping[str, str], loaded: LoadedConfig, settings: ModelSettings) -> Backend:
+    cls = backend_class(settings.backend)
+    instance: Backend = cls(settings, BackendContext(base_dir=loaded.root, env=dict(env)))
+    return instance
+
+
+def holdout_secret(env: Mapping[str, str], suite: Suite) -> SecretKey | None:
+    """The holdout secret: required for a sealed holdout, optional for a plaintext one (where
+    it keys the names that published records give holdout cases)."""
+    text = env.get(HOLDOUT_KEY_VARIABLE, "")
+    if suite.sealed_holdout is None:
+        return load_secret_key(text) if text else None
+    if not text:
+        raise UserError(
+            f"this suite's holdout is sealed and {HOLDOUT_KEY_VARIABLE} is not set",
+            fix="run release jobs in the protected environment that holds the key",
+        )
+    return load_secret_key(text)
+
+
+def ledger_path(loaded: LoadedConfig) -> Path:
+    return loaded.state_dir / "holdout-ledger.jsonl"
+
+
+def holdout_sha(cases: CaseSet, key: HoldoutKey) -> str:
+    """The holdout's keyed digest: the same cases under the same key give the same digest."""
+    return key.digest(key.case(c.id, c.hash) for c in cases.cases if c.split == "holdout")
+
+
+def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
+    suite = loaded.config.suites.get(run.suite)
+    return suite.price_as if suite else None
+
+
+def run_version(
+    world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
+) -> Run:
+    """Run one prompt version (or ``options.prompt``) of a suite; record holdout reads."""
+    name, suite = loaded.suite(suite_name)
+    prompt = options.prompt or load_prompt(loaded, suite, version)
+    secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
+    key = HoldoutKey(secret)
+    cases = load_suite_cases(
+        loaded,
+        suite,
+        list(options.case_files) if options.case_files is not None else None,
+        holdout_secret=secret,
+        on_note=world.warn,
+        assign=options.assign,
+    )
+    commit, ref = git_info(loaded.root)
+    spec = RunSpec(
+        suite_name=name,
+        suite=suite,
+        prompt=prompt,
+        cases=cases,
+        repeats=options.repeats,
+        limit=options.limit,
+        concurrency=options.concurrency,
+        git_commit=commit,
+        git_ref=ref,
+        splits=options.splits,
+        shard=options.shard,
+        holdout_key=key,
+    )
+    backend = build_backend(world.env, loaded, suite.model)
+    judge = None
+    if suite.scorer.kind == "judge":
+        judge = build_backend(world.env, loaded, suite.scorer.model)
+    use_cache = options.cache is True or (options.cache is None and world.in_ci)
+    cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
+    batch = None
+    if options.batch or getattr(backend, "batch_by_default", False):
+        batch = BatchRunner.for_backend(
+            backend,
+            loaded.state_dir / "batches",
+            concurrency=spec.concurrency or suite.concurrency,
+            on_status=world.status,
+        )
+        cache = None  # a batch is sent whole: nothing is looked up
+    monitor = None
+    if options.early_stop_against is not None:
+        hashes = {c.id: c.hash for c in cases_to_run(spec)}
+        monitor = SequentialMonitor(options.early_stop_against, hashes, suite.gate)
+    progress = ProgressPrinter(world.err, interactive=world.interactive)
+    try:
+        run = run_suite(
+            spec,
+            backend,
+            loaded.root,
+            cache=cache,
+            on_progress=None if options.verbose else progress,
+            judge=judge,
+            stop_when=_watch(monitor),
+            batch=batch,
+        )
+    finally:
+        for used in (backend, judge):
+            close = getattr(used, "close", None)
+            if close is not None:
+                close()
+    if monitor is not None:
+        # The gate splits the paired test's alpha with the e-value the run was watched by.
+        run = run.model_copy(update={"sequential_e_max": monitor.e_max})
+    if cache is not None and options.repeats == 1:
+        world.status(f"cache: {cache.hits} hits, {cache.misses} misses")
+    if "holdout" in options.splits:
+        _record_holdout_read(world, loaded, run, prompt, cases, key, options, (commit, ref))
+    if options.verbose:
+        for case in run.cases:
+            mark = "ERROR" if case.error else ("ok   " if case.passed else "WRONG")
+            detail = case.error or f"expected {case.expected}, answered {case.answer}"
+            world.say(f"{mark} {case.id}: {detail}")
+    return run
+
+
+def _watch(monitor: SequentialMonitor | None) -> Callable[..., bool] | None:
+    if monitor is None:
+        return None
+    return lambda job, outcome: monitor.observe(
+        job.case_id, None if outcome.error else outcome.score, job.repeat
+    )
+
+
+def _record_holdout_read(
+    world: World,
+    loaded: LoadedConfig,
+    run: Run,
+    prompt: Prompt,
+    cases: CaseSet,
+    key: HoldoutKey,
+    options: RunOptions,
+    git: tuple[str | None, str | None],
+) -> None:
+    """Count this read of the holdout in the ledger: every read, whatever the purpose."""
+    commit, ref = git
+    scored = [c.score or 0.0 for c in run.cases if c.split == "holdout" and c.error is None]
+    reads = append_ledger(
+        ledger_path(loaded),
+        LedgerRecord(
+            time=run.created_at,
+            git_ref=world.env.get("GITHUB_REF") or ref,
+            git_commit=commit,
+            prompt=prompt.name,
+            prompt_sha256=prompt.sha256,
+            holdout_sha256=holdout_sha(cases, key),
+            score=sum(scored) / len(scored) if scored else None,
+            n=len(scored),
+            purpose=options.purpose,
+            forced_reason=options.force_reason,
+        ),
+    )
+    world.status(f"holdout read recorded in the ledger ({reads} reads of this holdout)")
+
+
+def release_version(
+    world: World,
+    loaded: LoadedConfig,
+    name: str,
+    version: str,
+    tag: str,
+    history: list[ReleaseRecord],
+    *,
+    ledger: Path,
+    options: RunOptions | None = None,
+) -> tuple[Run, ReleaseRecord, ReleaseReport]:
+    """Run a release (dev, holdout and regression cases) and decide its gate against the
+    history; the record is signed, names holdout cases under the key and commits to the
+    sealed store's lines, which must match the previous release's but for recorded changes."""
+    _, suite = loaded.suite(name)
+    secret = holdout_secret(world.env, suite)
+    key = HoldoutKey(secret)
+    cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    # Everything the integrity check reads is read before any call: a bad file costs nothing.
+    usable_history(history, key)
+    if suite.sealed_holdout is not None:
+        read_changes(loaded.root / suite.sealed_holdout.changes)
+    every_split = replace(options or RunOptions(), splits=frozenset(SPLITS), purpose="release")
+    run = run_version(world, loaded, name, version, every_split)
+    usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
+    sealed, integrity = _sealed_integrity(loaded, suite, usable, key)
+    record = make_record(
+        tag,
+        run,
+        run.created_at,
+        holdout_sha(cases, key),
+        key=key,
+        sealed_lines=sealed,
+        sealed_ok=not integrity,
+    )
+    reads = reads_of(read_ledger(ledger), record.holdout_sha256)
+    report = release_report(
+        record,
+        history,
+        gate=suite.gate,
+        split=suite.split,
+        reads=reads,
+        key=key,
+        integrity=integrity,
+    )
+    return run, record, report
+
+
+def _sealed_integrity(
+    loaded: LoadedConfig, suite: Suite, usable: list[ReleaseRecord], key: HoldoutKey
+) -> tuple[list[str] | None, list[str]]:
+    """The sealed store's line digests now, and what is wrong with them against the releases
+    before (changes nobody recorded, forged retires, a store that stopped being sealed)."""
+    if suite.sealed_holdout is None:
+        was_sealed = [r.name for r in usable if r.sealed_lines]
+        if not was_sealed:
+            return None, []
+        return None, [
+            f"the holdout was sealed at release {was_sealed[-1]} and is not now "
+            "(sealed_holdout is gone from the config): restore it"
+        ]
+    sealed = sealed_digests(loaded.root / suite.sealed_holdout.file)
+    changes_file = loaded.root / suite.sealed_holdout.changes
+    changes = read_changes(changes_file)
+    # The last good release (a re-run of this very tag included: a re-run on a trimmed store
+    # must not pass) is what the store may differ from, by recorded changes only.
+    earlier = [r for r in usable if r.sealed_lines is not None and r.sealed_ok]
+    if earlier:
+        last = earlier[-1]
+        return sealed, unrecorded_changes(
+            last.sealed_lines or [], sealed, changes, key, since=last.name
+        )
+    if changes_file.exists():
+        return sealed, forged_retires(changes, key) + replayed_changes(sealed, changes, key)
+    return sealed, []
