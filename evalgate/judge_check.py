@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate import files
-from evalgate.calibration import Agreement, Corrected, agreement, rogan_gladen
+from evalgate.calibration import Agreement, Corrected, IntervalKind, agreement, rogan_gladen
 from evalgate.config import JudgeCalibration, Suite
 from evalgate.errors import UserError
 from evalgate.judge_labels import Label
@@ -163,6 +163,8 @@ class JudgeReport(BaseModel):
     judge_sha256: str
     labels_sha256: str
     repeats: int
+    # Kappa's interval (judge.interval, or judge check --interval), which the floor is read on.
+    interval: IntervalKind = "analytic"
     # The judge's calls and tokens for this check.
     calls: int = 0
     input_tokens: int = 0
@@ -189,6 +191,8 @@ def measure_split(
     *,
     alpha: float,
     show: int,
+    interval: IntervalKind = "analytic",
+    seed: int = 0,
 ) -> SplitCheck:
     ok = [(x, g) for x, g in zip(labels, graded, strict=True) if g.error is None]
     pairs = [(g.passes[0], x.human) for x, g in ok]
@@ -218,7 +222,7 @@ def measure_split(
         split=split,
         labels=len(labels),
         errored=len(labels) - len(ok),
-        agreement=agreement(pairs, groups, alpha),
+        agreement=agreement(pairs, groups, alpha, interval=interval, seed=seed),
         flips=flips,
         disagreements=listed,
         more_disagreements=len(wrong) - len(listed) if split == "dev" else 0,
@@ -314,8 +318,14 @@ def read_report(state_dir: Path, suite: str) -> JudgeReport | None:
         return None
 
 
-def floor_reasons(report: JudgeReport | None, judge_sha: str, labels_sha: str) -> list[str]:
-    """Why the gate may not trust the judge: no check yet, a changed judge or labels, the floor."""
+def floor_reasons(
+    report: JudgeReport | None,
+    judge_sha: str,
+    labels_sha: str,
+    interval: IntervalKind = "bootstrap",
+) -> list[str]:
+    """Why the gate may not trust the judge: no check yet, a changed judge or labels, a floor
+    read on another interval than judge.interval, the floor itself."""
     fix = "run `evalgate judge check`"
     if report is None:
         return [f"the judge has not been checked against its human labels: {fix}"]
@@ -323,6 +333,11 @@ def floor_reasons(report: JudgeReport | None, judge_sha: str, labels_sha: str) -
         return [f"the judge changed since it was last checked against its labels: {fix}"]
     if report.labels_sha256 != labels_sha:
         return [f"the judge's labels changed since it was last checked: {fix}"]
+    if report.interval != interval:
+        return [
+            f"the judge was last checked with the {report.interval} kappa interval, and "
+            f"judge.interval is {interval}: {fix} without --interval"
+        ]
     if report.floor.split == "dev" and report.holdout_unread:
         return [
             "the judge was last checked on its dev labels only, which rubric tuning has seen: "

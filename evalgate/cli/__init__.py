@@ -323,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--run", help="a saved run scored by this judge: its accuracy corrected for judge error"
     )
+    check.add_argument(
+        "--interval",
+        choices=["bootstrap", "analytic"],
+        help="kappa's 95%% interval: a seeded bootstrap over the labels' groups, or the "
+        "large-sample analytic one (default: judge.interval; the gate wants judge.interval's)",
+    )
     check.add_argument("--show", type=int, default=20, help="dev disagreements listed")
     check.add_argument("--no-save", action="store_true", help="do not save the check for the gate")
     check.add_argument(

@@ -104,6 +104,8 @@ def check_judge(
                 [by_id[x.id] for x in mine],
                 alpha=suite.gate.alpha,
                 show=show,
+                interval=suite.judge.interval,
+                seed=suite.gate.seed,
             )
         )
     judge = suite.judge
@@ -129,6 +131,7 @@ def check_judge(
         judge_sha256=judge_sha or judge_sha256(root, suite),
         labels_sha256=labels_sha(labels),
         repeats=repeats,
+        interval=judge.interval,
         calls=sum(g.calls for g in graded),
         input_tokens=sum(g.input_tokens for g in graded),
         output_tokens=sum(g.output_tokens for g in graded),
@@ -183,7 +186,10 @@ def floor_for_gate(loaded: LoadedConfig, name: str, suite: Suite) -> list[str]:
         return []
     labels = suite_labels(loaded, suite)
     return floor_reasons(
-        read_report(loaded.state_dir, name), judge_sha256(loaded.root, suite), labels_sha(labels)
+        read_report(loaded.state_dir, name),
+        judge_sha256(loaded.root, suite),
+        labels_sha(labels),
+        suite.judge.interval,
     )
 
 
@@ -191,6 +197,9 @@ def cmd_judge(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = judged_suite(loaded, ctx.args.suite)
     assert suite.judge is not None
+    if getattr(ctx.args, "interval", None):
+        judge = suite.judge.model_copy(update={"interval": ctx.args.interval})
+        suite = suite.model_copy(update={"judge": judge})
     labels = suite_labels(loaded, suite)
     splits = frozenset(ctx.args.split or ("dev", "holdout"))
     if "holdout" in splits:
