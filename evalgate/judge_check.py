@@ -33,6 +33,8 @@ from evalgate.stats import flip_rate
 # A judge's score at or above this is a pass: the same rule as a run's (runs.CaseResult.passed).
 PASS_AT = 0.5
 LabelSplit = Literal["dev", "holdout"]
+# What stands for a holdout group's name in reports.
+HOLDOUT_GROUP = "(holdout group)"
 
 
 def judge_sha256(root: Path, suite: Suite) -> str:
@@ -218,11 +220,18 @@ def measure_split(
         if g.passes[0] != x.human
     ]
     listed = wrong[:show] if split == "dev" else []
+    measured = agreement(pairs, groups, alpha, interval=interval, seed=seed)
+    if split == "holdout":
+        # A holdout group named beside its agreement would tell rubric tuning which holdout
+        # replies the judge gets wrong: the holdout's groups are counted, never named.
+        ranked = sorted(measured.groups, key=lambda g: (g.agreement.rate or 0.0, g.n))
+        unnamed = [g.model_copy(update={"group": HOLDOUT_GROUP}) for g in ranked]
+        measured = measured.model_copy(update={"groups": unnamed})
     return SplitCheck(
         split=split,
         labels=len(labels),
         errored=len(labels) - len(ok),
-        agreement=agreement(pairs, groups, alpha, interval=interval, seed=seed),
+        agreement=measured,
         flips=flips,
         disagreements=listed,
         more_disagreements=len(wrong) - len(listed) if split == "dev" else 0,

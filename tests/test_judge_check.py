@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -171,6 +172,29 @@ def test_a_command_judge_with_known_agreement(
     # The holdout read is in the ledger, with its agreement only.
     (record,) = read_ledger(tmp_path / "p" / ".evalgate" / "holdout-ledger.jsonl")
     assert record.purpose == "judge check" and record.n == 10 and record.score == 0.9
+
+
+def test_the_holdouts_groups_are_counted_never_named(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    # The holdout labels' groups are hg0, hg1, hg2 (label_rows); the one holdout disagreement
+    # (a "sorry" reply people passed) is in one of them. Naming that group beside its agreement
+    # would tell rubric tuning which holdout replies the judge gets wrong.
+    config = write_project(tmp_path / "p")
+    code, out, err = cli("judge", "check", "--config", str(config), "--json")
+    assert code == 0, err
+    holdout = json.loads(out)["splits"][1]["agreement"]
+    assert [(g["n"], g["agreement"]["hits"]) for g in holdout["groups"]] == [
+        (3, 2),
+        (3, 3),
+        (4, 4),
+    ]  # 10 labels in groups of 4, 3, 3 (n % 3); sorted by agreement, then size
+    text = cli("judge", "check", "--config", str(config))[1]
+    saved = (tmp_path / "p" / ".evalgate" / "judge" / "shop.json").read_text(encoding="utf-8")
+    for shown in (out, text, saved):
+        assert not re.search(r"\bhg[0-9]", shown), "a holdout group is named"
+    assert "dg0" in text or "dg1" in text or "dg2" in text  # dev groups are named
+    assert "By group       3 groups, 1 with a disagreement\n" in text
 
 
 def test_the_default_interval_is_the_group_bootstrap_and_the_gate_wants_it(

@@ -13,7 +13,7 @@ from evalgate.cli.context import (
     git_info,
     ledger_path,
 )
-from evalgate.config import LoadedConfig, Suite
+from evalgate.config import LoadedConfig, Suite, load_config
 from evalgate.errors import UserError
 from evalgate.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
 from evalgate.judge_check import (
@@ -30,7 +30,7 @@ from evalgate.judge_check import (
     save_report,
 )
 from evalgate.judge_labels import Label, labels_sha, leak_warnings, load_labels
-from evalgate.report.render import render, render_model
+from evalgate.report.render import Format, render, render_model
 from evalgate.runs import find_run
 from evalgate.scorers.judge import JudgeScorer
 
@@ -229,9 +229,28 @@ def cmd_judge(ctx: Context) -> int:
     if not ctx.args.no_save:
         path = save_report(report, loaded.state_dir)
         ctx.err.write(f"saved the judge check to {path} (the gate reads it)\n")
-    fmt = ctx.args.format
-    if fmt == "markdown":
-        ctx.print(render("judge.md.j2", s=report, change=None, limit=ctx.args.show))
-    else:
-        ctx.print(render_model("judge", report, fmt, limit=ctx.args.show))
+    ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
     return EXIT_OK if report.floor.ok else EXIT_GATE_FAILED
+
+
+def render_judge(report: JudgeReport, fmt: Format, limit: int) -> str:
+    """The judge check as `judge check --format FMT` prints it."""
+    if fmt == "markdown":
+        return render("judge.md.j2", s=report, change=None, limit=limit)
+    return render_model("judge", report, fmt, limit=limit)
+
+
+def demo_judge(ctx: Context, example: Path) -> None:
+    """The demo's judge: the example's judged suite (judge.yml, the offline fake judge) checked
+    against its human labels, in a copy of the example (``example``)."""
+    loaded = load_config(example / "judge.yml")
+    name, suite = judged_suite(loaded, None)
+    assert suite.judge is not None
+    labels = suite_labels(loaded, suite)
+    ctx.print(
+        f"\nThe judged suite of {example.name}/judge.yml: the offline fake judge against "
+        f"{len(labels)} human labels\n"
+    )
+    both = frozenset({"dev", "holdout"})
+    report, _ = check_judge(ctx, loaded, name, suite, labels, splits=both, show=ctx.args.show)
+    ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
