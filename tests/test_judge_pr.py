@@ -99,6 +99,9 @@ def test_a_rubric_change_that_keeps_agreement_does_not_fail_for_the_judge(
     assert code == 0, log
     assert "**No drop in agreement**" in body
     assert "lost 0, gained 0" in body
+    # The confusion matrix of each split (the README's judge check: holdout 19, 1, 0, 12).
+    assert "| both pass / judge only / people only / both fail |" in body
+    assert "| 19 / 1 / 0 / 12 |" in body
     assert "the judge change lowers" not in body and "may lower" not in body
 
 
