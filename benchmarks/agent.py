@@ -68,8 +68,8 @@ def main() -> int:
 
     from evalgate.backends.anthropic import AnthropicBackend
     from evalgate.backends.base import BackendContext
-    from evalgate.config import load_config
-    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+    from evalgate.config.load import load_config
+    from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 
     ours, theirs = multiprocessing.Pipe()
     server = multiprocessing.Process(target=serve, args=(theirs, latency), daemon=True)

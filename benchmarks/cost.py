@@ -15,12 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from evalgate.analysis.pricing import Usage, cost
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext
 from evalgate.backends.fake import load_rules
-from evalgate.config import load_config
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.pricing import Usage, cost
+from evalgate.config.load import load_config
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -45,11 +45,12 @@ from typing import Any
 import numpy as np
 import yaml
 
+from evalgate.analysis.stats import sign_test_worse, wilson_interval
 from evalgate.backends.base import BackendContext
-from evalgate.config import GatePolicy, LoadedConfig, load_config
-from evalgate.gate import SequentialMonitor, Verdict, decide, decide_pull_request
-from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.stats import sign_test_worse, wilson_interval
+from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import SequentialMonitor, Verdict, decide, decide_pull_request
+from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 N_CASES = 300
 FLIP_RATE = 0.10
@@ -237,7 +238,7 @@ def stand_in(
     iterations: int, cases: Sequence[SimCase], phi: float, seed: int, policy: GatePolicy
 ) -> tuple[Tally, Tally, dict[str, Any]]:
     from evalgate.backends.anthropic import AnthropicBackend
-    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+    from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 
     aa, pr = Tally(), Tally()
     context = multiprocessing.get_context("spawn")

@@ -6,11 +6,11 @@
 A simulated judge grades labelled replies: each reply is a human pass with probability
 ``prevalence``; the judge passes a human pass with probability Se and a human fail with
 probability 1 - Sp. For each setting, many label sets of n items are drawn and
-evalgate.calibration computes kappa's 95% interval (analytic, Fleiss-Cohen-Everitt; and the
-seeded bootstrap, percentile and BCa, over the items) and the Rogan-Gladen corrected pass rate
-of a 300-case run with its delta-method interval. The grouped rows draw labels in groups of
-three phrasings of one reply, which share the human verdict and the judge's: the analytic
-interval and an item bootstrap treat them as independent, the group bootstrap does not.
+evalgate.analysis.calibration computes kappa's 95% interval (analytic, Fleiss-Cohen-Everitt;
+and the seeded bootstrap, percentile and BCa, over the items) and the Rogan-Gladen corrected
+pass rate of a 300-case run with its delta-method interval. The grouped rows draw labels in
+groups of three phrasings of one reply, which share the human verdict and the judge's: the
+analytic interval and an item bootstrap treat them as independent, the group bootstrap does not.
 
 The truth: the population kappa of the judge (from the cell probabilities) and the run's true
 pass rate. Columns: the share of intervals that cover the truth (95% is the target), and for
@@ -24,7 +24,7 @@ import argparse
 
 import numpy as np
 
-from evalgate.calibration import Table, bootstrap_kappa, cohen_kappa, rogan_gladen
+from evalgate.analysis.calibration import Table, bootstrap_kappa, cohen_kappa, rogan_gladen
 
 SETTINGS = [
     # (n labels, prevalence of human pass, Se, Sp)

@@ -23,7 +23,7 @@ CATEGORIES = ["booking", "status", "quote", "parts", "complaint", "other"]
 
 
 def make_run(path: Path, n: int, repeats: int, seed: int, flip: float) -> None:
-    from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+    from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
     rng = random.Random(seed)
     cases = []
@@ -84,13 +84,13 @@ MEASURE = r"""
 import resource, sys, time
 from pathlib import Path
 start = time.perf_counter()
-from evalgate.config import GatePolicy
+from evalgate.config.models import GatePolicy
 import scipy.stats  # imported lazily by evalgate; counted with the imports here
-from evalgate.gate import decide
-from evalgate.report.comment import CommentContext, render_comment, render_summary
+from evalgate.gate.decide import decide
+from evalgate.report.comment import CommentContext, render_comment, render_job_summary
 from evalgate.report.render import render_model
-from evalgate.runs import read_run
-from evalgate.summary import summarise
+from evalgate.runs.schema import read_run
+from evalgate.analysis.summary import summarise
 imported = time.perf_counter()
 base, cand = read_run(Path(sys.argv[1])), read_run(Path(sys.argv[2]))
 loaded = time.perf_counter()
@@ -98,7 +98,7 @@ verdict = decide(base, cand, GatePolicy())
 summary = summarise(cand)
 decided = time.perf_counter()
 ctx = CommentContext(suite="bench", verdict=verdict, candidate=summary)
-comment, job_summary = render_comment(ctx), render_summary(ctx)
+comment, job_summary = render_comment(ctx), render_job_summary(ctx)
 text = render_model("gate", verdict, "text", limit=20)
 done = time.perf_counter()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

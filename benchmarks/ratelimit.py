@@ -93,8 +93,8 @@ def run_once(config: Path, url: str, adaptive: bool, concurrency: int) -> tuple[
     """(errors, attempts, wall seconds) of one run of the suite."""
     from evalgate.backends.anthropic import AnthropicBackend
     from evalgate.backends.base import BackendContext
-    from evalgate.config import load_config
-    from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+    from evalgate.config.load import load_config
+    from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 
     loaded = load_config(config)
     name, suite = loaded.suite(None)

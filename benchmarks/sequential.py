@@ -17,9 +17,9 @@ import argparse
 
 import numpy as np
 
-from evalgate.config import GatePolicy
-from evalgate.gate import sequential_threshold
-from evalgate.stats import sequential_e_value, sign_test_worse, wilson_interval
+from evalgate.analysis.stats import sequential_e_value, sign_test_worse, wilson_interval
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import sequential_threshold
 
 SHARE = 0.9  # the paired test's share of alpha beside the format-validity route
 

@@ -257,13 +257,13 @@ def run_benchmark(
 ) -> tuple[Result, str]:
     import anthropic
 
+    from evalgate.analysis.summary import summarise
     from evalgate.backends.anthropic import AnthropicBackend
     from evalgate.backends.base import BackendContext
-    from evalgate.config import load_config
-    from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+    from evalgate.config.load import load_config
     from evalgate.report.render import render_model
-    from evalgate.runs import save_run
-    from evalgate.summary import summarise
+    from evalgate.running.suite import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+    from evalgate.runs.schema import save_run
 
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()

@@ -1,6 +1,6 @@
 """The service both entry points call: run one prompt version of a suite, run a release.
 
-The CLI (``evalgate.cli``) and the action (``evalgate.action``) each build a :class:`World`
+The CLI (``evalgate.cli``) and the action (``evalgate.action.main``) each build a :class:`World`
 (the environment and the streams, read once at their root) and frozen :class:`RunOptions`, and
 call :func:`run_version` or :func:`release_version`. Nothing here reads argv or ``os.environ``;
 the backend, the cache and the batch runner are built here, from the world and the config.
@@ -14,14 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
+from evalgate.analysis.release import (
+    ReleaseRecord,
+    ReleaseReport,
+    make_record,
+    release_report,
+    usable_history,
+)
 from evalgate.backends.base import Backend, BackendContext, backend_class
-from evalgate.backends.batch import BatchRunner
-from evalgate.cache import ResponseCache
-from evalgate.cases import SPLITS, CaseSet
-from evalgate.config import LoadedConfig, ModelSettings, Suite
-from evalgate.errors import UserError
-from evalgate.gate import SequentialMonitor
-from evalgate.holdout import (
+from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
     SecretKey,
@@ -35,7 +36,16 @@ from evalgate.holdout import (
     sealed_digests,
     unrecorded_changes,
 )
-from evalgate.pipeline import (
+from evalgate.cases.read import SPLITS, CaseSet
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import ModelSettings, Suite
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
+from evalgate.errors import UserError
+from evalgate.gate.decide import SequentialMonitor
+from evalgate.running.batch import BatchExecutor
+from evalgate.running.cache import ResponseCache
+from evalgate.running.progress import ProgressPrinter
+from evalgate.running.suite import (
     DEFAULT_SPLITS,
     Prompt,
     RunSpec,
@@ -44,17 +54,7 @@ from evalgate.pipeline import (
     load_suite_cases,
     run_suite,
 )
-from evalgate.progress import ProgressPrinter
-from evalgate.release import (
-    ReleaseRecord,
-    ReleaseReport,
-    make_record,
-    release_report,
-    usable_history,
-)
-from evalgate.runs import Run
-
-HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
+from evalgate.runs.schema import Run
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def run_version(
     cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
     batch = None
     if options.batch or getattr(backend, "batch_by_default", False):
-        batch = BatchRunner.for_backend(
+        batch = BatchExecutor.for_backend(
             backend,
             loaded.state_dir / "batches",
             concurrency=spec.concurrency or suite.concurrency,

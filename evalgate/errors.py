@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from evalgate import install_line
 from evalgate.redact import redact
 
@@ -125,6 +127,15 @@ def describe_validation(error: Any, *, tag_noun: str = "kind") -> str:
     elif msg[:1].isupper() and not msg[1:2].isupper():
         msg = msg[0].lower() + msg[1:]
     return msg + shown
+
+
+def from_validation(exc: ValidationError, *, tag_noun: str = "kind") -> str:
+    """A pydantic ValidationError as one line: the first error's key path, then what is wrong
+    with it in the house's words (``describe_validation``)."""
+    error = exc.errors()[0]
+    loc = ".".join(str(p) for p in error["loc"])
+    what = describe_validation(error, tag_noun=tag_noun)
+    return f"{loc}: {what}" if loc else what
 
 
 def _parent(loc: tuple[Any, ...]) -> tuple[Any, ...]:

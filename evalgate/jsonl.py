@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evalgate.errors import UserError
+from evalgate.errors import UserError, from_validation
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -24,6 +24,6 @@ def parse_lines(
             records.append((number, model.model_validate_json(line)))
         except ValidationError as exc:
             raise UserError(
-                f"{what}: {exc.errors()[0]['msg']}", where=f"{where}:{number}", fix=fix
+                f"{what}: {from_validation(exc)}", where=f"{where}:{number}", fix=fix
             ) from None
     return records

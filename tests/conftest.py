@@ -23,9 +23,10 @@ import yaml
 from evalgate.backends.base import BackendContext
 from evalgate.backends.fake import FakeBackend, load_rules
 from evalgate.cli import main
-from evalgate.config import LoadedConfig, ModelSettings, load_config
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.models import ModelSettings
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from tests.support.messages_server import Knobs, MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,13 +22,15 @@ import pytest
 import yaml
 from conftest import EXAMPLE, copy_example
 
-from evalgate.action import Inputs, action, detect_mode
+from evalgate.action.inputs import Inputs
+from evalgate.action.main import action
+from evalgate.action.modes import detect_mode
 from evalgate.backends.fake import load_rules
-from evalgate.cases import load_cases
-from evalgate.config import load_config
+from evalgate.cases.read import load_cases
+from evalgate.cases.split import assign_all
+from evalgate.config.load import load_config
 from evalgate.errors import UserError
-from evalgate.runs import Run, read_run
-from evalgate.split import assign_all
+from evalgate.runs.schema import Run, read_run
 from tests.support.github_server import Artifact, GitHubServer, WorkflowRun
 from tests.support.messages_server import MessagesServer
 

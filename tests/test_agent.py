@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 
-from evalgate.agent import UNAVAILABLE, run_agent
+from evalgate.backends.agent import UNAVAILABLE, run_agent
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.fake import FakeBackend
-from evalgate.cases import Case, check_agent_case, parse_case
-from evalgate.config import Fields, ModelSettings, Tool, load_config, parse_config
+from evalgate.cases.read import Case, check_agent_case, parse_case
+from evalgate.config.load import load_config, parse_config
+from evalgate.config.models import Fields, ModelSettings, Tool
 from evalgate.errors import BackendError, CaseFileError, ConfigError
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.trajectory import AgentSpec, ToolSpec, calls_of, show_calls
 
 SUPPORT = EXAMPLES / "support-agent"
@@ -141,7 +142,7 @@ def test_a_call_to_a_tool_the_suite_does_not_offer_is_recorded_as_unknown() -> N
         sent = 0
 
         def send(self) -> Any:
-            from evalgate.agent import Turn
+            from evalgate.backends.agent import Turn
             from evalgate.trajectory import ToolCall
 
             self.sent += 1
@@ -397,7 +398,7 @@ def test_the_two_prompt_versions_break_different_things() -> None:
 
 
 def test_the_bundled_support_agent_is_this_example() -> None:
-    from evalgate.cli.bench import bundled_example
+    from evalgate.cli.demo import bundled_example
 
     bundled = bundled_example("support-agent")
     files = ["evalgate.yml", "cases.jsonl", "fake-rules.yml"] + [

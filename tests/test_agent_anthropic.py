@@ -18,9 +18,9 @@ from conftest import EXAMPLES, CliResult
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext
 from evalgate.backends.fake import FakeBackend, load_rules
-from evalgate.config import load_config
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.runs import Run
+from evalgate.config.load import load_config
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import Run
 from evalgate.trajectory import show_calls
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -294,8 +294,8 @@ def test_the_gate_on_a_noisy_agent_reads_its_noise_floor(
     """The gate's statistics on agents as on labels: with trajectories flipping at 10%, the
     baseline's noise floor is measured, the PR that drops lookups fails, and the same prompt
     is not found worse beyond what chance allows."""
-    from evalgate.config import GatePolicy
-    from evalgate.gate import decide
+    from evalgate.config.models import GatePolicy
+    from evalgate.gate.decide import decide
 
     env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": asrv.url}
     config = support(tmp_path / "api", "anthropic")

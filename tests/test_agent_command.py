@@ -16,7 +16,7 @@ from conftest import EXAMPLES, CliResult
 
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.command import CommandBackend
-from evalgate.config import ModelSettings
+from evalgate.config.models import ModelSettings
 from evalgate.trajectory import AgentSpec, ToolSpec, show_calls
 
 # An order-support "application": it reads the case, decides which tools to call (a second

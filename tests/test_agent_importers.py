@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
+from evalgate.cases.importers import convert
 from evalgate.cli import main
-from evalgate.config import load_config
-from evalgate.importers import convert
-from evalgate.pipeline import load_suite_cases
+from evalgate.config.load import load_config
+from evalgate.running.suite import load_suite_cases
 
 # The items of the article's agent dataset, as Langfuse exports them.
 ITEMS = [

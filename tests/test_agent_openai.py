@@ -15,9 +15,9 @@ from conftest import EXAMPLES
 from evalgate.backends.base import BackendContext
 from evalgate.backends.fake import FakeBackend, load_rules
 from evalgate.backends.openai import OpenAIBackend
-from evalgate.config import load_config
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.runs import Run
+from evalgate.config.load import load_config
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import Run
 from evalgate.trajectory import show_calls
 from tests.support.openai_server import OpenAIServer
 

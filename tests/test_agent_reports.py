@@ -10,14 +10,14 @@ import pytest
 from test_agent import support_run
 from test_html_report import HOSTILE, SCRIPT_TAG, parse
 
-from evalgate.compare import compare_runs
-from evalgate.config import GatePolicy
-from evalgate.gate import decide
+from evalgate.analysis.compare import compare_runs
+from evalgate.analysis.summary import summarise
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import decide
 from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
 from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import render_model
-from evalgate.runs import Run
-from evalgate.summary import summarise
+from evalgate.runs.schema import Run
 from evalgate.trajectory import CallRecord, Step
 
 BROKEN = "sa-007"  # a refund: v1 looks the order up first, v2 does not

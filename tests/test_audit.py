@@ -19,13 +19,13 @@ from statistics import NormalDist, stdev
 import pytest
 from conftest import EXAMPLE
 
-from evalgate.audit import CANNOT_SEE, audit, selection_inflation
+from evalgate.analysis.audit import CANNOT_SEE, audit, selection_inflation
+from evalgate.analysis.stats import standard_error
+from evalgate.cases.holdout import read_ledger
 from evalgate.cli import main
-from evalgate.config import load_config
-from evalgate.holdout import read_ledger
-from evalgate.pipeline import load_suite_cases
-from evalgate.runs import CaseResult, Run
-from evalgate.stats import standard_error
+from evalgate.config.load import load_config
+from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import CaseResult, Run
 
 SE_200 = 0.33 / math.sqrt(200)
 

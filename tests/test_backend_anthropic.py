@@ -14,16 +14,17 @@ import pytest
 from conftest import shop_suite, spec_of
 
 from evalgate import cli
+from evalgate.analysis.pricing import Usage, cost, price_for, uncached_cost
+from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.fake import FakeRules, load_rules, rough_tokens
-from evalgate.config import LoadedConfig, ModelSettings
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.pipeline import load_prompt, run_suite
-from evalgate.pricing import Usage, cost, price_for, uncached_cost
 from evalgate.report.render import render_model
-from evalgate.runs import CaseResult, Run, save_run
-from evalgate.summary import summarise
+from evalgate.running.suite import load_prompt, run_suite
+from evalgate.runs.schema import CaseResult, Run, save_run
 from tests.support.messages_server import MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ import pytest
 
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.command import STDERR_TAIL, CommandBackend
-from evalgate.config import LabelScorer, ModelSettings
+from evalgate.config.models import LabelScorer, ModelSettings
 from evalgate.errors import BackendError
-from evalgate.runner import Job, execute
+from evalgate.running.execute import Job, execute
 from evalgate.scorers.base import build_scorer
 
 # The application under test. MODE (from the backend's options.env) says how it behaves.

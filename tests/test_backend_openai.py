@@ -11,7 +11,7 @@ import pytest
 from evalgate.backends.base import BackendContext, Message, Request, backend_class
 from evalgate.backends.fake import FakeRule, FakeRules
 from evalgate.backends.openai import OpenAIBackend
-from evalgate.config import ModelSettings
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
 from tests.support.openai_server import OpenAIServer
 

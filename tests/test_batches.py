@@ -14,16 +14,18 @@ import pytest
 from conftest import shop_suite
 
 from evalgate import cli
+from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.backends.batch import BatchRunner, BatchState, BatchStatus, custom_id, run_key
-from evalgate.config import LoadedConfig, ModelSettings
+from evalgate.backends.batch import BatchStatus
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import ModelSettings
 from evalgate.errors import UserError
-from evalgate.pipeline import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
-from evalgate.runner import Job, Progress
-from evalgate.runs import Run, find_run
+from evalgate.running.batch import BatchExecutor, BatchState, custom_id, run_key
+from evalgate.running.execute import Job, Progress
+from evalgate.running.suite import RunSpec, build_jobs, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import Run, find_run
 from evalgate.scorers.base import Score
-from evalgate.summary import summarise
 from tests.support.messages_server import MessagesServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,11 +77,11 @@ def batch_runner(
     loaded: LoadedConfig,
     sleep: Callable[[float], None] = time.sleep,
     messages: list[str] | None = None,
-) -> BatchRunner:
+) -> BatchExecutor:
     """A runner polling every 0.02 s, its status lines appended to ``messages``."""
     out = messages if messages is not None else []
     folder = loaded.state_dir / "batches"
-    return BatchRunner(backend, folder, poll_s=0.02, sleep=sleep, on_status=out.append)
+    return BatchExecutor(backend, folder, poll_s=0.02, sleep=sleep, on_status=out.append)
 
 
 def answers(run: Run) -> list[tuple[str, list[str | None], list[float | None]]]:
@@ -262,7 +264,7 @@ class LossyBatches:
 
 def test_a_request_without_a_result_is_an_error_never_dropped(tmp_path: Path) -> None:
     said: list[str] = []
-    runner = BatchRunner(LossyBatches(), tmp_path, on_status=said.append)
+    runner = BatchExecutor(LossyBatches(), tmp_path, on_status=said.append)
     jobs = [
         Job(i, 0, f"c{i}", None, Request(system="s", messages=(), model=f"m{i}")) for i in range(3)
     ]

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from conftest import shop_suite
 
+from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Reply, Request
-from evalgate.cache import ResponseCache
-from evalgate.config import LoadedConfig, load_config
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.config.load import LoadedConfig, load_config
 from evalgate.report.render import render_model
-from evalgate.summary import summarise
+from evalgate.running.cache import ResponseCache
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 from tests.support.messages_server import MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"

@@ -1,4 +1,4 @@
-"""Known answers of evalgate.calibration, from 2x2 tables worked by hand.
+"""Known answers of evalgate.analysis.calibration, from 2x2 tables worked by hand.
 
 Tables are written (a, b, c, d): a both pass, b judge pass / human fail, c judge fail / human
 pass, d both fail. Every number below is worked out in the comment beside it, independently of
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.calibration import (
+from evalgate.analysis.calibration import (
     Table,
     agreement,
     agreement_change,

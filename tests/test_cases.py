@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalgate.cases import Case, hash_cases, load_case_file, load_cases, record_hash
-from evalgate.config import Fields
+from evalgate.cases.read import Case, hash_cases, load_case_file, load_cases, record_hash
+from evalgate.config.models import Fields
 from evalgate.errors import CaseFileError
 
 # The bike-shop mapping: the message is the input, the category is the expected answer.
@@ -416,7 +416,7 @@ LFS_POINTER = (
 
 @pytest.mark.parametrize("name", ["cases.jsonl", "cases.yaml"])
 def test_a_git_lfs_pointer_says_to_pull_the_file(tmp_path: Path, name: str) -> None:
-    from evalgate.cases import read_case_bytes
+    from evalgate.cases.read import read_case_bytes
 
     path = tmp_path / name
     path.write_text(LFS_POINTER)

@@ -22,7 +22,7 @@ import pytest
 from conftest import copy_example, triage_workspace
 
 from evalgate.cli import build_parser, main
-from evalgate.runs import runs_dir
+from evalgate.runs.schema import runs_dir
 
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # CI would switch the cache on
 

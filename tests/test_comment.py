@@ -17,10 +17,11 @@ import pytest
 from conftest import CREATED, GOLDEN
 from pydantic import ValidationError
 
-from evalgate.config import GatePolicy
-from evalgate.gate import decide, decide_pull_request
+from evalgate.analysis.summary import summarise
+from evalgate.config.models import GatePolicy
+from evalgate.defaults import COMMENT_LIMIT
+from evalgate.gate.decide import decide, decide_pull_request
 from evalgate.report.comment import (
-    COMMENT_LIMIT,
     BaselineProvenance,
     CommentContext,
     CommentFlags,
@@ -29,10 +30,9 @@ from evalgate.report.comment import (
     _Part,
     marker,
     render_comment,
-    render_summary,
+    render_job_summary,
 )
-from evalgate.runs import CaseResult, Run
-from evalgate.summary import summarise
+from evalgate.runs.schema import CaseResult, Run
 
 SUITE = "bike-shop"
 VERSION = "0.1.0"  # fixed, so a version bump does not rewrite every golden file
@@ -571,7 +571,7 @@ def test_shedding_takes_the_largest_section_first(make_case: MakeCase, make_run:
 
 
 def test_job_summary_has_no_marker_and_fits_bytes(contexts: dict[str, CommentContext]) -> None:
-    summary = render_summary(contexts["huge"], max_bytes=200_000)
+    summary = render_job_summary(contexts["huge"], max_bytes=200_000)
     assert "<!--" not in summary
     assert summary.startswith("> [!CAUTION]\n")
     assert len(summary.encode()) <= 200_000

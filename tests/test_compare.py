@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from conftest import sha
 
-from evalgate.compare import compare_runs, read_sign_test
-from evalgate.runs import CaseResult, Run
+from evalgate.analysis.compare import compare_runs, read_sign_test
+from evalgate.runs.schema import CaseResult, Run
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]

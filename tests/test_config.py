@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE
 
-from evalgate.config import (
-    Config,
-    ExactScorer,
-    LabelScorer,
-    load_config,
-    parse_config,
-)
+from evalgate.config.load import load_config, parse_config
+from evalgate.config.models import Config, ExactScorer, LabelScorer
 from evalgate.errors import ConfigError
 
 # Line numbers in the tests below count lines of this text (line 1 is "version: 1").

@@ -47,7 +47,7 @@ import yaml
 import evalgate
 from evalgate.backends.fake import load_rules
 from evalgate.report.comment import marker
-from evalgate.runs import read_run
+from evalgate.runs.schema import read_run
 from tests.support.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -644,7 +644,7 @@ class Scenario:
     def fork_run(self, which: str, extra: dict[str, str]) -> ActRun:
         """The base repository's workflow_run job for the fork's pull request, whose collect
         run uploaded the harmless prompt edit (and ``extra`` files) as data."""
-        from evalgate.fork import MANIFEST, ForkData
+        from evalgate.action.fork import MANIFEST, ForkData
 
         def seed() -> str:
             self.gh.add_repo(FORK_REPO, fork_of=REPO)
@@ -705,8 +705,8 @@ class Scenario:
 
     def holdout_messages(self) -> list[str]:
         """The messages of the suite's holdout cases, as the default branch splits them."""
-        from evalgate.config import load_config
-        from evalgate.pipeline import load_suite_cases
+        from evalgate.config.load import load_config
+        from evalgate.running.suite import load_suite_cases
 
         loaded = load_config(EXAMPLE / "evalgate.yml")
         _, suite = loaded.suite(SUITE)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalgate.config import Config, Suite
-from evalgate.docgen import reference
+from evalgate.config.docgen import reference
+from evalgate.config.models import Config, Suite
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def test_the_committed_reference_matches_the_models() -> None:
     assert DOC.read_text(encoding="utf-8") == reference(), (
-        "docs/configuration.md is stale: run `python -m evalgate.docgen > docs/configuration.md`"
+        "docs/configuration.md is stale: run `python -m evalgate.config.docgen > docs/configuration.md`"
     )
 
 

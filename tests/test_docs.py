@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.action import Inputs
+from evalgate.action.inputs import Inputs
 from evalgate.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
-ACTION_SOURCE = (ROOT / "evalgate" / "action.py").read_text(encoding="utf-8")
+ACTION_SOURCE = "\n".join(
+    path.read_text(encoding="utf-8") for path in sorted((ROOT / "evalgate" / "action").glob("*.py"))
+)
 EMPTY = {"", "-", "—", "none", "(none)", '""', "''"}
 
 

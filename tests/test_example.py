@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import EXAMPLE
 
-from evalgate.cli.bench import bundled_example
-from evalgate.runs import Run
+from evalgate.cli.demo import bundled_example
+from evalgate.runs.schema import Run
 
 CATEGORIES = ["booking", "status", "quote", "parts", "complaint", "other"]
 

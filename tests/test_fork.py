@@ -37,7 +37,7 @@ from test_action import (
     use_anthropic,
 )
 
-from evalgate.fork import MANIFEST, ForkData
+from evalgate.action.fork import MANIFEST, ForkData
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 

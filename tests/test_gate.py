@@ -1,4 +1,4 @@
-"""The gate's decision (evalgate/gate.py): known answers for every rule, properties, and the
+"""The gate's decision (evalgate/gate/decide.py): known answers for every rule, properties, and the
 `evalgate gate` command end to end.
 
 Runs are built from compact specs: a case is an id and its per-repeat scores as a string
@@ -32,11 +32,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
+from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
-from evalgate.config import GatePolicy
-from evalgate.gate import Verdict, decide
-from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.stats import cases_for_mde, minimum_detectable_effect
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import Verdict, decide
+from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile
 CREATED = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -976,7 +976,7 @@ def test_cli_gate_markdown_is_the_job_summary(
 
 
 def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
-    from evalgate.gate import overrule
+    from evalgate.gate.decide import overrule
 
     base, cand = sign_pair(broken=0, fixed=0, same=10)
     passed = decide(base, cand, policy())

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from test_gate import case, policy, sign_pair
 
-from evalgate.gate import decide, decide_pull_request
-from evalgate.runs import Run
+from evalgate.gate.decide import decide, decide_pull_request
+from evalgate.runs.schema import Run
 
 CliResult = tuple[int, str, str]
 

@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from evalgate.config import GatePolicy
-from evalgate.gate import decide
-from evalgate.runs import CaseResult, ModelInfo, Outcome, PromptInfo, Run
-from evalgate.stats import minimum_detectable_effect
+from evalgate.analysis.stats import minimum_detectable_effect
+from evalgate.config.models import GatePolicy
+from evalgate.gate.decide import decide
+from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 N = 300
 F = 0.10

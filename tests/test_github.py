@@ -1,4 +1,4 @@
-"""evalgate.github driven through real PyGithub and requests against the loopback GitHub stand-in."""
+"""evalgate.publish.github driven through real PyGithub and requests against the loopback GitHub stand-in."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from github import Github
 from github.Repository import Repository
 
 from evalgate.errors import RunFileError
-from evalgate.github import (
+from evalgate.publish.github import (
     CHECK_SUMMARY_MAX,
     COMMENT_MAX,
     ArtifactExpiredError,
@@ -36,7 +36,7 @@ from evalgate.github import (
     upsert_comment,
     write_data_file,
 )
-from evalgate.runs import Run
+from evalgate.runs.schema import Run
 from tests.support.github_server import (
     BOT_LOGIN,
     Artifact,

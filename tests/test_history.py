@@ -26,8 +26,8 @@ from test_action import (
     upload,
 )
 
-from evalgate.history import appended, drift, pool, read_history, record_of
-from evalgate.runs import CaseResult, Run
+from evalgate.runs.history import appended, drift, pool, read_history, record_of
+from evalgate.runs.schema import CaseResult, Run
 from tests.support.github_server import GitHubServer
 
 __all__ = ["gh"]  # a fixture, imported to be used here

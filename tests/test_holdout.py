@@ -1,4 +1,4 @@
-"""The holdout's discipline (evalgate/holdout.py, `evalgate holdout ...`): the sealed store,
+"""The holdout's discipline (evalgate/cases/holdout.py, `evalgate holdout ...`): the sealed store,
 redaction of holdout results, and the read ledger."""
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import yaml
 from conftest import CliResult
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from evalgate.config import load_config
-from evalgate.errors import UserError
-from evalgate.holdout import (
+from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
     append_ledger,
@@ -32,8 +30,10 @@ from evalgate.holdout import (
     seal,
     unseal,
 )
-from evalgate.pipeline import load_suite_cases
-from evalgate.runs import CaseResult
+from evalgate.config.load import load_config
+from evalgate.errors import UserError
+from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import CaseResult
 
 KEY = "EVALGATE_HOLDOUT_KEY"
 

@@ -29,22 +29,23 @@ import yaml
 from conftest import CliResult, copy_example
 from test_action import edit_config, make_workspace, pr_event, run_action
 
-from evalgate.action import Inputs, Runner
+from evalgate.action.inputs import Inputs
+from evalgate.action.job import ActionJob
+from evalgate.analysis.compare import compare_runs
+from evalgate.analysis.summary import summarise
 from evalgate.backends.base import Reply
-from evalgate.compare import compare_runs
-from evalgate.config import GatePolicy
+from evalgate.cases.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.config.models import GatePolicy
 from evalgate.errors import UserError
-from evalgate.gate import decide
-from evalgate.github import connect, find_baseline, get_repository
-from evalgate.holdout import keygen, load_public_key, load_secret_key, seal, unseal
+from evalgate.gate.decide import decide
 from evalgate.limits import LABEL, MATRIX_COLUMNS, PAGE_VALUE, REPLY, VALUE, clip, excerpt
+from evalgate.publish.github import connect, find_baseline, get_repository
 from evalgate.redact import REDACTED, hold, redact
 from evalgate.report.comment import CommentContext, render_comment
 from evalgate.report.escape import escape
 from evalgate.report.html import render_compare_html, render_run_html
 from evalgate.report.render import HTML_ENV, code, md, render_model
-from evalgate.runs import Outcome, read_run, save_run
-from evalgate.summary import summarise
+from evalgate.runs.schema import Outcome, read_run, save_run
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
@@ -522,7 +523,7 @@ def test_a_suite_name_cannot_write_workflow_commands(tmp_path: Path) -> None:
 
 def test_untrusted_text_in_log_lines_and_annotations_stays_on_its_line() -> None:
     out = io.StringIO()
-    runner = Runner(env={}, inputs=Inputs(), out=out, err=io.StringIO(), event={})
+    runner = ActionJob(env={}, inputs=Inputs(), out=out, err=io.StringIO(), event={})
     runner.log(f"suite {FORGED}: PASS")
     runner.annotate("warning", f"category {FORGED}")
     lines = out.getvalue().splitlines()
@@ -738,7 +739,7 @@ def test_the_action_names_its_own_workflow_for_the_baseline_search(
     ref: str, path: str | None
 ) -> None:
     env = {"GITHUB_WORKFLOW_REF": ref, "GITHUB_REPOSITORY": GH_REPO}
-    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    runner = ActionJob(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
     assert runner.workflow_path == path
 
 
@@ -780,7 +781,7 @@ def test_a_github_error_that_echoes_the_token_is_redacted(
 def test_an_output_with_a_line_break_cannot_set_another_output(tmp_path: Path) -> None:
     out_file = tmp_path / "output"
     env = {"GITHUB_OUTPUT": str(out_file)}
-    runner = Runner(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    runner = ActionJob(env=env, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
     runner.outputs.set("run_file", "runs/x.json\nverdict=pass")
     runner.outputs.set("verdict", "fail")
     runner.flush()

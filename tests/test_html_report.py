@@ -35,13 +35,13 @@ from typing import Any
 import pytest
 from conftest import CREATED, REGEN_GOLDEN, ROOT, copy_example
 
+from evalgate.analysis.compare import Comparison, compare_runs
+from evalgate.analysis.summary import Confusion, summarise
+from evalgate.cases.holdout import HoldoutKey, redact
 from evalgate.cli import main
-from evalgate.compare import Comparison, compare_runs
-from evalgate.holdout import HoldoutKey, redact
 from evalgate.report.html import COMPARE_KINDS, heat_map, render_compare_html, render_run_html
 from evalgate.report.render import pvalue
-from evalgate.runs import CaseResult, Run, find_run
-from evalgate.summary import Confusion, summarise
+from evalgate.runs.schema import CaseResult, Run, find_run
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.cases import Case
+from evalgate.cases.importers import Conversion, convert, referenced_files
+from evalgate.cases.importers.promptfoo import FIXES, MAPPED, parse_assertion
+from evalgate.cases.read import Case
 from evalgate.cli import main
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import CaseFileError
-from evalgate.importers import Conversion, convert, referenced_files
-from evalgate.importers.promptfoo import FIXES, MAPPED, parse_assertion
-from evalgate.pipeline import load_suite_cases
+from evalgate.running.suite import load_suite_cases
 
 DATA = Path(__file__).resolve().parent / "data" / "import"
 ROOT = Path(__file__).resolve().parents[1]
@@ -636,7 +636,7 @@ def test_inspect_choices_with_letter_targets_are_scored_by_the_exact_letter(
 
 
 def test_an_exact_letter_does_not_match_a_reply_that_merely_contains_it(tmp_path: Path) -> None:
-    from evalgate.config import ExactScorer
+    from evalgate.config.models import ExactScorer
     from evalgate.scorers.base import build_scorer
 
     scorer = build_scorer(ExactScorer(kind="exact"), tmp_path)

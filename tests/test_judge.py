@@ -15,17 +15,17 @@ from typing import Any, ClassVar
 import pytest
 from conftest import shop_suite
 
+from evalgate.analysis.summary import summarise
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.fake import FakeBackend
-from evalgate.config import JudgeScorer as JudgeConfig
-from evalgate.config import LoadedConfig
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import JudgeScorer as JudgeConfig
 from evalgate.errors import ConfigError
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.report.render import render_model
-from evalgate.runs import Run
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import Run
 from evalgate.scorers.base import ScoringError, build_scorer
 from evalgate.scorers.judge import SYSTEM, read_judgement
-from evalgate.summary import summarise
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
 RUBRIC = "The reply names the category a shop assistant would route the message to."

@@ -23,17 +23,17 @@ import pytest
 import yaml
 from conftest import CliResult, copy_example
 
+from evalgate.analysis.calibration import bootstrap_kappa
 from evalgate.backends.base import Reply, Request
 from evalgate.backends.fake import FakeJudgeRules, fake_judgement, load_options
-from evalgate.calibration import bootstrap_kappa
-from evalgate.config import JudgeScorer as JudgeConfig
-from evalgate.config import load_config
+from evalgate.cases.holdout import read_ledger
+from evalgate.cases.judge_labels import load_labels, split_policy
+from evalgate.cases.split import hashed_side
+from evalgate.config.load import load_config
+from evalgate.config.models import JudgeScorer as JudgeConfig
 from evalgate.errors import BackendError, CaseFileError, ConfigError
-from evalgate.holdout import read_ledger
-from evalgate.judge_check import floor_reasons, read_report
-from evalgate.judge_labels import load_labels, split_policy
+from evalgate.running.judge_check import floor_reasons, read_report
 from evalgate.scorers.judge import JudgeScorer
-from evalgate.split import hashed_side
 
 Z975 = 1.959963984540054
 RULE = {"label": "x", "phrases": ["x"]}

@@ -30,7 +30,7 @@ from test_action import (
 )
 from test_judge_check import write_project
 
-from evalgate.holdout import LedgerRecord
+from evalgate.cases.holdout import LedgerRecord
 from tests.support.github_server import GitHubServer
 
 __all__ = ["gh"]  # the stand-in fixture, shared with the action's tests
@@ -82,8 +82,8 @@ def test_a_rubric_change_that_lowers_agreement_fails_the_pull_request(
 
 def holdout_ids() -> list[str]:
     """The holdout labels' ids, read as the config splits them (for the leak check above)."""
-    from evalgate.config import load_config
-    from evalgate.judge_labels import load_labels
+    from evalgate.cases.judge_labels import load_labels
+    from evalgate.config.load import load_config
 
     loaded = load_config(EXAMPLE / "judge.yml")
     _, suite = loaded.suite(None)
@@ -210,8 +210,8 @@ def ledger_records(gh: GitHubServer) -> list[LedgerRecord]:
 
 
 def holdout_labels_sha() -> str:
-    from evalgate.config import load_config
-    from evalgate.judge_labels import labels_sha, load_labels
+    from evalgate.cases.judge_labels import labels_sha, load_labels
+    from evalgate.config.load import load_config
 
     loaded = load_config(EXAMPLE / "judge.yml")
     _, suite = loaded.suite(None)

@@ -1,4 +1,4 @@
-"""The noise floor (evalgate/noise.py) on hand-built runs, and `evalgate noise` in-process.
+"""The noise floor (evalgate/analysis/noise.py) on hand-built runs, and `evalgate noise` in-process.
 
 Flip rates are worked out by hand: the share of cases whose pass/fail differs between two
 repeats, averaged over every pair of repeats.
@@ -15,10 +15,10 @@ import pytest
 from conftest import copy_example
 from test_gate import case, run
 
+from evalgate.analysis.noise import measure_noise
+from evalgate.analysis.stats import conditional_mde
 from evalgate.cli import main
-from evalgate.noise import measure_noise
-from evalgate.runs import runs_dir
-from evalgate.stats import conditional_mde
+from evalgate.runs.schema import runs_dir
 
 
 def test_ten_cases_two_repeats_three_flipped() -> None:

@@ -16,10 +16,11 @@ import pytest
 import yaml
 from conftest import ROOT, triage_workspace
 
-from evalgate import doctor, onboard
 from evalgate.cli import main
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import UserError
+from evalgate.setup import doctor
+from evalgate.setup import init as setup_init
 
 WORKFLOW = Path(".github/workflows/evalgate.yml")
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
@@ -168,8 +169,8 @@ def test_init_in_an_existing_repository_detects_prompts_and_cases(tmp_path: Path
         return next(answers)
 
     config = tmp_path / "evalgate.yml"
-    plan = onboard.plan_init(tmp_path, config, onboard.InitOptions(suite="tickets"), ask)
-    result = onboard.write_init(plan, cwd=tmp_path)
+    plan = setup_init.plan_init(tmp_path, config, setup_init.InitOptions(suite="tickets"), ask)
+    result = setup_init.write_init(plan, cwd=tmp_path)
 
     assert asked[0].endswith("[llm/prompts/*.md]: ")
     assert asked[1].endswith("[data/tickets.jsonl]: ")
@@ -237,12 +238,12 @@ def test_init_appends_to_gitignore_without_clobbering_it(tmp_path: Path) -> None
     assert lines[0] == "node_modules/" and lines[-1] == ".evalgate/"
 
 
-@pytest.mark.parametrize("backend", onboard.BACKENDS)
-@pytest.mark.parametrize("scorer", onboard.SCORERS)
+@pytest.mark.parametrize("backend", setup_init.BACKENDS)
+@pytest.mark.parametrize("scorer", setup_init.SCORERS)
 def test_every_config_init_writes_validates(tmp_path: Path, backend: str, scorer: str) -> None:
-    given = onboard.InitOptions(backend=backend, scorer=scorer, field="intent", model="m-1")
-    plan = onboard.plan_init(tmp_path, tmp_path / "evalgate.yml", given)
-    onboard.write_init(plan)
+    given = setup_init.InitOptions(backend=backend, scorer=scorer, field="intent", model="m-1")
+    plan = setup_init.plan_init(tmp_path, tmp_path / "evalgate.yml", given)
+    setup_init.write_init(plan)
     suite = load_config(tmp_path / "evalgate.yml").config.suites[tmp_path.name]
     assert (suite.model.backend, suite.model.name, suite.scorer.kind) == (backend, "m-1", scorer)
     assert suite.fields.expected == "intent"
@@ -405,18 +406,20 @@ def test_init_takes_the_field_flags(tmp_path: Path) -> None:
 
 def test_init_refuses_a_starter_field_it_cannot_use(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="starter cases already use the field 'message'"):
-        onboard.plan_init(tmp_path, tmp_path / "evalgate.yml", onboard.InitOptions(field="message"))
+        setup_init.plan_init(
+            tmp_path, tmp_path / "evalgate.yml", setup_init.InitOptions(field="message")
+        )
 
 
 def test_default_branch_comes_from_origin_head_or_local_branches(tmp_path: Path) -> None:
-    assert onboard.default_branch(tmp_path) == "main"
+    assert setup_init.default_branch(tmp_path) == "main"
     (tmp_path / ".git" / "refs" / "heads").mkdir(parents=True)
     (tmp_path / ".git" / "packed-refs").write_text("abc refs/heads/master\n")
-    assert onboard.default_branch(tmp_path) == "master"
+    assert setup_init.default_branch(tmp_path) == "master"
     origin = tmp_path / ".git" / "refs" / "remotes" / "origin"
     origin.mkdir(parents=True)
     (origin / "HEAD").write_text("ref: refs/remotes/origin/trunk\n")
-    assert onboard.default_branch(tmp_path) == "trunk"
+    assert setup_init.default_branch(tmp_path) == "trunk"
 
 
 @pytest.mark.parametrize(
@@ -432,7 +435,7 @@ def test_default_branch_comes_from_origin_head_or_local_branches(tmp_path: Path)
     ],
 )
 def test_gitignore_covers(lines: list[str], rel: str, covered: bool) -> None:
-    assert onboard.gitignore_covers(lines, rel) is covered
+    assert setup_init.gitignore_covers(lines, rel) is covered
 
 
 # --------------------------------------------------------------------------- doctor

@@ -38,10 +38,10 @@ from test_action import (
     use_anthropic,
 )
 
-from evalgate.base_split import BaseSplit, hold_out, materialize, read_base
-from evalgate.cases import load_cases
-from evalgate.config import load_config
-from evalgate.gitrepo import GitTree
+from evalgate.cases.base_split import BaseSplit, hold_out, materialize, read_base
+from evalgate.cases.gitrepo import GitTree
+from evalgate.cases.read import load_cases
+from evalgate.config.load import load_config
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
@@ -361,7 +361,7 @@ def test_new_cases_follow_the_base_policy_and_grow_nothing(repo: Path, tmp_path:
     assert not change.changed
     new = next(c for c in cases if c.id == "new-1")
     # Independent: the base's hashed side of the group, under the base's salt and fraction.
-    from evalgate.split import hashed_side
+    from evalgate.cases.split import hashed_side
 
     assert new.split == hashed_side("brand-new-group", suite.split)
 

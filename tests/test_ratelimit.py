@@ -14,10 +14,10 @@ import pytest
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
-from evalgate.config import ModelSettings
-from evalgate.ratelimit import Pacer, PaceState, Reading, parse_headers
-from evalgate.runner import Job, execute
-from evalgate.runs import Outcome
+from evalgate.backends.ratelimit import Pacer, PaceState, Reading, parse_headers
+from evalgate.config.models import ModelSettings
+from evalgate.running.execute import Job, execute
+from evalgate.runs.schema import Outcome
 from evalgate.scorers.base import Score
 from tests.support.messages_server import MessagesServer
 

@@ -1,4 +1,4 @@
-"""Release reports and the release gate (evalgate/release.py, `evalgate release`), and the rule
+"""Release reports and the release gate (evalgate/analysis/release.py, `evalgate release`), and the rule
 that the holdout is only ever reported in aggregate.
 
 Known answers are worked by hand in the comments: clustered SEs with Miller's formula
@@ -21,11 +21,7 @@ import pytest
 import yaml
 from conftest import CliResult
 
-from evalgate.cases import Case, record_hash
-from evalgate.config import GatePolicy, SplitPolicy, load_config
-from evalgate.holdout import HoldoutKey, line_digest, read_ledger, redact
-from evalgate.pipeline import load_prompt, load_suite_cases
-from evalgate.release import (
+from evalgate.analysis.release import (
     READINGS,
     HoldoutScore,
     ReleaseRecord,
@@ -34,9 +30,14 @@ from evalgate.release import (
     mermaid_chart,
     release_report,
 )
+from evalgate.analysis.summary import Rate
+from evalgate.cases.holdout import HoldoutKey, line_digest, read_ledger, redact
+from evalgate.cases.read import Case, record_hash
+from evalgate.config.load import load_config
+from evalgate.config.models import GatePolicy, SplitPolicy
 from evalgate.report.render import md, render
-from evalgate.runs import CaseResult, PromptInfo, Run, read_run
-from evalgate.summary import Rate
+from evalgate.running.suite import load_prompt, load_suite_cases
+from evalgate.runs.schema import CaseResult, PromptInfo, Run, read_run
 
 KEY = "EVALGATE_HOLDOUT_KEY"
 GATE = GatePolicy()  # alpha 0.05, tolerance 0.05

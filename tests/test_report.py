@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from conftest import CREATED, sha
 
-from evalgate.compare import Comparison, compare_runs
+from evalgate.analysis.compare import Comparison, compare_runs
+from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.report.render import (
     code,
     count,
@@ -24,8 +25,7 @@ from evalgate.report.render import (
     pvalue,
     render_model,
 )
-from evalgate.runs import CaseResult, Run
-from evalgate.summary import RunSummary, summarise
+from evalgate.runs.schema import CaseResult, Run
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]

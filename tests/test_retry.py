@@ -13,8 +13,8 @@ import pytest
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
-from evalgate.config import ModelSettings
-from evalgate.retry import RETRYABLE, Attempt, Retrier, RetryPolicy
+from evalgate.backends.retry import RETRYABLE, Attempt, Retrier, RetryPolicy
+from evalgate.config.models import ModelSettings
 from tests.support.messages_server import Knobs, MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"

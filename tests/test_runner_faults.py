@@ -15,17 +15,18 @@ from typing import Any, ClassVar
 import pytest
 from conftest import shop_suite, spec_of
 
+from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Reply, Request
 from evalgate.backends.fake import FakeBackend
-from evalgate.config import LoadedConfig, ModelSettings
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.pipeline import RunSpec, build_jobs, run_suite
-from evalgate.progress import ProgressPrinter
 from evalgate.report.render import render_model
-from evalgate.runner import Job, Progress, execute
+from evalgate.running.execute import Job, Progress, execute
+from evalgate.running.progress import ProgressPrinter
+from evalgate.running.suite import RunSpec, build_jobs, run_suite
 from evalgate.scorers.base import Scorer, build_scorer
-from evalgate.summary import summarise
 from tests.support.messages_server import Knobs, MessagesServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"

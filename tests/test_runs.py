@@ -17,11 +17,12 @@ import pytest
 from conftest import CREATED, fake_backend
 
 from evalgate.backends.base import Message, Reply, Request
-from evalgate.config import LabelScorer, load_config
+from evalgate.config.load import load_config
+from evalgate.config.models import LabelScorer
 from evalgate.errors import BackendError, RunFileError, UserError
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.runner import Job, execute
-from evalgate.runs import (
+from evalgate.running.execute import Job, execute
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import (
     SCHEMA_VERSION,
     CaseResult,
     Run,
@@ -126,7 +127,7 @@ def ids(n: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------
-# Runner
+# Running cases
 # ------------------------------------------------------------------------------------------
 
 
@@ -207,7 +208,7 @@ def test_a_scorer_that_raises_is_a_user_error_naming_the_case() -> None:
 
 def test_a_scorer_user_error_names_the_case_too() -> None:
     # The regex scorer compiles each case's expected answer: a bad one is a ConfigError.
-    from evalgate.config import RegexScorer
+    from evalgate.config.models import RegexScorer
 
     regex = build_scorer(RegexScorer(kind="regex"), Path("."))
     jobs = jobs_for("c00", "c01")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from evalgate.config import ScorerConfig
+from evalgate.config.models import ScorerConfig
 from evalgate.errors import ConfigError, UserError
 from evalgate.scorers.base import Score, Scorer, build_scorer, needs_expected
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from evalgate.config import ScorerConfig
+from evalgate.config.models import ScorerConfig
 from evalgate.errors import UserError
 from evalgate.scorers.base import Score, build_scorer, needs_expected
 from evalgate.trajectory import CallRecord, Step, json_subset, show_expected

@@ -23,16 +23,17 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE, fake_backend
 
-from evalgate import gate
+from evalgate.analysis.stats import sequential_e_value
 from evalgate.backends.base import Message, Reply, Request
 from evalgate.cli import main
-from evalgate.config import GatePolicy, load_config
-from evalgate.gate import SequentialMonitor, decide
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite
-from evalgate.runner import Job, execute
-from evalgate.runs import CaseResult, Outcome, Run, iter_runs
+from evalgate.config.load import load_config
+from evalgate.config.models import GatePolicy
+from evalgate.gate import decide as gate_module
+from evalgate.gate.decide import SequentialMonitor, decide
+from evalgate.running.execute import Job, execute
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
+from evalgate.runs.schema import CaseResult, Outcome, Run, iter_runs
 from evalgate.scorers.base import Score
-from evalgate.stats import sequential_e_value
 
 ALPHA = 0.05
 
@@ -410,7 +411,7 @@ def test_monitor_false_stops_under_no_change_stay_under_alpha(
     0.85/0.15 times as often as fixed, and stop most runs; paired with one repeat, each change is
     broken or fixed with probability 1/2 and the e-value's guarantee holds.
     """
-    monkeypatch.setattr(gate, "sequential_e_value", cached_e)
+    monkeypatch.setattr(gate_module, "sequential_e_value", cached_e)
     rng = np.random.default_rng(11)
     n, sims = 200, 150
     p = np.where(rng.random(n) < 0.4, 0.85, np.where(rng.random(n) < 0.8, 1.0, 0.0))

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from conftest import CREATED, EXAMPLE, fake_backend, sha
 
-from evalgate.cases import CaseSet
+from evalgate.cases.read import CaseSet
 from evalgate.cli import main
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import UserError
-from evalgate.merge import merge_runs
-from evalgate.pipeline import RunSpec, load_prompt, load_suite_cases, run_suite, shard_of
-from evalgate.runs import CaseResult, Run, find_run
+from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite, shard_of
+from evalgate.runs.merge import merge_runs
+from evalgate.runs.schema import CaseResult, Run, find_run
 
 WHOLE = sha("the whole case set")
 

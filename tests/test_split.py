@@ -1,4 +1,4 @@
-"""Dev / holdout / regression assignment and the leak checks (evalgate/split.py, `evalgate split`).
+"""Dev / holdout / regression assignment and the leak checks (evalgate/cases/split.py, `evalgate split`).
 
 Known answers are worked out by hand in the comments; hash positions were computed outside
 evalgate with ``int.from_bytes(hashlib.sha256(b"<salt>\\0<key>").digest()[:8], "big") / 2**64``.
@@ -18,11 +18,8 @@ import pytest
 import yaml
 from conftest import CliResult
 
-from evalgate.cases import Case, parse_case
-from evalgate.config import Fields, SplitPolicy, load_config
-from evalgate.errors import ConfigError
-from evalgate.pipeline import load_suite_cases
-from evalgate.split import (
+from evalgate.cases.read import Case, parse_case
+from evalgate.cases.split import (
     assign,
     assign_all,
     check_split,
@@ -31,6 +28,10 @@ from evalgate.split import (
     near_duplicates,
     normalise,
 )
+from evalgate.config.load import load_config
+from evalgate.config.models import Fields, SplitPolicy
+from evalgate.errors import ConfigError
+from evalgate.running.suite import load_suite_cases
 
 MESSAGE_ONLY = Fields(input=["message"])
 # min_holdout=0 keeps the small-holdout warning out of tests about something else.

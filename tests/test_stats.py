@@ -1,4 +1,4 @@
-"""Known answers and properties of evalgate.stats.
+"""Known answers and properties of evalgate.analysis.stats.
 
 Every known answer says where its number comes from. Numbers are checked against arithmetic done
 independently of the code under test (math.comb, closed forms, hand enumeration) or against the
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy import stats as scipy_stats
 
-from evalgate import stats as s
+from evalgate.analysis import stats as s
 
 Z975 = 1.959963984540054  # Phi^-1(0.975), standard normal tables
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from evalgate.runs import CaseResult, Run
-from evalgate.summary import p95, summarise
+from evalgate.analysis.summary import p95, summarise
+from evalgate.runs.schema import CaseResult, Run
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from evalgate.cases.templating import compile_template, render_turn, syntax_error
 from evalgate.errors import UserError
-from evalgate.templating import compile_template, render_turn, syntax_error
 
 
 def test_a_null_field_renders_as_an_empty_string_not_none() -> None:

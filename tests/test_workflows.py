@@ -97,7 +97,7 @@ def _permissions(path: Path) -> dict[str, dict[str, str]]:
 def test_the_example_workflow_init_and_the_readme_agree_on_permissions(tmp_path: Path) -> None:
     """What a user copies (the example), what `evalgate init` writes, and what the README says
     each job needs: one set of permissions."""
-    from evalgate.onboard import _workflow_text
+    from evalgate.setup.init import _workflow_text
 
     example = _permissions(ROOT / "examples" / "workflows" / "evalgate.yml")
     written = tmp_path / "evalgate.yml"

@@ -17,13 +17,13 @@ from typing import Any, ClassVar, Literal, cast
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from evalgate.agent import Turn, run_agent
+from evalgate.backends.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.backends.batch import BatchGone, BatchStatus
-from evalgate.config import ModelSettings
+from evalgate.backends.ratelimit import Pacer, Ticket
+from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.ratelimit import Pacer, Ticket
-from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"

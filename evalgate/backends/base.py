@@ -151,6 +151,10 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
 }
 
 
+# Every backend's name, in the order the docs and `evalgate init` offer them.
+BACKEND_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
 def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 

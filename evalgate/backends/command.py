@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate.backends.base import BackendContext, Reply, Request, parse_options
-from evalgate.config import ModelSettings
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.trajectory import CallRecord, Step, result_text
 

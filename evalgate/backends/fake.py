@@ -38,10 +38,11 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate import files
-from evalgate.agent import Turn, run_agent
+from evalgate.backends.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, Reply, Request
-from evalgate.config import ModelSettings, load_yaml
-from evalgate.errors import BackendError, describe_validation
+from evalgate.config.load import load_yaml
+from evalgate.config.models import ModelSettings
+from evalgate.errors import BackendError, describe_validation, from_validation
 from evalgate.trajectory import CallRecord, ToolCall
 
 _MESSAGE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
@@ -188,9 +189,7 @@ def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJud
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise BackendError(f"{loc}: {describe_validation(err)}", where=str(path)) from None
+        raise BackendError(from_validation(exc), where=str(path)) from None
 
 
 def message_of(request: Request) -> str:

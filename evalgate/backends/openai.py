@@ -13,11 +13,11 @@ from typing import Any, ClassVar, cast
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalgate.agent import Turn, run_agent
+from evalgate.backends.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
-from evalgate.config import ModelSettings
+from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "OPENAI_API_KEY"

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalgate.app import (
-    HOLDOUT_KEY_VARIABLE,
     RunOptions,
     World,
     build_backend,
@@ -23,12 +22,13 @@ from evalgate.app import (
     run_version,
 )
 from evalgate.backends.base import Backend
-from evalgate.config import LoadedConfig, ModelSettings, Suite, load_config
-from evalgate.holdout import SecretKey
+from evalgate.cases.holdout import SecretKey
+from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.models import ModelSettings, Suite
 from evalgate.redact import hold_environment
 from evalgate.report.escape import escape
-from evalgate.runs import Run
-from evalgate.terminal import colourise, wants_colour
+from evalgate.report.terminal import colourise, wants_colour
+from evalgate.runs.schema import Run
 
 __all__ = [
     "EXIT_CODES",
@@ -36,7 +36,6 @@ __all__ = [
     "EXIT_INCOMPLETE",
     "EXIT_OK",
     "EXIT_USAGE",
-    "HOLDOUT_KEY_VARIABLE",
     "Context",
     "git_info",
     "holdout_sha",

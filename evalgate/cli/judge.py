@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from evalgate.cases.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
+from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings, load_labels
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -13,10 +16,12 @@ from evalgate.cli.context import (
     git_info,
     ledger_path,
 )
-from evalgate.config import LoadedConfig, Suite, load_config
+from evalgate.cli.options import Subcommands, positive
+from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.models import Suite
 from evalgate.errors import UserError
-from evalgate.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
-from evalgate.judge_check import (
+from evalgate.report.render import Format, render, render_model
+from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
     LabelSplit,
@@ -29,9 +34,7 @@ from evalgate.judge_check import (
     read_report,
     save_report,
 )
-from evalgate.judge_labels import Label, labels_sha, leak_warnings, load_labels
-from evalgate.report.render import Format, render, render_model
-from evalgate.runs import find_run
+from evalgate.runs.schema import find_run
 from evalgate.scorers.judge import JudgeScorer
 
 LEDGER_PURPOSE = "judge check"
@@ -254,3 +257,47 @@ def demo_judge(ctx: Context, example: Path) -> None:
     both = frozenset({"dev", "holdout"})
     report, _ = check_judge(ctx, loaded, name, suite, labels, splits=both, show=ctx.args.show)
     ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    judge = sub.add_parser("judge", help="the judge scorer against human labels")
+    jsub = judge.add_subparsers(dest="judge_command", required=True, metavar="ACTION")
+    check = jsub.add_parser(
+        "check",
+        parents=[common],
+        help="run the suite's judge over its labelled replies: agreement per split, the floor",
+        description="Run the suite's judge over the replies in judge.labels and report, per "
+        "split, agreement with the human verdicts: Cohen's kappa with its 95%% interval, Gwet's "
+        "AC1, the confusion matrix, McNemar's test of the judge's lean, per-group agreement. "
+        "Dev disagreements are listed; holdout labels are reported in aggregate and every read "
+        "is recorded in the ledger. Exit 1 when the judge is below its floor "
+        "(judge.min_labels, judge.min_kappa).",
+    )
+    check.add_argument(
+        "--split",
+        action="append",
+        choices=["dev", "holdout"],
+        help="splits to check (repeatable; default: both; tune a rubric on dev alone)",
+    )
+    check.add_argument(
+        "--repeats",
+        type=positive,
+        default=1,
+        help="grade each reply K times and report the judge's flip rate (default: 1)",
+    )
+    check.add_argument(
+        "--run", help="a saved run scored by this judge: its accuracy corrected for judge error"
+    )
+    check.add_argument(
+        "--interval",
+        choices=["bootstrap", "analytic"],
+        help="kappa's 95%% interval: a seeded bootstrap over the labels' groups, or the "
+        "large-sample analytic one (default: judge.interval; the gate wants judge.interval's)",
+    )
+    check.add_argument("--show", type=int, default=20, help="dev disagreements listed")
+    check.add_argument("--no-save", action="store_true", help="do not save the check for the gate")
+    check.add_argument(
+        "--force-reason", help="read the holdout labels past the budget; the reason is kept"
+    )
+    check.add_argument("--concurrency", type=positive, help="judge calls in flight")
+    judge.set_defaults(func=cmd_judge)

@@ -18,12 +18,12 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalgate import __version__
-from evalgate.gate import Verdict, VerdictKind
+from evalgate.analysis.summary import RunSummary
+from evalgate.defaults import COMMENT_LIMIT
+from evalgate.gate.decide import Verdict, VerdictKind
 from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros
-from evalgate.summary import RunSummary
 
-COMMENT_LIMIT = 65_536
 # GITHUB_STEP_SUMMARY takes at most 1 MiB per step.
 SUMMARY_LIMIT = 1_048_576
 # Broken cases shown in the open table; the rest go in a collapsed block.
@@ -514,7 +514,7 @@ def render_comment(ctx: CommentContext, max_chars: int = COMMENT_LIMIT) -> str:
     return _render(ctx, max_chars, len, head, limit_text, "the job summary and the run artefact")
 
 
-def render_summary(ctx: CommentContext, max_bytes: int = SUMMARY_LIMIT) -> str:
+def render_job_summary(ctx: CommentContext, max_bytes: int = SUMMARY_LIMIT) -> str:
     """The same report for the job summary: no marker, at most ``max_bytes`` of UTF-8."""
     if max_bytes < 500:
         raise ValueError(f"max_bytes={max_bytes} leaves no room for a verdict")

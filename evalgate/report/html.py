@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.compare import Comparison
+from evalgate.analysis.compare import Comparison
+from evalgate.analysis.summary import CategoryRow, Confusion, RunSummary, summarise
 from evalgate.limits import NO_ANSWER, clip, label
 from evalgate.report.render import HTML_ENV
-from evalgate.runs import CaseResult, Run
-from evalgate.summary import CategoryRow, Confusion, RunSummary, summarise
+from evalgate.runs.schema import CaseResult, Run
 from evalgate.trajectory import calls_of, expected_label, show_args
 
 # Kinds of listed case, in the order the page shows them, with their labels.

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate import files
 from evalgate.backends.base import Backend
-from evalgate.config import ScorerConfig
+from evalgate.config.models import ScorerConfig
 
 
 class Score(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalgate.config import PythonScorer
+from evalgate.config.models import PythonScorer
 from evalgate.errors import ConfigError, UserError
 from evalgate.scorers.base import Score, Scorer
 

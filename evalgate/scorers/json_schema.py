@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 
 from evalgate import files
-from evalgate.config import JsonSchemaScorer
+from evalgate.config.models import JsonSchemaScorer
 from evalgate.errors import ConfigError
 from evalgate.scorers.base import Score, Scorer
 

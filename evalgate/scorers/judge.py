@@ -15,7 +15,7 @@ from typing import Any
 
 from evalgate import files
 from evalgate.backends.base import Backend, Message, Request
-from evalgate.config import JudgeScorer as JudgeConfig
+from evalgate.config.models import JudgeScorer as JudgeConfig
 from evalgate.errors import ConfigError
 from evalgate.scorers.base import Score, ScoringError
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evalgate.config import ContainsScorer, ExactScorer, LabelScorer, RegexScorer
+from evalgate.config.models import ContainsScorer, ExactScorer, LabelScorer, RegexScorer
 from evalgate.errors import ConfigError
 from evalgate.scorers.base import Score, Scorer
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalgate.config import (
+from evalgate.config.models import (
     AllOfScorer,
     MaxStepsScorer,
     ToolNotUsedScorer,

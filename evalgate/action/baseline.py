@@ -1,0 +1,194 @@
+"""Baseline mode (a push to the default branch): the dev split with repeats, written for the
+workflow's upload step and kept in the data branch's history; and how a pull request finds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from evalgate.action.job import ActionJob
+from evalgate.analysis.noise import measure_noise
+from evalgate.analysis.provenance import differences
+from evalgate.analysis.summary import summarise
+from evalgate.app import (
+    RunOptions,
+    run_version,
+)
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
+from evalgate.defaults import DATA_BRANCH, STATE_DIR
+from evalgate.publish import github as gh
+from evalgate.report.comment import (
+    BaselineProvenance,
+)
+from evalgate.report.render import render_model
+from evalgate.runs.history import appended, pool, read_history, record_of
+from evalgate.runs.schema import Run, read_run
+
+
+def baseline_path(folder: Path, suite: str) -> Path:
+    return folder / STATE_DIR / "baseline" / f"{suite}.json"
+
+
+def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> Path:
+    version = loaded.ship_version(suite)
+    repeats = suite.gate.baseline_repeats
+    # Repeats measure noise, which a cached reply cannot; a deterministic suite (temperature 0,
+    # one repeat) may reuse the cache for requests that did not change.
+    deterministic = suite.model.temperature == 0 and repeats == 1
+    if deterministic:
+        runner.log(f"{name}: deterministic suite (temperature 0, 1 repeat): reusing cached replies")
+    options = RunOptions(repeats=repeats, cache=deterministic)
+    run = run_version(runner.world(), loaded, name, version, options)
+    path = baseline_path(runner.folder, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
+    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
+    summary = summarise(run, price_as=suite.price_as)
+    runner.add_summary(f"## evalgate baseline: {name}\n")
+    runner.add_summary(render_model("run", summary, "markdown"))
+    if noise is not None:
+        runner.add_summary(
+            f"Noise floor: flip rate {100 * noise.flip_rate:.1f}% over {noise.repeats} repeats "
+            f"({noise.flips} unstable cases); minimum detectable effect "
+            f"{100 * noise.mde:.1f} points at n = {noise.n}.\n"
+        )
+    if run.incomplete:
+        runner.annotate("error", f"the baseline of {name} is incomplete ({run.errors} errors)")
+        runner.verdicts.append("fail")
+    else:
+        runner.verdicts.append("pass")
+        _keep_in_history(runner, name, suite, run)
+    runner.outputs.set("accuracy", f"{summary.accuracy.rate or 0:.4f}")
+    runner.log(f"baseline of {name} ({version}, {repeats} repeats) written to {path}")
+    return path
+
+
+def _history_file(name: str) -> str:
+    return f"evalgate/{name}/baselines.jsonl"
+
+
+def _keep_in_history(runner: ActionJob, name: str, suite: Suite, run: Run) -> None:
+    """Append the baseline's dev outcomes to the data branch's history, so pull requests can
+    pool it with the next ones; compare it with the previous baseline of the same setup."""
+    if runner.repo is None:
+        runner.log(f"{name}: no github_token, so this baseline is not kept for pooling")
+        return
+    path = _history_file(name)
+    record = record_of(run)
+
+    def add(current: str | None) -> str:
+        kept, _ = appended(read_history(current, path), record, suite.gate.alpha)
+        return "".join(r.model_dump_json() + "\n" for r in kept)
+
+    try:
+        before = read_history(gh.read_data_file(runner.repo, DATA_BRANCH, path), path)
+        _, new = appended(before, record, suite.gate.alpha)
+        gh.write_data_file(runner.repo, DATA_BRANCH, path, add, f"evalgate: baseline of {name}")
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning",
+            f"{name}: the baseline is not kept for pooling ({exc.what}); give the job "
+            "contents: write for the evalgate-data branch",
+        )
+        return
+    if new.drift_p is None:
+        return
+    line = (
+        f"against the previous baseline of the same prompt, cases and model: "
+        f"{new.drift_worse} cases worse, {new.drift_better} better (two-sided sign test, "
+        f"p = {new.drift_p:.2g})"
+    )
+    if new.drift_p < suite.gate.alpha:
+        runner.annotate(
+            "warning",
+            f"{name}: the model answered differently this time, {line}: the provider may have "
+            "changed the model under its name; pooling starts afresh",
+        )
+        runner.add_summary(f"> [!WARNING]\n> The model answered differently this time, {line}.\n")
+    else:
+        runner.add_summary(f"A/A check {line}: no sign the model changed.\n")
+
+
+@dataclass
+class Baseline:
+    run: Run | None
+    provenance: BaselineProvenance | None
+    no_baseline: bool = False
+
+
+def find_baseline_run(
+    runner: ActionJob,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    candidate: Run | None,
+    merge_base: str | None,
+) -> Baseline:
+    """The default branch's baseline artefact, downloaded and checked, or None."""
+    if runner.repo is None:
+        return Baseline(None, None, no_baseline=True)
+    ref = gh.find_baseline(
+        runner.repo,
+        runner.inputs.baseline_artifact,
+        runner.default_branch,
+        prefer_sha=merge_base,
+        workflow_path=runner.workflow_path,
+    )
+    if ref is None:
+        return Baseline(None, None, no_baseline=True)
+    folder = gh.download_artifact(
+        ref, runner.inputs.github_token.get_secret_value(), runner.folder / STATE_DIR / "download"
+    )
+    wanted = folder / f"{name}.json"
+    run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)
+    if run.suite != name:
+        # The artefact holds another suite's baseline: comparing against it would mean nothing.
+        runner.log(f"{name}: the baseline artefact has no run of this suite (found {run.suite})")
+        return Baseline(None, None, no_baseline=True)
+    now = datetime.now(UTC)
+    history_text = gh.read_data_file(runner.repo, DATA_BRANCH, _history_file(name))
+    run, pooled = pool(
+        run,
+        read_history(history_text, _history_file(name)),
+        now=now,
+        max_age_days=suite.gate.max_baseline_age_days,
+        alpha=suite.gate.alpha,
+    )
+    age = (now - run.created_at).total_seconds() / 86400
+    warnings = []
+    if age > suite.gate.max_baseline_age_days:
+        warnings.append("stale")
+        runner.annotate(
+            "warning",
+            f"{name}: the baseline is {age:.0f} days old (max_baseline_age_days: "
+            f"{suite.gate.max_baseline_age_days:g}); refresh it by running the workflow on the "
+            "default branch",
+        )
+    if merge_base and ref.head_sha != merge_base:
+        warnings.append("other-commit")
+    d = differences(run, candidate) if candidate is not None else None
+    if d is not None and d.cases_changed:
+        warnings.append("other-cases")
+    if d is not None and d.model is not None:
+        warnings.append("other-model")
+    provenance = BaselineProvenance(
+        run=run.name,
+        commit=ref.head_sha,
+        age_days=max(age, 0.0),
+        created_at=run.created_at,
+        model=f"{run.model.backend}/{run.model.name}",
+        prompt_sha=run.prompt.sha256[:12],
+        cases_sha=run.cases_sha256[:12],
+        source="artifact",
+        artifact_url=ref.html_url,
+        warnings=warnings,
+        pooled_runs=pooled.runs,
+        pooled_repeats=pooled.repeats,
+        drift_p=pooled.drift_p,
+        drift_worse=pooled.drift_worse,
+        drift_better=pooled.drift_better,
+        flips=sorted(((k, n, of) for k, (n, of) in pooled.flips.items()), key=lambda t: -t[1]),
+    )
+    return Baseline(run, provenance)

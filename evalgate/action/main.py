@@ -1,0 +1,170 @@
+"""The container entrypoint: the GitHub event -> a mode -> the pipeline -> comment, summary, outputs.
+
+``python -m evalgate action`` runs this inside the action's container. It reads the inputs
+(``INPUT_<NAME>``, snake_case names so a shell can read them too) and the GitHub environment,
+then for each suite:
+
+* ``pr``: the gate on dev plus regression cases against the default branch's baseline artefact
+  (never one a pull-request run made), one comment edited in place, the job summary, outputs;
+* ``baseline``: dev with repeats (the noise floor), written where ``run_file`` says, for the
+  workflow's upload-artifact step;
+* ``release``: the holdout gate, its ledger and release history kept in a data branch, a check
+  run on the tagged commit.
+
+A user error is one line in the log, an ``::error::`` annotation and the job summary, exit 2; a
+failed gate exits 1 as ``fail_on`` says; a crash also writes its one-line cause to the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalgate import __version__
+from evalgate.action.audit import run_audit
+from evalgate.action.baseline import run_baseline
+from evalgate.action.inputs import SEVERITY, Inputs, VerdictKind
+from evalgate.action.job import ActionJob
+from evalgate.action.modes import detect_mode, suites_to_run
+from evalgate.action.pr import (
+    PendingSuite,
+    prepare_fork,
+    publish_check,
+    publish_pull_request,
+    read_pr_base,
+    run_collect,
+    run_pr,
+)
+from evalgate.action.release import run_release
+from evalgate.cases.base_split import (
+    BaseSplit,
+    BaseUnavailable,
+)
+from evalgate.config.load import load_config
+from evalgate.errors import EvalgateError, UserError
+from evalgate.publish import github as gh
+from evalgate.redact import hold_environment, redact
+from evalgate.report.escape import escape
+
+
+def read_event(env: Mapping[str, str]) -> dict[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the event file: {exc}", where=path) from None
+    return data if isinstance(data, dict) else {}
+
+
+def connect_repo(env: Mapping[str, str], inputs: Inputs) -> Any:
+    token = inputs.github_token.get_secret_value()
+    full_name = env.get("GITHUB_REPOSITORY")
+    if not token or not full_name:
+        return None
+    client = gh.connect(token, env.get("GITHUB_API_URL", "https://api.github.com"))
+    return gh.get_repository(client, full_name)
+
+
+def action(
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    connect: Callable[[Mapping[str, str], Inputs], Any] = connect_repo,
+) -> int:
+    """Run the action; returns the exit code. ``connect`` builds the GitHub repository handle."""
+    runner: ActionJob | None = None
+    # INPUT_GITHUB_TOKEN, INPUT_ANTHROPIC_API_KEY, ...: kept out of every text shown or saved.
+    hold_environment(env)
+    try:
+        inputs = Inputs.from_env(env)
+        runner = ActionJob(env=env, inputs=inputs, out=out, err=err, event=read_event(env))
+        loaded = load_config(runner.folder / inputs.config)
+        mode = detect_mode(inputs, env, runner.event, loaded.config.release_tags)
+        runner.log(f"evalgate {__version__}: {mode} mode, config {loaded.path}")
+        if mode == "skip":
+            ref = env.get("GITHUB_REF", "")
+            runner.log(
+                f"nothing to do for a push to {ref}: baselines are made only from the default "
+                f"branch ({runner.default_branch}); limit the workflow's push trigger to it"
+            )
+            runner.outputs.set("verdict", "skipped")
+            runner.flush()
+            return 0
+        runner.repo = connect(env, inputs)
+        if mode == "collect":
+            return run_collect(runner, loaded)
+        if mode == "fork":
+            if not prepare_fork(runner, loaded):
+                runner.flush()
+                return 1
+            mode = "pr"
+        base: BaseSplit | BaseUnavailable = BaseSplit(suites={}, configured=False)
+        if mode == "pr":
+            try:
+                base = read_pr_base(runner, loaded)
+            except BaseUnavailable as exc:
+                base = exc
+        files = []
+        # Each suite's numeric outputs; with several suites the outputs are those of the suite
+        # whose verdict is the worst (the first such), so they explain the job's verdict.
+        per_suite: list[tuple[VerdictKind, dict[str, str]]] = []
+        pending: list[PendingSuite] = []
+        for name, suite in suites_to_run(loaded, inputs.suite):
+            runner.outputs.values = {}
+            if mode == "baseline":
+                files.append(run_baseline(runner, loaded, name, suite))
+            elif mode == "pr":
+                ran = run_pr(runner, loaded, name, suite, base)
+                if ran is not None:
+                    pending.append(ran)  # published below, with the pull request's verdict
+                    continue
+            elif mode == "audit":
+                run_audit(runner, loaded, name, suite)
+            else:
+                run_release(runner, loaded, name, suite)
+            per_suite.append((runner.verdicts[-1], dict(runner.outputs.values)))
+        if pending:
+            per_suite += publish_pull_request(runner, pending)
+        worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
+        chosen = next((values for kind, values in per_suite if kind == worst), {})
+        runner.outputs.values = dict(chosen)
+        if files:
+            runner.outputs.set("run_file", files[0] if len(files) == 1 else files[0].parent)
+        runner.outputs.set("verdict", worst)
+        if mode == "pr":
+            publish_check(runner, worst)
+        if runner.must_fail:
+            runner.annotate("error", runner.must_fail)
+        runner.flush()
+        return 1 if runner.must_fail or worst in set(inputs.fail_on) else 0
+    except EvalgateError as exc:
+        _report_failure(runner, env, out, err, f"error: {exc}")
+        return exc.exit_code
+    except Exception as exc:
+        _report_failure(
+            runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {redact(str(exc))}"
+        )
+        err.write(redact(traceback.format_exc()))
+        return 1
+
+
+def _report_failure(
+    runner: ActionJob | None, env: Mapping[str, str], out: TextIO, err: TextIO, line: str
+) -> None:
+    """The one-line cause, in the log, as an annotation and in the job summary."""
+    # What was already reported (a verdict before a failed comment) stays in the summary.
+    runner = runner or ActionJob(env=env, inputs=Inputs(), out=out, err=err, event={})
+    runner.annotate("error", line)
+    runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {escape(line, 'markdown')}\n")
+    runner.flush()
+
+
+def main() -> int:
+    return action(os.environ, sys.stdout, sys.stderr)

@@ -1,0 +1,54 @@
+"""Which mode an event asks for, and which suites it runs: pure functions of the event."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.action.inputs import Inputs, Mode
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
+from evalgate.errors import UserError
+
+
+def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], tags: str) -> Mode:
+    """The mode from the event: pull_request -> pr; a push of a release tag -> release; a push
+    to the default branch or a schedule -> baseline; workflow_dispatch -> the ``mode`` input."""
+    if inputs.mode != "auto":
+        return inputs.mode
+    name = env.get("GITHUB_EVENT_NAME", "")
+    ref = env.get("GITHUB_REF", "")
+    if name in ("pull_request", "pull_request_target"):
+        return "pr"
+    if name == "push" and ref.startswith("refs/tags/"):
+        tag = ref.removeprefix("refs/tags/")
+        if fnmatch.fnmatchcase(tag, tags):
+            return "release"
+        raise UserError(
+            f"tag {tag!r} does not match the config's release_tags {tags!r}",
+            fix="set release_tags in evalgate.yml, or mode: in the workflow",
+        )
+    if name == "push":
+        # Only the default branch's baseline is ever used: one made elsewhere is money spent.
+        branch = ref.removeprefix("refs/heads/")
+        default = str((event.get("repository") or {}).get("default_branch") or "main")
+        if branch != default:
+            # Not an error: a workflow may run on every push; there is just nothing to do.
+            return "skip"
+        return "baseline"
+    if name == "schedule":
+        return "baseline"
+    if name == "workflow_run":
+        return "fork"
+    raise UserError(
+        f"cannot choose a mode for the event {name!r}",
+        fix="set the mode input (pr, baseline or release)",
+    )
+
+
+def suites_to_run(loaded: LoadedConfig, wanted: str) -> list[tuple[str, Suite]]:
+    if wanted == "all":
+        return list(loaded.config.suites.items())
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    return [loaded.suite(n) for n in names]

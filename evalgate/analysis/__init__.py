@@ -1,0 +1,1 @@
+"""Pure numbers over runs: statistics, noise, comparison, summaries, prices, releases."""

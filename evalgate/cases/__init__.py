@@ -1,0 +1,1 @@
+"""What is evaluated: case files, prompts and templating, the split, the holdout, importers."""

@@ -1,0 +1,170 @@
+"""Inspect AI datasets: JSONL (or a JSON array) and CSV of samples in Inspect's own shape.
+
+A sample has ``input`` (a string or chat messages), ``target`` (a string or a list, any of which
+counts), ``id`` and ``metadata``; a CSV has columns input, target, id and more, the others read
+as metadata. A dataset with other names (read through a FieldSpec) maps them with
+``evalgate import inspect FILE --input-field question --target-field answer`` (and --id-field,
+--choices-field). Samples with ``choices`` and a letter target (``multiple_choice()``) send the
+choices as ``A) ...`` lines and are scored by the exact letter.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from evalgate.cases.importers import read
+from evalgate.cases.importers.chat import chat_source, user_turn
+from evalgate.cases.importers.core import (
+    ANSWER,
+    Check,
+    Draft,
+    Notes,
+    Source,
+    from_metadata,
+    rename_fields,
+)
+from evalgate.errors import CaseFileError
+
+_UNSUPPORTED = {
+    "files": "evalgate sends text only; put what the files say into the input",
+    "setup": "evalgate runs no setup per case",
+    "sandbox": "evalgate runs no sandbox; the command backend can call your own harness",
+}
+
+
+def _records(path: Path, notes: Notes, rename: dict[str, str]) -> list[tuple[int, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        header, rows = read.csv_rows(path)
+        if rename:
+            located = rename_fields([(line, dict(row)) for line, row in rows], rename, path, notes)
+            rows = [(line, record) for line, record in located]
+            header = list(dict.fromkeys(k for _, r in rows for k in r))
+        missing = [c for c in ("input",) if c not in header]
+        if missing:
+            raise CaseFileError(
+                "the CSV has no 'input' column",
+                where=f"{path}:1",
+                fix="name the columns input, target, id (others become metadata)",
+            )
+        records = []
+        for line, row in rows:
+            record: dict[str, Any] = {k: row[k] for k in ("input", "target", "id") if row.get(k)}
+            metadata = {k: v for k, v in row.items() if k not in ("input", "target", "id") and v}
+            if metadata:
+                record["metadata"] = metadata
+            records.append((line, record))
+        return records
+    if suffix == ".json":
+        return rename_fields(read.json_items(path), rename, path, notes)
+    return rename_fields(read.jsonl_records(path), rename, path, notes)
+
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MCQ_HINT = (
+    "Samples with choices show them as 'A) ...' lines in the choices field and are scored by "
+    "the exact letter of the right choice: ask for the letter alone in the system prompt "
+    "(e.g. 'Reply with the letter of the right choice only')"
+)
+
+
+def _choice_letter(target: Any, choices: list[str]) -> str | None:
+    """The letter of the right choice, when the target is one (Inspect's form for choice())."""
+    if isinstance(target, str):
+        text = target.strip()
+        if len(text) == 1 and text.upper() in LETTERS[: len(choices)]:
+            return text.upper()
+    return None
+
+
+def _mcq(draft: Draft, sample: dict[str, Any], notes: Notes, where: str) -> bool:
+    """Inspect's multiple choice: the choices go to the model, the letter is the answer."""
+    choices = sample.get("choices")
+    if not (
+        isinstance(choices, list)
+        and 0 < len(choices) <= len(LETTERS)
+        and all(isinstance(c, str) for c in choices)
+    ):
+        return False
+    target = sample.get("target")
+    targets = target if isinstance(target, list) else [target]
+    found = [_choice_letter(t, choices) for t in targets]
+    letters = [letter for letter in found if letter is not None]
+    if not targets or len(letters) < len(found):
+        return False  # a target in words: an answer as any other, the choices kept aside
+    draft.inputs["choices"] = "\n".join(f"{LETTERS[i]}) {c}" for i, c in enumerate(choices))
+    answer = ", ".join(sorted(set(letters), key=letters.index))
+    # Not `contains`: a bare letter is inside nearly any reply.
+    draft.checks.append(Check("target", "exact", answer, case_sensitive=False))
+    notes.map("choices", "input field choices (A) ..., B) ...)")
+    notes.map("target (a choice's letter)", "expected, scored exact")
+    if len(letters) > 1:
+        notes.add(
+            "several right choices",
+            f"the expected answer is the letters joined by ', ' ({answer}): ask for that form",
+            where,
+        )
+    return True
+
+
+def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
+    notes = Notes()
+    systems: Counter[str] = Counter()
+    drafts: list[Draft] = []
+    records = _records(path, notes, rename or {})
+    multiple_choice = 0
+    for line, sample in records:
+        where = f"{path}:{line}"
+        if not isinstance(sample, dict) or "input" not in sample:
+            raise CaseFileError(
+                "a sample must be an object with 'input'",
+                where=where,
+                fix='write {"id": "...", "input": "...", "target": "..."}',
+            )
+        text, extra = user_turn(sample["input"], where, notes, systems)
+        raw_id = sample.get("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int | type(None)):
+            raise CaseFileError(
+                f"'id' must be a string or an integer, found {raw_id!r}", where=where
+            )
+        draft = Draft(
+            where=where,
+            source_id=None if raw_id in (None, "") else str(raw_id),
+            inputs={"input": text},
+            extra=extra,
+        )
+        notes.map("input", "input field input")
+        if draft.source_id is not None:
+            notes.map("id", "id")
+        target = sample.get("target")
+        mcq = _mcq(draft, sample, notes, where)
+        multiple_choice += int(mcq)
+        if mcq:
+            pass  # the choice's letter is the expected answer
+        elif target in (None, "", []):
+            notes.add("sample without target", "add a target, or score with a judge", where)
+        else:
+            answers = [str(t) for t in target] if isinstance(target, list) else [str(target)]
+            draft.checks.append(Check("target", ANSWER, answers, case_sensitive=False))
+        from_metadata(draft, sample.get("metadata"), notes)
+        for key, value in sample.items():
+            if key in ("input", "target", "id", "metadata") or (mcq and key == "choices"):
+                continue
+            if key == "choices":
+                draft.extra["choices"] = value
+                notes.add(
+                    "choices",
+                    "kept as the case's 'choices' field, not sent; add choices to fields.input "
+                    "and the template to show them",
+                    where,
+                )
+            else:
+                fix = _UNSUPPORTED.get(key, "not used by evalgate")
+                notes.add(f"field {key!r}", fix, where)
+        drafts.append(draft)
+    source = chat_source("inspect", path, drafts, notes, len(records), "in", systems)
+    if multiple_choice:
+        source.hints.append(MCQ_HINT)
+    return source

@@ -1,0 +1,442 @@
+"""Reading and validating case files (JSONL or YAML); case and file hashes.
+
+A bad case file gets one message naming file:line and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from evalgate import files
+from evalgate.config.load import load_yaml
+from evalgate.config.models import Fields
+from evalgate.errors import CaseFileError
+
+SplitName = Literal["dev", "holdout", "regression"]
+SPLITS: tuple[SplitName, ...] = ("dev", "holdout", "regression")
+MAX_LINE_BYTES = 1_000_000
+_BOM = b"\xef\xbb\xbf"
+
+
+class Case(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    input: dict[str, Any]
+    expected: Any = None
+    group: str | None = None
+    category: str | None = None
+    split: SplitName | None = None
+    # Agent cases: prior turns ({"role", "content"}) before the templated last user turn.
+    messages: tuple[dict[str, str], ...] = ()
+    # Agent cases: tool name -> fixture entries ({"when"?, "result" | "error"}), in order.
+    fixtures: dict[str, tuple[dict[str, Any], ...]] | None = None
+    # sha256 of the whole record as written: an edited case gets a new hash.
+    hash: str
+    source: str
+
+
+class CaseSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cases: tuple[Case, ...]
+    # sha256 of each file's bytes, by path as given in the config.
+    file_hashes: dict[str, str]
+
+    @property
+    def sha256(self) -> str:
+        """One hash for the set: changes when any case is added, removed or edited."""
+        return hash_cases(self.cases)
+
+
+def hash_cases(cases: Iterable[Case]) -> str:
+    digest = hashlib.sha256()
+    for case in sorted(cases, key=lambda c: c.id):
+        digest.update(f"{case.id}\0{case.hash}\n".encode())
+    return digest.hexdigest()
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
+    records = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if len(raw) > MAX_LINE_BYTES:
+            raise CaseFileError(
+                f"line is {len(raw):,} bytes, over the 1 MB limit",
+                where=f"{path}:{number}",
+                fix="keep each case under 1 MB; move large inputs into files",
+            )
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CaseFileError(
+                f"not valid UTF-8 at byte {exc.start}",
+                where=f"{path}:{number}",
+                fix="save the file as UTF-8",
+            ) from None
+        try:
+            records.append((number, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            raise CaseFileError(
+                f"invalid JSON: {exc.msg} at column {exc.colno}",
+                where=f"{path}:{number}",
+                fix="each line must be one JSON object",
+            ) from None
+        except (ValueError, RecursionError) as exc:
+            # Valid JSON that Python refuses: an integer over 4,300 digits, nesting too deep.
+            raise CaseFileError(
+                f"JSON that cannot be read: {exc}",
+                where=f"{path}:{number}",
+                fix="each line must be one JSON object",
+            ) from None
+    return records
+
+
+def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
+    text = files.decode(data, path, CaseFileError)
+    # Duplicate keys are refused, as in evalgate.yml: YAML would let the last one win silently.
+    loaded = load_yaml(text, path, CaseFileError)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if isinstance(loaded, dict) and list(loaded) == ["cases"]:
+        loaded = loaded["cases"]
+        assert isinstance(root, yaml.MappingNode)
+        root = root.value[0][1]
+    if not isinstance(loaded, list) or not isinstance(root, yaml.SequenceNode):
+        raise CaseFileError(
+            "a YAML case file must be a list of cases (or a mapping with one key, 'cases')",
+            where=str(path),
+        )
+    return [(node.start_mark.line + 1, item) for node, item in zip(root.value, loaded, strict=True)]
+
+
+def _field(record: dict[str, Any], name: str, where: str, *, kinds: tuple[type, ...]) -> Any:
+    value = record[name]
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        allowed = " or ".join(k.__name__ for k in kinds)
+        raise CaseFileError(
+            f"field {name!r} must be {allowed}, found {type(value).__name__} {value!r}",
+            where=where,
+        )
+    return value
+
+
+def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) -> Case:
+    if not isinstance(record, dict):
+        raise CaseFileError(f"a case must be an object, found {type(record).__name__}", where=where)
+    for key, value in record.items():
+        if files.depth(value) >= files.MAX_DEPTH:
+            # Refused here, before any call: a run file could not hold it (nor could most APIs).
+            raise CaseFileError(
+                f"field {key!r} nests lists and objects more than {files.MAX_DEPTH} levels deep "
+                "(or refers to itself)",
+                where=where,
+                fix="flatten the case's fields",
+            )
+    if fields.id not in record:
+        raise CaseFileError(
+            f"missing id field {fields.id!r}",
+            where=where,
+            fix="add it, or map another field with fields.id in evalgate.yml",
+        )
+    case_id = str(_field(record, fields.id, where, kinds=(str, int)))
+    if not case_id.strip():
+        raise CaseFileError(f"field {fields.id!r} is empty", where=where)
+    expected = record.get(fields.expected)
+    if need_expected and expected is None:
+        raise CaseFileError(
+            f"case {case_id!r} has no expected answer (field {fields.expected!r})",
+            where=where,
+            fix="add it, or map another field with fields.expected in evalgate.yml",
+        )
+    optional: dict[str, str | None] = {}
+    for key in ("group", "category", "split"):
+        name = getattr(fields, key)
+        if name is None or record.get(name) is None:
+            optional[key] = None
+        else:
+            optional[key] = str(_field(record, name, where, kinds=(str, int)))
+    split = optional["split"]
+    if split is not None and split not in SPLITS:
+        raise CaseFileError(
+            f"field {fields.split!r} is {split!r}",
+            where=where,
+            fix=f"allowed: {', '.join(SPLITS)}",
+        )
+    messages = parse_messages(record.get(fields.messages) if fields.messages else None, where)
+    fixtures = parse_fixtures(record.get(fields.fixtures) if fields.fixtures else None, where)
+    if fields.input is None:
+        # The conversation and the fixtures are not template input (nor a report's excerpt).
+        agent_keys = {fields.messages, fields.fixtures} - {None}
+        inputs = {k: v for k, v in record.items() if k not in agent_keys}
+    else:
+        missing = [name for name in fields.input if name not in record]
+        if missing:
+            raise CaseFileError(
+                f"case {case_id!r} lacks input field {missing[0]!r}",
+                where=where,
+                fix="add it, or change fields.input in evalgate.yml",
+            )
+        inputs = {name: record[name] for name in fields.input}
+    return Case(
+        id=case_id,
+        input=inputs,
+        expected=expected,
+        group=optional["group"],
+        category=optional["category"],
+        split=split,
+        messages=messages,
+        fixtures=fixtures,
+        # The split field is where a case is kept, not what it says: writing it (split --apply,
+        # retire) must not make the case look edited to the gate, the ledger or the release.
+        hash=_hash_or_explain(
+            {k: v for k, v in record.items() if k != fields.split}, case_id, where
+        ),
+        source=where,
+    )
+
+
+def parse_messages(value: Any, where: str) -> tuple[dict[str, str], ...]:
+    """A case's prior turns: user and assistant by turns, starting with user, ending with
+    assistant (the templated turn that follows is the user's)."""
+    if value is None:
+        return ()
+    fix = 'write [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]'
+    if not isinstance(value, list):
+        raise CaseFileError(
+            f"field 'messages' must be a list of turns, found {type(value).__name__}",
+            where=where,
+            fix=fix,
+        )
+    turns: list[dict[str, str]] = []
+    for i, turn in enumerate(value):
+        want = "user" if i % 2 == 0 else "assistant"
+        if (
+            not isinstance(turn, dict)
+            or set(turn) != {"role", "content"}
+            or not isinstance(turn["content"], str)
+        ):
+            raise CaseFileError(
+                f"messages[{i}] must be an object with 'role' and 'content' (a string) only",
+                where=where,
+                fix=fix,
+            )
+        if turn["role"] != want:
+            raise CaseFileError(
+                f"messages[{i}] has role {turn['role']!r}, expected {want!r}: turns alternate, "
+                "starting with user",
+                where=where,
+                fix=fix,
+            )
+        turns.append({"role": want, "content": turn["content"]})
+    if turns and turns[-1]["role"] != "assistant":
+        raise CaseFileError(
+            "the last of 'messages' must be an assistant turn: the templated turn that follows "
+            "is the user's",
+            where=where,
+            fix="end the conversation with the assistant's reply, or drop the last user turn",
+        )
+    return tuple(turns)
+
+
+def parse_fixtures(value: Any, where: str) -> dict[str, tuple[dict[str, Any], ...]] | None:
+    """A case's tool fixtures: ``{tool: entry or [entries]}``, an entry being
+    ``{"when": {input subset}, "result": ...}`` or ``{"when": ..., "error": "..."}``."""
+    if value is None:
+        return None
+    fix = 'write {"lookup_order": {"result": {...}}} or a list of {"when": {...}, "result": ...}'
+    if not isinstance(value, dict):
+        raise CaseFileError(
+            f"field 'fixtures' must be an object keyed by tool name, found {type(value).__name__}",
+            where=where,
+            fix=fix,
+        )
+    fixtures: dict[str, tuple[dict[str, Any], ...]] = {}
+    for tool, entries in value.items():
+        listed = entries if isinstance(entries, list) else [entries]
+        if not listed:
+            raise CaseFileError(f"fixtures.{tool} is an empty list", where=where, fix=fix)
+        for i, entry in enumerate(listed):
+            at = f"fixtures.{tool}" + (f"[{i}]" if isinstance(entries, list) else "")
+            if not isinstance(entry, dict):
+                raise CaseFileError(f"{at} must be an object", where=where, fix=fix)
+            unknown = set(entry) - {"when", "result", "error"}
+            if unknown:
+                raise CaseFileError(
+                    f"{at} has unknown key {sorted(unknown)[0]!r}",
+                    where=where,
+                    fix="allowed: when, result, error",
+                )
+            if ("result" in entry) == ("error" in entry):
+                raise CaseFileError(
+                    f"{at} needs exactly one of 'result' or 'error'", where=where, fix=fix
+                )
+            if "error" in entry and not isinstance(entry["error"], str):
+                raise CaseFileError(f"{at}.error must be a string", where=where)
+            if not isinstance(entry.get("when", {}), dict):
+                raise CaseFileError(
+                    f"{at}.when must be an object (a subset of the call's input)", where=where
+                )
+        fixtures[str(tool)] = tuple(listed)
+    return fixtures
+
+
+def check_agent_case(case: Case, tools: list[Any]) -> None:
+    """A case's fixtures against the suite's tools: every tool named exists, every ``when``
+    names only input fields the tool's schema has, with values its schema allows."""
+    if not case.fixtures:
+        return
+    import jsonschema
+
+    by_name = {t.name: t for t in tools}
+    if not by_name:
+        raise CaseFileError(
+            f"case {case.id!r} has fixtures but the suite offers no tools",
+            where=case.source,
+            fix="list the tools under tools: in evalgate.yml",
+        )
+    for tool, entries in case.fixtures.items():
+        if tool not in by_name:
+            raise CaseFileError(
+                f"fixtures name an unknown tool {tool!r}",
+                where=case.source,
+                fix=f"the suite's tools: {', '.join(by_name)}",
+            )
+        schema = by_name[tool].input_schema
+        properties = schema.get("properties")
+        for i, entry in enumerate(entries):
+            for key, wanted in (entry.get("when") or {}).items():
+                if isinstance(properties, dict) and key not in properties:
+                    raise CaseFileError(
+                        f"fixtures.{tool}[{i}].when names {key!r}, which is not an input of {tool}",
+                        where=case.source,
+                        fix=f"inputs of {tool}: {', '.join(properties) or '(none)'}",
+                    )
+                sub = properties.get(key) if isinstance(properties, dict) else None
+                if isinstance(sub, dict):
+                    try:
+                        jsonschema.validate(wanted, sub)
+                    except jsonschema.ValidationError as exc:
+                        raise CaseFileError(
+                            f"fixtures.{tool}[{i}].when.{key} does not fit {tool}'s input "
+                            f"schema: {exc.message}",
+                            where=case.source,
+                        ) from None
+
+
+def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:
+    """The record's hash; a CaseFileError naming the field when it is not plain JSON data.
+
+    YAML can hold dates, sets, binary and non-string keys, and a JSON escape can hold half a
+    surrogate pair: none has one canonical JSON form, so none could be hashed or saved.
+    """
+    try:
+        return record_hash(record)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    for key, value in record.items():
+        if not isinstance(key, str):
+            raise CaseFileError(
+                f"case {case_id!r} has a non-string key {key!r}",
+                where=where,
+                fix="quote the key",
+            )
+        try:
+            record_hash({key: value})
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise CaseFileError(
+                f"field {key!r} of case {case_id!r} is not plain JSON data ({exc})",
+                where=where,
+                fix="use strings, numbers, booleans, lists and objects; quote dates",
+            ) from None
+    raise CaseFileError(f"case {case_id!r} is not plain JSON data", where=where)
+
+
+def read_case_bytes(path: Path) -> bytes:
+    """A case file's bytes; a CaseFileError for a missing, empty or BOM-prefixed file."""
+    data = files.read_bytes(path, "case file", CaseFileError)
+    if data.startswith(_BOM):
+        raise CaseFileError(
+            "file starts with a byte-order mark",
+            where=f"{path}:1",
+            fix="save it as UTF-8 without BOM",
+        )
+    if not data.strip():
+        raise CaseFileError("case file is empty", where=str(path), fix="add at least one case")
+    if data.startswith(_LFS_POINTER):
+        raise CaseFileError(
+            "is a Git LFS pointer, not the cases: the file's content was never downloaded",
+            where=f"{path}:1",
+            fix="run `git lfs pull`; in CI, check out with actions/checkout `lfs: true`",
+        )
+    return data
+
+
+# The first line of a Git LFS pointer file (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+
+
+def add_unique(case: Case, cases: list[Case], seen: dict[str, str]) -> None:
+    """Append a case, refusing an id that an earlier case (in any file) already has."""
+    if case.id in seen:
+        raise CaseFileError(
+            f"duplicate case id {case.id!r} (first at {seen[case.id]})",
+            where=case.source,
+            fix="every case needs its own id",
+        )
+    seen[case.id] = case.source
+    cases.append(case)
+
+
+def read_records(path: Path) -> list[tuple[int, Any]]:
+    """A JSONL or YAML case file's records with their line numbers; at least one."""
+    data = read_case_bytes(path)
+    suffix = path.suffix.lower()
+    if suffix in (".yml", ".yaml"):
+        records = _records_yaml(path, data)
+    elif suffix in (".jsonl", ".ndjson", ".json"):
+        records = _records_jsonl(path, data)
+    else:
+        raise CaseFileError(
+            f"unknown case file type {suffix!r}", where=str(path), fix="use .jsonl or .yaml"
+        )
+    if not records:
+        raise CaseFileError("case file has no cases", where=str(path))
+    return records
+
+
+def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
+    records = read_records(path)
+    return [
+        parse_case(record, fields, f"{path}:{line}", need_expected=need_expected)
+        for line, record in records
+    ]
+
+
+def load_cases(
+    paths: list[Path], fields: Fields, *, root: Path | None = None, need_expected: bool = True
+) -> CaseSet:
+    """Load every file; file hashes are keyed by path relative to ``root`` (the config's folder)."""
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    hashes: dict[str, str] = {}
+    for path in paths:
+        for case in load_case_file(path, fields, need_expected=need_expected):
+            add_unique(case, cases, seen)
+        name = (
+            path.relative_to(root).as_posix() if root and path.is_relative_to(root) else str(path)
+        )
+        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return CaseSet(cases=tuple(cases), file_hashes=hashes)

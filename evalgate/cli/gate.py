@@ -1,0 +1,241 @@
+"""``evalgate gate``: a candidate against a baseline, decided as a pull request's job decides it."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from evalgate.analysis.summary import summarise
+from evalgate.cases.base_split import HoldoutChange, guard, read_tree, relative_config
+from evalgate.cases.gitrepo import GitTree, toplevel
+from evalgate.cases.read import CaseSet
+from evalgate.cli.context import (
+    EXIT_GATE_FAILED,
+    EXIT_OK,
+    Context,
+    price_as_for,
+)
+from evalgate.cli.judge import floor_for_gate
+from evalgate.cli.options import Subcommands, positive
+from evalgate.config.load import LoadedConfig
+from evalgate.errors import RunFileError, UserError, did_you_mean
+from evalgate.gate.decide import Verdict, decide, decide_pull_request
+from evalgate.report.render import render_model
+from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import Run, find_run, read_run, save_run
+
+
+def unknown_candidate(
+    ref: str, suite: str, versions: list[str], missing: RunFileError
+) -> RunFileError:
+    """--candidate is neither a saved run nor a prompt version: say which of either exist."""
+    close = did_you_mean(ref, versions)
+    hint = f"did you mean {close}? " if close else ""
+    return RunFileError(
+        f"--candidate {ref!r} is neither a saved run nor a prompt version of suite {suite} "
+        f"({missing.what})",
+        fix=f"{hint}prompt versions: {', '.join(versions) or 'none'}; saved runs: `evalgate list`",
+    )
+
+
+def _folder_runs(ref: str) -> list[Run] | None:
+    """Every run file in a folder (one per suite, as `baseline pull` writes them), or None
+    when ``ref`` is not a folder."""
+    folder = Path(ref)
+    if not folder.is_dir():
+        return None
+    runs = [read_run(path) for path in sorted(folder.glob("*.json"))]
+    if not runs:
+        raise UserError(
+            "no run files in this folder", where=ref, fix="pass a run file or a folder of them"
+        )
+    seen: dict[str, str] = {}
+    for run in runs:
+        if run.suite in seen:
+            raise UserError(
+                f"two run files of suite {run.suite!r} ({seen[run.suite]} and {run.name})",
+                where=ref,
+                fix="keep one run file per suite in the folder",
+            )
+        seen[run.suite] = run.name
+    return runs
+
+
+Guard = tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]
+
+
+def _candidate(
+    ctx: Context, loaded: LoadedConfig, ref: str, baseline: Run | None, guards: dict[str, Guard]
+) -> Run:
+    """A candidate run by reference, or a prompt version of the suite run now."""
+    try:
+        candidate = find_run(ref, loaded.state_dir)
+    except RunFileError as exc:
+        name, suite = loaded.suite(ctx.args.suite or (baseline.suite if baseline else None))
+        versions = sorted(loaded.prompt_files(suite))
+        if ref not in versions:
+            raise unknown_candidate(ref, name, versions, exc) from None
+        early = baseline if ctx.args.early_stop else None
+        assign = _guard(ctx, loaded, name, guards)
+        candidate = ctx.run_version(loaded, name, ref, early_stop_against=early, assign=assign)
+        if not ctx.args.no_save:
+            save_run(candidate, loaded.state_dir)
+    return candidate
+
+
+def _guard(
+    ctx: Context, loaded: LoadedConfig, name: str, guards: dict[str, Guard]
+) -> Callable[[CaseSet], CaseSet] | None:
+    """With --base-ref, the split of that commit for suite ``name`` (made once)."""
+    if not getattr(ctx.args, "base_ref", None):
+        return None
+    if name not in guards:
+        guards[name] = base_guard(loaded, name, ctx.args.base_ref, ctx.args.config)
+    return guards[name][0]
+
+
+def _with_holdout_guard(verdict: Verdict, guards: dict[str, Guard], name: str) -> Verdict:
+    """A pull request that moves cases across the holdout line cannot be read: inconclusive
+    (whatever the tests say), with the change first among the reasons."""
+    if name not in guards or not guards[name][1]().changed:
+        return verdict
+    return verdict.model_copy(update={"mismatch": [guards[name][1]().line(), *verdict.mismatch]})
+
+
+def cmd_gate(ctx: Context) -> int:
+    """One decision over one suite, or over every suite of two folders of run files (matched
+    by suite name), with one familywise alpha: the same decision the action makes."""
+    loaded = ctx.config()
+    guards: dict[str, Guard] = {}
+    base_runs = _folder_runs(ctx.args.baseline)
+    cand_runs = _folder_runs(ctx.args.candidate)
+    if base_runs is None:
+        base_runs = [find_run(ctx.args.baseline, loaded.state_dir)]
+    if cand_runs is None:
+        wanted = ctx.args.suite or (base_runs[0].suite if len(base_runs) == 1 else None)
+        match = next((r for r in base_runs if r.suite == wanted), None)
+        cand_runs = [_candidate(ctx, loaded, ctx.args.candidate, match, guards)]
+    by_suite = {r.suite: r for r in base_runs}
+    if len(cand_runs) == 1 and len(base_runs) == 1 and ctx.args.suite is None:
+        by_suite = {cand_runs[0].suite: base_runs[0]}  # one of each: compare them, as before
+    parts: list[tuple[str, Run | None, Run]] = []
+    for candidate in cand_runs:
+        base = by_suite.get(candidate.suite)
+        if len(cand_runs) == 1:
+            name, _ = loaded.suite(ctx.args.suite or (base or candidate).suite)
+        else:
+            name, _ = loaded.suite(candidate.suite)
+        parts.append((name, base, candidate))
+    for suite_name in sorted(set(by_suite) - {c.suite for c in cand_runs}):
+        ctx.warn(f"the baseline has suite {suite_name!r} but the candidate does not")
+    verdicts = []
+    for name, base, cand in parts:
+        if name not in guards and _guard(ctx, loaded, name, guards) is not None:
+            load_suite_cases(loaded, loaded.suite(name)[1], assign=guards[name][0])
+        suite = loaded.suite(name)[1]
+        verdict = _with_holdout_guard(decide(base, cand, suite.gate), guards, name)
+        # A judge below its floor (or unchecked) cannot be read, whatever the tests say.
+        doubts = floor_for_gate(loaded, name, suite)
+        verdict = verdict.model_copy(update={"mismatch": [*doubts, *verdict.mismatch]})
+        verdicts.append((name, verdict))
+    decision = decide_pull_request(verdicts)
+    several = len(parts) > 1
+    for (name, baseline, candidate), part in zip(parts, decision.suites, strict=True):
+        verdict = part.verdict
+        if several and ctx.args.format == "text":
+            ctx.print(f"== {name} ==")
+        if ctx.args.format == "markdown":
+            # There is no gate.md.j2: the Markdown report is the job-summary form of the comment.
+            from evalgate.report.comment import (
+                BaselineProvenance,
+                CommentContext,
+                render_job_summary,
+            )
+
+            context = CommentContext(
+                suite=name,
+                verdict=verdict,
+                candidate=summarise(candidate, price_as=price_as_for(loaded, candidate)),
+                baseline=BaselineProvenance(run=baseline.name, source="local")
+                if baseline
+                else None,
+                max_rows=ctx.args.show,
+                pull_request_kind=decision.kind if several else None,
+                pull_request_tests=decision.tests if several else None,
+                suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if several else [],
+            )
+            ctx.print(render_job_summary(context))
+        elif ctx.args.format == "json" and several:
+            continue
+        else:
+            ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+    if several:
+        if ctx.args.format == "json":
+            ctx.print(decision.model_dump_json(indent=2))
+        elif ctx.args.format == "text":
+            ctx.print(decision.line()[0].upper() + decision.line()[1:])
+    if decision.kind == "fail":
+        return EXIT_GATE_FAILED
+    if decision.kind == "inconclusive":
+        code = max(loaded.suite(name)[1].gate.inconclusive_exit for name, _, _ in parts)
+        reasons = [
+            f"{s.suite}: {r}" if several else r
+            for s in decision.suites
+            if s.verdict.kind == "inconclusive"
+            for r in s.verdict.reasons
+        ]
+        ctx.warn(
+            "the verdict is inconclusive: "
+            + "; ".join(reasons)
+            + (f" (exit {code}; set gate.inconclusive_exit to change it)")
+        )
+        return code
+    return EXIT_OK
+
+
+def base_guard(
+    loaded: LoadedConfig, name: str, ref: str, raw_config: str
+) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
+    """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
+    top = toplevel(loaded.root)
+    if top is None:
+        raise UserError(
+            "--base-ref reads the split from git, and the config is not in a git repository",
+            where=str(loaded.path),
+        )
+    config = relative_config(top, Path(raw_config))
+    base = read_tree(GitTree.open(top, ref, fetch=False), config, loaded)
+    return guard(base, name, loaded)
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    gate = sub.add_parser(
+        "gate", parents=[common], help="decide pass / fail / inconclusive against a baseline"
+    )
+    gate.add_argument(
+        "--baseline",
+        required=True,
+        help="baseline run (name, prefix, path), or a folder of run files, one per suite",
+    )
+    gate.add_argument(
+        "--candidate",
+        required=True,
+        help="candidate run, a prompt version to run now, or a folder of run files (matched "
+        "to the baseline's by suite name; one decision over every suite)",
+    )
+    gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
+    gate.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
+    )
+    gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="take the dev / holdout split from this git commit (the pull request's base), as "
+        "the action does; a change of the holdout since then makes the verdict inconclusive",
+    )
+    gate.add_argument("--concurrency", type=positive, help="calls in flight")
+    gate.set_defaults(func=cmd_gate, verbose=False, cache=None)

@@ -1,0 +1,168 @@
+"""``evalgate holdout``: the sealed holdout (keygen, add, list, retire), every change recorded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from evalgate import files
+from evalgate.cases.holdout import (
+    HoldoutKey,
+    SealedChange,
+    SecretKey,
+    append_change,
+    keygen,
+    line_digest,
+    load_public_key,
+    load_secret_key,
+    open_sealed,
+    seal,
+    sealed_lines,
+)
+from evalgate.cases.read import load_case_file
+from evalgate.cli.context import EXIT_OK, Context
+from evalgate.cli.options import Subcommands
+from evalgate.config.load import LoadedConfig
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE
+from evalgate.errors import UserError
+
+
+def cmd_holdout(ctx: Context) -> int:
+    loaded = ctx.config()
+    _, suite = loaded.suite(ctx.args.suite)
+    sealed = suite.sealed_holdout
+    action = ctx.args.holdout_command
+    if action == "keygen":
+        secret, public = keygen()
+        target = loaded.root / (sealed.public_key if sealed else "holdout.pub")
+        if target.exists() and not ctx.args.force:
+            raise UserError(
+                f"{target} exists",
+                fix="pass --force to replace it (old sealed cases stay sealed to the old key)",
+            )
+        target.write_text(public, encoding="utf-8")
+        ctx.print(f"public key written to {target} (commit it)")
+        ctx.print(
+            f"secret key (store it as the {HOLDOUT_KEY_VARIABLE} secret of a protected "
+            "environment; it is not saved anywhere):"
+        )
+        ctx.print(secret)
+        return EXIT_OK
+    if sealed is None:
+        raise UserError(
+            "this suite has no sealed holdout",
+            where=str(loaded.path),
+            fix="add `sealed_holdout: {file: holdout.sealed.jsonl, public_key: holdout.pub}`",
+        )
+    store = loaded.root / sealed.file
+    if action == "add":
+        public_path = loaded.root / sealed.public_key
+        if not public_path.is_file():
+            raise UserError(
+                "the holdout public key does not exist",
+                where=str(public_path),
+                fix="make one with `evalgate holdout keygen` and commit it",
+            )
+        recipient = load_public_key(files.read_text(public_path, "holdout public key"))
+        added = load_case_file(Path(ctx.args.file), suite.fields)
+        lines = [
+            seal(json.loads(json.dumps(_raw_record(Path(ctx.args.file), c.source))), recipient)
+            for c in added
+        ]
+        with store.open("a", encoding="utf-8") as handle:
+            handle.writelines(line + "\n" for line in lines)
+        _record_change(loaded, sealed.changes, "add", lines, store, None)
+        ctx.print(
+            f"sealed {len(added)} cases into {store} and recorded the addition in "
+            f"{sealed.changes}; commit both, and delete {ctx.args.file} now"
+        )
+        return EXIT_OK
+    if action == "list":
+        count = len(sealed_lines(store))
+        text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
+        ctx.print(f"{count} sealed holdout cases in {store}")
+        if text:
+            records = open_sealed(store, load_secret_key(text))
+            field = suite.fields.category
+            per = Counter(str(r.get(field)) if field else "(none)" for _, r in records)
+            for category, n in sorted(per.items()):
+                ctx.print(f"  {category}: {n}")
+        return EXIT_OK
+    # retire: move leaked cases to the regression split, in a plain file.
+    if suite.fields.split is None:
+        raise UserError(
+            "fields.split is null, so a retired case could not be marked regression and would be "
+            "hashed onto a side again",
+            fix="map fields.split (e.g. split: split) before retiring cases",
+        )
+    key = ctx.holdout_secret(suite)
+    assert key is not None
+    wanted = set(ctx.args.ids)
+    keep: list[tuple[str, dict[str, Any]]] = []
+    retired: list[tuple[str, dict[str, Any]]] = []
+    for (_, line), (_, record) in zip(sealed_lines(store), open_sealed(store, key), strict=True):
+        (retired if str(record.get(suite.fields.id)) in wanted else keep).append((line, record))
+    missing = wanted - {str(r.get(suite.fields.id)) for _, r in retired}
+    if missing:
+        raise UserError(f"no sealed case with id {sorted(missing)[0]!r}")
+    target = Path(ctx.args.to)
+    with target.open("a", encoding="utf-8") as handle:
+        for _, record in retired:
+            if suite.fields.split:
+                record[suite.fields.split] = "regression"
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    store.write_text("".join(line + "\n" for line, _ in keep), encoding="utf-8")
+    _record_change(loaded, sealed.changes, "retire", [line for line, _ in retired], store, key)
+    ctx.print(
+        f"retired {len(retired)} cases to {target} as regression cases and recorded it in "
+        f"{sealed.changes}; make sure the config's cases include {target}, and commit the "
+        "sealed file and its change ledger together"
+    )
+    return EXIT_OK
+
+
+def _record_change(
+    loaded: LoadedConfig,
+    changes: str,
+    kind: Literal["add", "retire"],
+    lines: list[str],
+    store: Path,
+    secret: SecretKey | None,
+) -> None:
+    """Append an add or retire to the sealed store's change ledger: counts and line digests
+    only; a retire is signed with the holdout key, which only its holder has."""
+    change = SealedChange(
+        time=datetime.now(UTC),
+        change=kind,
+        count=len(lines),
+        lines=[line_digest(line) for line in lines],
+        after=len(sealed_lines(store)),
+    )
+    if secret is not None:
+        change = change.model_copy(update={"mac": HoldoutKey(secret).sign(change.body())})
+    append_change(loaded.root / changes, change)
+
+
+def _raw_record(path: Path, source: str) -> Any:
+    number = int(source.rsplit(":", 1)[1])
+    if path.suffix.lower() in (".yml", ".yaml"):
+        raise UserError("holdout add takes JSONL", where=str(path))
+    return json.loads(files.read_text(path, "case file").split("\n")[number - 1])
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    holdout = sub.add_parser("holdout", parents=[common], help="the sealed holdout")
+    hsub = holdout.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")
+    keygen_ = hsub.add_parser("keygen", parents=[common], help="make a key pair")
+    keygen_.add_argument("--force", action="store_true", help="replace an existing public key")
+    add = hsub.add_parser("add", parents=[common], help="seal cases with the public key")
+    add.add_argument("file", help="JSONL file of new holdout cases")
+    hsub.add_parser("list", parents=[common], help="count sealed cases (by category with the key)")
+    retire = hsub.add_parser("retire", parents=[common], help="move leaked cases to regression")
+    retire.add_argument("ids", nargs="+", help="case ids to retire")
+    retire.add_argument("--to", default="regression.jsonl", help="plain case file to append to")
+    holdout.set_defaults(func=cmd_holdout)

@@ -1,0 +1,43 @@
+"""What several commands' parsers share: argument types and help texts."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TypeAlias
+
+# The subcommands action every command module adds its parser to.
+Subcommands: TypeAlias = "argparse._SubParsersAction[Any]"
+
+
+def shard(text: str) -> tuple[int, int]:
+    index, _, total = text.partition("/")
+    try:
+        i, n = int(index), int(total)
+    except ValueError:
+        raise argparse.ArgumentTypeError("write it as i/N, e.g. 2/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError("needs 1 <= i <= N")
+    return i, n
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def at_least_two(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError("needs at least 2 repeats to see flips")
+    return value
+
+
+BATCH_HELP = (
+    "send every call through the Message Batches API: half the price, answers within 24 hours; "
+    "a restarted job resumes polling the same batch (also: model.options.batch)"
+)
+
+
+SHOW_FAILED_HELP = "wrong and errored cases listed, errors first (default: %(default)s)"

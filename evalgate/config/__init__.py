@@ -1,0 +1,1 @@
+"""evalgate.yml: its schema, its loading (with YAML positions for errors), its docs."""

@@ -1,0 +1,1 @@
+"""The gate: a comparison and a policy in, a verdict with its reasons out (pure)."""

@@ -1,0 +1,1 @@
+"""Publishing: the GitHub client (comments, artefacts, checks, the data branch)."""

@@ -1,0 +1,356 @@
+"""Config + cases + a prompt version -> a Run. Receives the backend and cache; builds nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evalgate import __version__, files
+from evalgate.backends.base import Backend, Message, Request
+from evalgate.cases.holdout import HoldoutKey, SecretKey, open_sealed, redact_all
+from evalgate.cases.read import Case, CaseSet, check_agent_case, hash_cases, load_cases, parse_case
+from evalgate.cases.split import assign_all
+from evalgate.cases.templating import compile_template, render_template, render_turn
+from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
+from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
+from evalgate.running.batch import BatchExecutor
+from evalgate.running.execute import Cache, Job, ProgressCallback, execute
+from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
+from evalgate.scorers.base import build_scorer, needs_expected, read_files
+from evalgate.trajectory import AgentSpec, ToolSpec
+
+DEFAULT_SPLITS = frozenset({"dev", "regression"})
+
+
+def shard_of(case_id: str, shards: int) -> int:
+    """The 1-based shard of a case: a hash of its id, so shards are stable as cases are added."""
+    digest = hashlib.sha256(case_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards + 1
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return sha256_text(json.dumps(value, sort_keys=True, default=str))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    text: str
+    path: str | None
+
+    @property
+    def sha256(self) -> str:
+        return sha256_text(self.text)
+
+
+def load_prompt(loaded: LoadedConfig, suite: Suite, version: str) -> Prompt:
+    versions = loaded.prompt_files(suite)
+    if version not in versions:
+        close = did_you_mean(version, sorted(versions))
+        raise UserError(
+            f"unknown prompt version {version!r}",
+            where=str(loaded.path),
+            fix=(f"did you mean {close}? " if close else "")
+            + f"prompt versions: {', '.join(sorted(versions))}",
+        )
+    path = versions[version]
+    raw = files.read_text(path, "prompt file")
+    text = render_template(compile_template(raw, str(path)), {}, str(path))
+    return Prompt(name=version, text=text, path=path.relative_to(loaded.root).as_posix())
+
+
+def load_suite_cases(
+    loaded: LoadedConfig,
+    suite: Suite,
+    case_files: Sequence[Path] | None = None,
+    *,
+    holdout_secret: SecretKey | None = None,
+    on_note: Callable[[str], None] | None = None,
+    assign: Callable[[CaseSet], CaseSet] | None = None,
+) -> CaseSet:
+    """The suite's cases with their splits assigned; sealed holdout cases when the key is given.
+
+    ``on_note`` hears what reading another tool's case files left out (``cases_format``).
+    ``assign`` replaces the suite's own split policy: it receives the cases with only the
+    splits written on them (sealed ones are holdout) and returns them with every split set; a
+    pull request's job passes the default branch's policy here (see base_split.py).
+    """
+    read = read_suite_cases(
+        loaded, suite, case_files, holdout_secret=holdout_secret, on_note=on_note
+    )
+    if assign is not None:
+        return assign(read)
+    return CaseSet(cases=tuple(assign_all(read.cases, suite.split)), file_hashes=read.file_hashes)
+
+
+def read_suite_cases(
+    loaded: LoadedConfig,
+    suite: Suite,
+    case_files: Sequence[Path] | None = None,
+    *,
+    holdout_secret: SecretKey | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> CaseSet:
+    """The suite's cases as written: a split only where a case names one (sealed: holdout)."""
+    paths = list(case_files) if case_files else loaded.expand(suite.cases, "case file")
+    by = suite.split.group_field
+    visible = [*(suite.fields.input or []), suite.fields.group]
+    if by is not None and suite.fields.input is not None and by not in visible:
+        # A case keeps only its input fields, so the group key would silently be the case id.
+        raise ConfigError(
+            f"split.group_field {by!r} is not one of fields.input, so cases cannot be grouped by it",
+            where=str(loaded.path),
+            fix=f"map it as fields.group: {by} (and drop split.group_field)",
+        )
+    need = needs_expected(suite.scorer)
+    if suite.cases_format == "evalgate":
+        plain = load_cases(paths, suite.fields, root=loaded.root, need_expected=need)
+    else:
+        from evalgate.cases.importers import load_foreign
+
+        plain = load_foreign(
+            suite.cases_format,
+            paths,
+            suite.fields,
+            suite.scorer,
+            root=loaded.root,
+            need_expected=need,
+            on_note=on_note,
+        )
+    cases = list(plain.cases)
+    hashes = dict(plain.file_hashes)
+    if suite.sealed_holdout is not None and holdout_secret is not None:
+        path = loaded.root / suite.sealed_holdout.file
+        if not path.is_file():
+            raise UserError(
+                "the sealed holdout file does not exist",
+                where=str(path),
+                fix="seal holdout cases into it with `evalgate holdout add FILE`",
+            )
+        seen = {c.id for c in cases}
+        for where, record in open_sealed(path, holdout_secret):
+            case = parse_case(record, suite.fields, where, need_expected=need)
+            if case.id in seen:
+                raise CaseFileError(f"duplicate case id {case.id!r}", where=where)
+            seen.add(case.id)
+            cases.append(case.model_copy(update={"split": "holdout"}))
+        hashes[suite.sealed_holdout.file] = sha256_text(files.read_text(path, "sealed holdout"))
+    for case in cases:
+        check_agent_case(case, suite.tools)
+    return CaseSet(cases=tuple(cases), file_hashes=hashes)
+
+
+def agent_spec(suite: Suite, case: Case) -> AgentSpec | None:
+    """What the agent loop needs for one case; None when the suite offers no tools."""
+    if not suite.tools:
+        return None
+    settings = suite.agent
+    command = settings.tool_command
+    return AgentSpec(
+        tools=tuple(ToolSpec.model_validate(t.model_dump()) for t in suite.tools),
+        fixtures={name: list(entries) for name, entries in (case.fixtures or {}).items()},
+        max_steps=settings.max_steps,
+        on_missing_fixture=settings.on_missing_fixture,
+        tool_command=tuple(shlex.split(command) if isinstance(command, str) else command)
+        if command
+        else None,
+        tool_timeout_s=settings.tool_timeout_s,
+    )
+
+
+def public_cases_sha(cases: Sequence[Case], key: HoldoutKey) -> str:
+    """The run's cases hash, with each holdout case under its keyed name, so that the published
+    hash cannot confirm a guessed holdout case."""
+    if not any(c.split == "holdout" for c in cases):
+        return hash_cases(cases)
+    return hash_cases(
+        c.model_copy(update={"id": key.case(c.id, c.hash), "hash": key.content(c.hash)})
+        if c.split == "holdout"
+        else c
+        for c in cases
+    )
+
+
+def build_jobs(
+    suite: Suite,
+    prompt: Prompt,
+    cases: Sequence[Case],
+    repeats: int,
+    key: HoldoutKey | None = None,
+) -> list[Job]:
+    template = compile_template(suite.template, "template")
+    key = key or HoldoutKey()
+    jobs: list[Job] = []
+    for index, case in enumerate(cases):
+        holdout = case.split == "holdout"
+        # Errors name a case by its job's id: a holdout case's id stays out of any message.
+        name = key.case(case.id, case.hash) if holdout else case.id
+        turn = render_turn(template, case.input, f"template (case {name!r}, {case.source})")
+        request = Request(
+            system=prompt.text,
+            messages=(
+                *(Message(role=m["role"], content=m["content"]) for m in case.messages),
+                Message(role="user", content=turn),
+            ),
+            model=suite.model.name,
+            max_tokens=suite.model.max_tokens,
+            temperature=suite.model.temperature,
+            options=suite.model.options,
+            case={"id": case.id, "input": case.input},
+            agent=agent_spec(suite, case),
+        )
+        jobs.extend(
+            # A holdout reply is never written to the response cache, which is not secret.
+            Job(index, r, name, case.expected, request, case.input, cacheable=not holdout)
+            for r in range(repeats)
+        )
+    return jobs
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    suite_name: str
+    suite: Suite
+    prompt: Prompt
+    cases: CaseSet
+    repeats: int = 1
+    limit: int | None = None
+    concurrency: int | None = None
+    git_commit: str | None = None
+    git_ref: str | None = None
+    # Pull-request runs never include the holdout; release runs ask for it explicitly.
+    splits: frozenset[str] = DEFAULT_SPLITS
+    # (i, n): run only the i-th of n deterministic slices (1-based), for sharded CI jobs.
+    shard: tuple[int, int] | None = None
+    # Names the holdout's cases in the run file (keyed when the holdout secret is known).
+    holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
+
+
+def cases_to_run(spec: RunSpec) -> list[Case]:
+    """The cases a run of ``spec`` sends, in case-file order: its splits, shard and limit."""
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if spec.shard is not None:
+        cases = [c for c in cases if shard_of(c.id, spec.shard[1]) == spec.shard[0]]
+    if spec.limit is not None:
+        cases = cases[: spec.limit]
+    return cases
+
+
+def run_suite(
+    spec: RunSpec,
+    backend: Backend,
+    base_dir: Path,
+    *,
+    cache: Cache | None = None,
+    on_progress: ProgressCallback | None = None,
+    judge: Backend | None = None,
+    stop_when: Callable[[Job, Outcome], bool] | None = None,
+    batch: BatchExecutor | None = None,
+) -> Run:
+    """``batch``: send every call in one message batch (half price, no cache, no early stop)."""
+    suite = spec.suite
+    cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
+    if not cases:
+        raise UserError(
+            f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
+            fix="check the case files, the split policy, or the holdout key",
+        )
+    whole_sha = public_cases_sha(cases, spec.holdout_key)
+    cases = cases_to_run(spec)
+    scorer = build_scorer(suite.scorer, base_dir, judge)
+    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key)
+    started = time.perf_counter()
+    if batch is not None and suite.tools:
+        raise UserError(
+            "agent cases cannot go through the Message Batches API: each step needs the "
+            "answer to the last",
+            fix="drop model.options.batch (or --batch) for a suite with tools",
+        )
+    if batch is not None:
+        outcomes, interrupted = batch.execute(
+            jobs, scorer, label=spec.suite_name, on_progress=on_progress
+        )
+    else:
+        outcomes, interrupted = execute(
+            jobs,
+            backend,
+            scorer,
+            concurrency=spec.concurrency or suite.concurrency,
+            cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
+            on_progress=on_progress,
+            stop_when=stop_when,
+        )
+    wall = time.perf_counter() - started
+    per_case: list[list[Any]] = [[] for _ in cases]
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        per_case[job.case_index].append(outcome)
+    results = [
+        CaseResult(
+            id=case.id,
+            split=case.split or "dev",
+            group=case.group,
+            category=case.category,
+            expected=case.expected,
+            input=case.input,
+            hash=case.hash,
+            outcomes=per_case[i],
+        )
+        for i, case in enumerate(cases)
+    ]
+    # The holdout keeps only hashes, groups and scores, from here on.
+    results = redact_all(results, spec.holdout_key)
+    # Cases a sequential test made unnecessary were never sent: they are not part of the run.
+    saved = sum(1 for o in outcomes if o.error_kind == "skipped")
+    results = [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]
+    created = datetime.now(UTC)
+    scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
+    return Run(
+        name=f"{spec.suite_name}-{spec.prompt.name}-{created:%Y%m%dT%H%M%S}-"
+        f"{sha256_text(created.isoformat())[:4]}",
+        created_at=created,
+        suite=spec.suite_name,
+        prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
+        cases_sha256=public_cases_sha(cases, spec.holdout_key),
+        shard=f"{spec.shard[0]}/{spec.shard[1]}" if spec.shard else None,
+        shard_of_sha256=whole_sha if spec.shard else None,
+        case_files=spec.cases.file_hashes,
+        model=ModelInfo(
+            backend=suite.model.backend,
+            name=suite.model.name,
+            max_tokens=suite.model.max_tokens,
+            temperature=suite.model.temperature,
+            options_sha256=sha256_json(suite.model.options),
+            offline=bool(getattr(backend, "offline", False)),
+        ),
+        scorer=scorer_dump,
+        # A judge's rubric file, rules files and command program are part of what it is (the
+        # config holds their names alone); configs that name no file keep the hash they had.
+        scorer_sha256=sha256_json(
+            {**scorer_dump, "files": files}
+            if (files := read_files(suite.scorer, base_dir))
+            else scorer_dump
+        ),
+        git_commit=spec.git_commit,
+        git_ref=spec.git_ref,
+        evalgate_version=__version__,
+        repeats=spec.repeats,
+        wall_s=round(wall, 4),
+        limited_to=spec.limit,
+        interrupted=interrupted,
+        calls_saved=saved,
+        batch=batch is not None,
+        max_error_share=suite.max_error_share,
+        cases=results,
+    )

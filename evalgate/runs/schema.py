@@ -1,0 +1,295 @@
+"""The run file: the artefact that holds everything needed to compare later.
+
+A versioned pydantic schema, saved as JSON under ``<state_dir>/runs/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evalgate.errors import RunFileError, from_validation
+from evalgate.limits import MESSAGE, excerpt
+from evalgate.redact import redact, redact_held
+from evalgate.trajectory import Step
+
+SCHEMA_VERSION: Literal[1] = 1
+
+
+class _Compact(BaseModel):
+    """A model made by the thousand (a run of 10,000 cases holds 10,000 or more of each).
+
+    Pydantic gives every instance its own set of the fields it was given, which for an outcome
+    costs five times its values (2.2 KB of 2.7 KB). Run files are written whole, every field
+    given, and nothing in evalgate asks which fields were set (no ``exclude_unset``), so every
+    instance of a class shares one set of all its fields instead: it is never changed, since
+    setting a field adds a name that is already in it, and ``model_copy`` copies it.
+    """
+
+    def model_post_init(self, context: Any, /) -> None:
+        object.__setattr__(self, "__pydantic_fields_set__", _all_fields(type(self)))
+
+
+_FIELDS: dict[type[BaseModel], set[str]] = {}
+
+
+def _all_fields(cls: type[BaseModel]) -> set[str]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = set(cls.model_fields)
+    return fields
+
+
+class Outcome(_Compact):
+    """One call for one case: the reply and how it scored (or the error that stopped it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    answer: str | None = None
+    score: float | None = None
+    format_ok: bool | None = None
+    reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    latency_s: float = 0.0
+    stop_reason: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int = 1
+    cached: bool = False
+    judge_calls: int = 0
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    # An agent case's steps: every model call, its tool calls, their inputs and results.
+    steps: list[Step] | None = None
+
+    # Saved in the run file (an artefact) and summarised: no held secret, no key-shaped text
+    # in an error, whatever the upstream echoed.
+    @field_validator("error")
+    @classmethod
+    def _redact_error(cls, value: str | None) -> str | None:
+        return None if value is None else redact(value)
+
+    @field_validator("text")
+    @classmethod
+    def _redact_text(cls, value: str | None) -> str | None:
+        return None if value is None else redact_held(value)
+
+
+class CaseResult(_Compact):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    split: Literal["dev", "holdout", "regression"] = "dev"
+    group: str | None = None
+    category: str | None = None
+    expected: Any = None
+    # The case's input fields; None for holdout cases, whose content never leaves the job.
+    input: dict[str, Any] | None = None
+    hash: str
+    outcomes: list[Outcome] = Field(min_length=1)
+
+    # Derived, not stored (a copy with other outcomes must not keep stale values); written as
+    # plain loops because reports and the gate read them for every case many times.
+    @property
+    def error(self) -> str | None:
+        """A case is an error when any of its calls failed: its score would mean fewer repeats."""
+        for outcome in self.outcomes:
+            if outcome.error is not None:
+                return outcome.error
+        return None
+
+    @property
+    def score(self) -> float | None:
+        total = 0.0
+        for outcome in self.outcomes:
+            if outcome.error is not None:
+                return None
+            total += outcome.score or 0.0
+        return total / len(self.outcomes)
+
+    @property
+    def passed(self) -> bool | None:
+        score = self.score
+        return None if score is None else score >= 0.5
+
+    @property
+    def format_ok(self) -> bool | None:
+        if self.error is not None:
+            return None
+        return all(bool(o.format_ok) for o in self.outcomes)
+
+    @property
+    def answer(self) -> str | None:
+        return self.outcomes[0].answer
+
+    @property
+    def flipped(self) -> bool:
+        """Whether the outcome (pass / fail) differed between repeats of this case."""
+        passes = {(o.score or 0.0) >= 0.5 for o in self.outcomes if o.error is None}
+        return len(passes) > 1
+
+    def message(self) -> str:
+        """A one-line excerpt of the input, for reports."""
+        if not self.input:
+            return ""
+        return excerpt(" ".join(str(v) for v in self.input.values()), MESSAGE)
+
+
+class PromptInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    sha256: str
+    path: str | None = None
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str
+    name: str
+    max_tokens: int
+    temperature: float | None
+    options_sha256: str
+    offline: bool = False
+
+
+class Run(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str
+    created_at: datetime
+    suite: str
+    prompt: PromptInfo
+    cases_sha256: str
+    case_files: dict[str, str]
+    model: ModelInfo
+    scorer: dict[str, Any]
+    scorer_sha256: str
+    git_commit: str | None = None
+    git_ref: str | None = None
+    evalgate_version: str
+    repeats: int = Field(default=1, ge=1)
+    wall_s: float = 0.0
+    limited_to: int | None = None
+    # "i/n" for one shard of a sharded run; the hash of the whole case set it is a slice of.
+    shard: str | None = None
+    shard_of_sha256: str | None = None
+    interrupted: bool = False
+    # Calls a sequential test made unnecessary (the run stopped early, with its verdict known).
+    calls_saved: int = 0
+    # The largest e-value the sequential test saw while the run went (None: not monitored).
+    # The gate splits the paired test's alpha between it and the final test.
+    sequential_e_max: float | None = None
+    # Sent through the Message Batches API: every call at half price.
+    batch: bool = False
+    max_error_share: float = 0.02
+    cases: list[CaseResult]
+
+    def by_id(self) -> dict[str, CaseResult]:
+        return {c.id: c for c in self.cases}
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for c in self.cases if c.error is not None)
+
+    @property
+    def incomplete(self) -> bool:
+        """Too many errors (or an interrupted run): a gate must not pass on it."""
+        if self.interrupted:
+            return True
+        return bool(self.cases) and self.errors / len(self.cases) > self.max_error_share
+
+    def scored(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.error is None]
+
+
+def runs_dir(state_dir: Path) -> Path:
+    return state_dir / "runs"
+
+
+def save_run(run: Run, state_dir: Path) -> Path:
+    folder = runs_dir(state_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run.name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(run.model_dump_json(indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_run(path: Path) -> Run:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RunFileError("run file does not exist", where=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        # A directory, a truncated download, a binary file: unreadable, not a crash.
+        raise RunFileError(
+            f"cannot read the run file: {exc}",
+            where=str(path),
+            fix="re-create it with `evalgate run`",
+        ) from None
+    try:
+        return Run.model_validate_json(text)
+    except ValidationError as exc:
+        raise RunFileError(
+            f"not a run file of this evalgate version: {from_validation(exc)}",
+            where=str(path),
+            fix="re-create it with `evalgate run`",
+        ) from None
+
+
+def iter_runs(state_dir: Path) -> Iterator[tuple[Path, Run]]:
+    folder = runs_dir(state_dir)
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob("*.json")):
+        try:
+            yield path, read_run(path)
+        except RunFileError:
+            continue
+
+
+def find_run(ref: str, state_dir: Path) -> Run:
+    """A run by file path, by name, by unique name prefix, or ``latest:VERSION``."""
+    path = Path(ref)
+    if path.suffix == ".json" and path.exists():
+        return read_run(path)
+    folder = runs_dir(state_dir)
+    exact = folder / f"{ref}.json"
+    if exact.exists():
+        return read_run(exact)
+    candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if ref.startswith("latest:") or ref == "latest":
+        version = ref.partition(":")[2]
+        runs = [r for _, r in iter_runs(state_dir) if not version or r.prompt.name == version]
+        if runs:
+            return max(runs, key=lambda r: r.created_at)
+        prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
+        raise RunFileError(
+            f"no saved run of prompt {version!r}" if version else "no saved runs",
+            fix=(f"saved runs are of prompts {', '.join(prompts)}; or " if prompts else "")
+            + "make one with `evalgate run VERSION`",
+        )
+    matches = [p for p in candidates if p.stem.startswith(ref)]
+    if len(matches) == 1:
+        return read_run(matches[0])
+    if len(matches) > 1:
+        names = ", ".join(p.stem for p in matches[:5])
+        raise RunFileError(f"{ref!r} matches {len(matches)} runs: {names}", fix="be more specific")
+    newest = sorted(candidates, key=lambda p: p.stat().st_mtime, reverse=True)[:3]
+    known = f"the newest: {', '.join(p.stem for p in newest)}; " if newest else ""
+    raise RunFileError(
+        f"no run named {ref!r} in {folder}",
+        fix=f"{known}see `evalgate list`, or pass a run file's path or latest:VERSION",
+    )

@@ -1,0 +1,1 @@
+"""Setting evalgate up in a repository: init, detection, doctor."""
