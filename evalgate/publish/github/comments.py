@@ -1,0 +1,56 @@
+"""The pull request's one evalgate comment: found by its marker and edited in place."""
+
+from __future__ import annotations
+
+from github import GithubException
+from github.Repository import Repository
+
+from evalgate.publish.github.client import COMMENT_MAX, PERM_PR_READ, PERM_PR_WRITE, calling
+
+
+def upsert_comment(
+    repo: Repository,
+    pr_number: int,
+    body: str,
+    marker: str,
+    *,
+    bots_only: bool = True,
+) -> tuple[str, bool]:
+    """Edit our comment on ``pr_number`` in place, or post it; return (its URL, created).
+
+    Ours is the newest comment whose body contains ``marker`` (a hidden HTML comment such as
+    ``<!-- evalgate:suite=NAME -->``), searched across every page; ``bots_only`` also requires
+    a bot author (``GITHUB_TOKEN`` writes as ``github-actions[bot]``; pass False when running
+    with a personal token). Older marked comments, e.g. from an earlier double post, are left
+    alone. GitHub's ``/user`` cannot tell who we are (it answers 403 to the Actions token).
+    """
+    if marker not in body:
+        raise ValueError(f"the comment body does not contain its marker {marker!r}")
+    if len(body) > COMMENT_MAX:
+        raise ValueError(
+            f"comment body has {len(body):,} characters; GitHub accepts at most {COMMENT_MAX:,}"
+        )
+    where = f"{repo.full_name}#{pr_number}"
+    with calling("read the pull request's comments", where, PERM_PR_READ):
+        issue = repo.get_issue(pr_number)
+        ours = None
+        for comment in issue.get_comments():
+            if marker not in (comment.body or ""):
+                continue
+            if bots_only and (comment.user is None or comment.user.type != "Bot"):
+                continue
+            if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
+                ours = comment
+    if ours is not None:
+        if ours.body == body:
+            return ours.html_url, False
+        with calling("edit its pull-request comment", where, PERM_PR_WRITE):
+            try:
+                ours.edit(body)
+                return ours.html_url, False
+            except GithubException as exc:
+                if exc.status != 404:  # deleted since we listed it: post a new one below
+                    raise
+    with calling("comment on the pull request", where, PERM_PR_WRITE):
+        created = issue.create_comment(body)
+        return created.html_url, True
