@@ -849,6 +849,25 @@ def test_audit_mode_reports_on_the_holdout_in_aggregate_only(tmp_path: Path) -> 
     assert job.outputs["verdict"] == "pass"
 
 
+def test_audit_mode_keeps_its_reads_beside_the_releases_on_the_data_branch(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    first = release(gh, tmp_path / "one", "v1.0.0")
+    assert first.code == 0, first.out + first.err
+    job = run_action(
+        make_workspace(tmp_path / "two"),
+        "workflow_dispatch",
+        {},
+        ref="refs/heads/main",
+        inputs=api(gh) | {"mode": "audit", "candidate": "v3", "baseline_version": "v2"},
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    ledger = [json.loads(line) for line in data_file(gh, "holdout-ledger.jsonl").splitlines()]
+    # The release's read, then the audit's two (candidate and baseline), in one file.
+    assert [r["purpose"] for r in ledger] == ["release", "audit", "audit"]
+
+
 def test_audit_mode_without_its_inputs_is_a_user_error(tmp_path: Path) -> None:
     job = run_action(
         make_workspace(tmp_path),

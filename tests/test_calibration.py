@@ -8,6 +8,8 @@ the code under test.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from statistics import NormalDist
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +19,7 @@ from evalgate.analysis.calibration import (
     Table,
     agreement,
     agreement_change,
+    bootstrap_kappa,
     cohen_kappa,
     gwet_ac1,
     mcnemar,
@@ -202,3 +205,155 @@ def test_agreement_change_between_two_judges() -> None:
     assert unproven.p_value == pytest.approx(0.5)
     assert unproven.kind == "unproven"
     assert agreement_change([False, True], [True, True]).kind == "not_dropped"
+
+
+# --------------------------------------------------------------------------- bootstrap interval
+
+
+def exact_bootstrap_kappas(cells: tuple[int, int, int, int]) -> list[tuple[Fraction, Fraction]]:
+    """Every value kappa takes over the bootstrap's resamples of ``cells``' n items, with its
+    exact probability, by enumeration: a resample is multinomial(n; a/n, b/n, c/n, d/n) over the
+    four cells. A resample with every item in one agreeing cell (chance agreement 1) counts as
+    kappa 1, as the code documents."""
+    n = sum(cells)
+    p = [Fraction(x, n) for x in cells]
+    mass: dict[Fraction, Fraction] = {}
+    for xa in range(n + 1):
+        for xb in range(n + 1 - xa):
+            for xc in range(n + 1 - xa - xb):
+                x = (xa, xb, xc, n - xa - xb - xc)
+                prob = Fraction(math.factorial(n))
+                for xi, pi in zip(x, p, strict=True):
+                    prob *= pi**xi / math.factorial(xi)
+                judge, human = Fraction(x[0] + x[1], n), Fraction(x[0] + x[2], n)
+                pe = judge * human + (1 - judge) * (1 - human)
+                kappa = Fraction(1) if pe == 1 else (Fraction(x[0] + x[3], n) - pe) / (1 - pe)
+                mass[kappa] = mass.get(kappa, Fraction(0)) + prob
+    return sorted(mass.items())
+
+
+def quantile(dist: list[tuple[Fraction, Fraction]], q: Fraction) -> tuple[Fraction, float]:
+    """The smallest value whose cumulative probability reaches q, and how far (in probability)
+    the nearer edge of its step is from q."""
+    below = Fraction(0)
+    for value, prob in dist:
+        if below + prob >= q:
+            return value, float(min(q - below, below + prob - q))
+        below += prob
+    raise AssertionError("the probabilities do not add up to 1")
+
+
+def test_the_bootstrap_interval_is_the_exact_bootstraps_quantiles() -> None:
+    # (2, 1, 2, 1), n = 6: judge passes 3/6, humans 4/6, pe = 1/2 * 2/3 + 1/2 * 1/3 = 1/2,
+    # po = 3/6, kappa = 0. Its bootstrap distribution, enumerated over the 84 multinomial
+    # resamples, has its 2.5% quantile at -2/3 (cumulative 0.0099 below it, 0.0562 with it) and
+    # its 97.5% quantile at 2/3 (0.938 below, 0.984 with it). With 20,000 resamples the
+    # empirical quantiles are those atoms: the nearest step edge is 0.0094 away, over 8
+    # standard errors of an empirical share at 2.5% (sqrt(0.025 * 0.975 / 20000) = 0.0011).
+    dist = exact_bootstrap_kappas((2, 1, 2, 1))
+    assert sum(p for _, p in dist) == 1
+    low, low_margin = quantile(dist, Fraction(1, 40))
+    high, high_margin = quantile(dist, Fraction(39, 40))
+    assert (low, high) == (Fraction(-2, 3), Fraction(2, 3))
+    assert min(low_margin, high_margin) > 0.009
+    k = bootstrap_kappa(pairs_of(2, 1, 2, 1), resamples=20_000, seed=3, method="percentile")
+    assert k is not None
+    assert k.value == pytest.approx(0.0, abs=1e-12)
+    assert k.low == pytest.approx(-2 / 3, abs=1e-12)
+    assert k.high == pytest.approx(2 / 3, abs=1e-12)
+    # Its standard error is the bootstrap distribution's SD: sqrt(E[k^2] - E[k]^2) exactly.
+    mean = sum(v * p for v, p in dist)
+    sd = math.sqrt(float(sum(v * v * p for v, p in dist) - mean * mean))
+    assert k.se == pytest.approx(sd, rel=0.03)
+
+
+def test_the_bca_interval_is_the_exact_bootstraps_adjusted_quantiles() -> None:
+    # (1, 1, 2, 1), n = 5: judge passes 2/5, humans 3/5, pe = 6/25 + 6/25 = 12/25, po = 2/5,
+    # kappa = (10/25 - 12/25) / (13/25) = -2/13. BCa (Efron & Tibshirani 1993, 14.3) moves the
+    # percentile interval's 2.5% and 97.5% to Phi(z0 + (z0 + z)/(1 - acc (z0 + z))) for
+    # z = -/+1.96, with z0 = Phi^-1(P(k* < kappa) + P(k* = kappa)/2) from the exact bootstrap
+    # distribution and the acceleration acc = sum U^3 / (6 (sum U^2)^1.5) over the jackknife,
+    # U_i = (n - 1)(mean - kappa_(i)). The five leave-one-out tables, by hand:
+    #   drop a -> (0, 1, 2, 1): judge 1/4, humans 2/4, pe = 1/8 + 3/8 = 1/2, po = 1/4: -1/2
+    #   drop b -> (1, 0, 2, 1): judge 1/4, humans 3/4, pe = 3/16 + 3/16 = 3/8, po = 1/2: 1/5
+    #   drop c -> (1, 1, 1, 1), twice: pe = 1/2, po = 1/2: 0
+    #   drop d -> (1, 1, 2, 0): judge 2/4, humans 3/4, pe = 3/8 + 1/8 = 1/2, po = 1/4: -1/2
+    loo = [Fraction(-1, 2), Fraction(1, 5), Fraction(0), Fraction(0), Fraction(-1, 2)]
+    mean = sum(loo) / 5
+    u = [4 * (mean - x) for x in loo]
+    acc = float(sum(x**3 for x in u)) / (6 * float(sum(x**2 for x in u)) ** 1.5)
+    dist = exact_bootstrap_kappas((1, 1, 2, 1))
+    kappa = Fraction(-2, 13)
+    below = sum(p for v, p in dist if v < kappa) + sum(p for v, p in dist if v == kappa) / 2
+    z0 = NormalDist().inv_cdf(float(below))
+    ends = [NormalDist().cdf(z0 + (z0 + z) / (1 - acc * (z0 + z))) for z in (-Z975, Z975)]
+    assert ends == pytest.approx([0.0203, 0.9690], abs=1e-4)  # not the percentile's 2.5%, 97.5%
+    (low, low_margin), (high, high_margin) = (quantile(dist, Fraction(e)) for e in ends)
+    # The adjusted quantiles are atoms with at least 0.008 of probability to either side: far
+    # beyond the Monte Carlo error of 20,000 resamples (about 0.001).
+    assert (low, high) == (Fraction(-12, 13), Fraction(8, 13))
+    assert min(low_margin, high_margin) > 0.008
+    k = bootstrap_kappa(pairs_of(1, 1, 2, 1), resamples=20_000, seed=3, method="bca")
+    assert k is not None
+    assert k.value == pytest.approx(-2 / 13, abs=1e-12)
+    assert (k.low, k.high) == pytest.approx((-12 / 13, 8 / 13), abs=1e-12)
+
+
+def test_bca_falls_back_to_the_percentile_interval_when_its_acceleration_is_undefined() -> None:
+    # (0, 5, 5, 0): the judge disagrees with every label, kappa = -1. Every leave-one-out table
+    # is (0, 4, 5, 0) or (0, 5, 4, 0), with the same kappa: the jackknife has no spread and
+    # BCa's acceleration is 0 / 0. The percentile interval stands in, no warning escapes.
+    k = bootstrap_kappa(pairs_of(0, 5, 5, 0), seed=1)
+    p = bootstrap_kappa(pairs_of(0, 5, 5, 0), seed=1, method="percentile")
+    assert k is not None and p is not None
+    assert k.value == -1.0 and (k.low, k.high) == (p.low, p.high)
+    assert k.low == -1.0 and k.high < 0.0
+
+
+def test_the_bootstrap_is_seeded() -> None:
+    pairs = pairs_of(40, 5, 10, 45)
+    first = bootstrap_kappa(pairs, seed=7)
+    assert first == bootstrap_kappa(pairs, seed=7)
+    assert first != bootstrap_kappa(pairs, seed=8)
+
+
+def test_the_bootstrap_resamples_groups_not_labels() -> None:
+    # Each of (20, 3, 5, 22)'s 50 items labelled twice (two phrasings of one reply, one group):
+    # kappa is unchanged by doubling every cell, and a resample of the 50 groups is a resample
+    # of the 50 items with every count doubled, drawn by the same seeded generator. So the group
+    # bootstrap of the 100 labels is exactly the item bootstrap of the 50 items; a bootstrap of
+    # the 100 labels one by one would be narrower (about 1/sqrt(2) as wide), claiming more
+    # certainty than 50 independent judgements give.
+    once = pairs_of(20, 3, 5, 22)
+    twice = [p for p in once for _ in range(2)]
+    groups = [f"g{i // 2}" for i in range(len(twice))]
+    grouped = bootstrap_kappa(twice, groups, seed=5)
+    single = bootstrap_kappa(once, seed=5)
+    naive = bootstrap_kappa(twice, seed=5)
+    assert grouped is not None and single is not None and naive is not None
+    assert (grouped.low, grouped.high) == pytest.approx((single.low, single.high), abs=1e-12)
+    assert naive.high - naive.low < 0.8 * (grouped.high - grouped.low)
+
+
+def test_the_bootstrap_at_full_agreement_keeps_the_wilson_low_end() -> None:
+    # Every resample of (30, 0, 0, 20) agrees fully (kappa 1): no spread to read. The low end
+    # is the analytic one's: Wilson's low end of 50/50 is 50 / (50 + z^2) = 0.92865, pe =
+    # 0.6 * 0.6 + 0.4 * 0.4 = 0.52, so (0.92865 - 0.52) / 0.48 = 0.85136.
+    k = bootstrap_kappa(pairs_of(30, 0, 0, 20))
+    assert k is not None and k.high == 1.0
+    wilson_low = 50 / (50 + Z975**2)
+    assert k.low == pytest.approx((wilson_low - 0.52) / 0.48, abs=1e-9)
+    assert bootstrap_kappa(pairs_of(30, 0, 0, 0)) is None  # one verdict for all: no kappa
+
+
+def test_the_agreement_report_names_its_interval() -> None:
+    pairs = pairs_of(40, 5, 10, 45)
+    analytic = agreement(pairs)
+    assert analytic.kappa_interval.startswith("analytic (Fleiss, Cohen & Everitt 1969)")
+    singles = agreement(pairs, [str(i) for i in range(100)], interval="bootstrap", seed=2)
+    assert singles.kappa_interval.startswith(
+        "bootstrap (BCa, 2000 resamples of the labels' items, seed 2)"
+    )
+    assert singles.kappa == bootstrap_kappa(pairs, [str(i) for i in range(100)], seed=2)
+    paired = agreement(pairs, [str(i // 2) for i in range(100)], interval="bootstrap")
+    assert "resamples of the labels' groups" in paired.kappa_interval

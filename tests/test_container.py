@@ -989,6 +989,13 @@ def test_a_rubric_change_that_lowers_agreement_fails_the_job(judge_e2e: Scenario
         "GET", f"/repos/{REPO}/contents/{SUITE_DIR}/judge-rubric.txt"
     )
     assert fetched and all(r.query.get("ref") == [base] for r in fetched)
+    # Both judges' reads of the holdout labels (the changed one's and the base branch's) are
+    # kept in the suite's read ledger on the data branch, and the comment counts them.
+    kept = judge_e2e.gh.file(REPO, f"evalgate/{JUDGED}/holdout-ledger.jsonl", ref="evalgate-data")
+    assert kept is not None, "the holdout label reads must be kept on the data branch"
+    records = [json.loads(line) for line in kept.decode("utf-8").splitlines()]
+    assert [r["purpose"] for r in records] == ["judge check", "judge check"]
+    assert "Holdout label reads: 2 (budget 10)" in comment.body
 
 
 def test_a_pull_request_pools_two_baseline_runs(e2e: Scenario) -> None:

@@ -61,6 +61,10 @@ def test_the_demo_tells_the_story_in_order(demo_text: CliResult) -> None:
         "Verdict: PASS",
         "3. The comment the action would post on the pull request",
         "│ bike-shop passed: not worse",
+        "4. An agent suite, gated on the tools it calls",
+        "5. A judge, checked against people's labels before it may gate",
+        "Judge check of suite bike-shop-judged · judge fake/fake-judge",
+        "met, the judge may gate",
         "Why v3 ties v2 here: the fake model",
         "In short",
     ]

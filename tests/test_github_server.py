@@ -192,6 +192,21 @@ def test_read_only_token_cannot_write(gh: GitHubServer, client: ClientFactory) -
     assert gh.requests[-1].token == "read_only"
 
 
+def test_a_contents_read_token_writes_comments_but_not_files(
+    gh: GitHubServer, client: ClientFactory
+) -> None:
+    # A same-repository pull-request job with contents: read and pull-requests: write.
+    repo = client(gh.contents_read_token).get_repo(REPO)
+    repo.get_pull(7).create_issue_comment("hello")
+    with pytest.raises(GithubException) as caught:
+        repo.create_file("notes.md", "add notes", "notes\n", branch="main")
+    assert caught.value.status == 403
+    assert caught.value.data["message"] == NOT_ACCESSIBLE
+    assert (caught.value.headers or {})["x-accepted-github-permissions"] == "contents=write"
+    assert [c.body for c in gh.comments(REPO, 7)] == ["hello"]
+    assert gh.file(REPO, "notes.md") is None
+
+
 def test_bad_and_missing_tokens(gh: GitHubServer, client: ClientFactory) -> None:
     with pytest.raises(BadCredentialsException):
         client("ghs_not_a_token").get_repo(REPO)

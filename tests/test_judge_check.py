@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 import yaml
 from conftest import CliResult, copy_example
 
+from evalgate.analysis.calibration import bootstrap_kappa
 from evalgate.backends.base import Reply, Request
 from evalgate.backends.fake import FakeJudgeRules, fake_judgement, load_options
 from evalgate.cases.holdout import read_ledger
@@ -137,9 +139,12 @@ def test_a_command_judge_with_known_agreement(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
     config = write_project(tmp_path / "p")
-    code, out, err = cli("judge", "check", "--config", str(config), "--json")
+    code, out, err = cli(
+        "judge", "check", "--config", str(config), "--json", "--interval", "analytic"
+    )
     assert code == 0, err
     report = json.loads(out)
+    assert report["interval"] == "analytic"
     assert report["calls"] == 30  # one judge call a label
     dev, holdout = report["splits"]
     assert dev["split"] == "dev" and holdout["split"] == "holdout"
@@ -169,10 +174,66 @@ def test_a_command_judge_with_known_agreement(
     assert record.purpose == "judge check" and record.n == 10 and record.score == 0.9
 
 
+def test_the_holdouts_groups_are_counted_never_named(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    # The holdout labels' groups are hg0, hg1, hg2 (label_rows); the one holdout disagreement
+    # (a "sorry" reply people passed) is in one of them. Naming that group beside its agreement
+    # would tell rubric tuning which holdout replies the judge gets wrong.
+    config = write_project(tmp_path / "p")
+    code, out, err = cli("judge", "check", "--config", str(config), "--json")
+    assert code == 0, err
+    holdout = json.loads(out)["splits"][1]["agreement"]
+    assert [(g["n"], g["agreement"]["hits"]) for g in holdout["groups"]] == [
+        (3, 2),
+        (3, 3),
+        (4, 4),
+    ]  # 10 labels in groups of 4, 3, 3 (n % 3); sorted by agreement, then size
+    text = cli("judge", "check", "--config", str(config))[1]
+    saved = (tmp_path / "p" / ".evalgate" / "judge" / "shop.json").read_text(encoding="utf-8")
+    for shown in (out, text, saved):
+        assert not re.search(r"\bhg[0-9]", shown), "a holdout group is named"
+    assert "dg0" in text or "dg1" in text or "dg2" in text  # dev groups are named
+    assert "By group       3 groups, 1 with a disagreement\n" in text
+
+
+def test_the_default_interval_is_the_group_bootstrap_and_the_gate_wants_it(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    config = write_project(tmp_path / "p")
+    code, out, err = cli("judge", "check", "--config", str(config), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["interval"] == "bootstrap"
+    holdout = report["splits"][1]["agreement"]
+    # The holdout's 10 labels (4, 0, 1, 5) fall in 3 groups (label_rows: hg0, hg1, hg2): the
+    # bootstrap resamples those 3, seeded with gate.seed (0), as calibration.bootstrap_kappa.
+    assert holdout["kappa_interval"].startswith(
+        "bootstrap (BCa, 2000 resamples of the labels' groups, seed 0)"
+    )
+    rows = label_rows("holdout", 4, 0, 1, 5, "h")
+    pairs = [(r["reply"].startswith("refund"), r["human"] == "pass") for r in rows]
+    expected = bootstrap_kappa(pairs, [r["group"] for r in rows], seed=0)
+    assert expected is not None
+    assert holdout["kappa"] == expected.model_dump()
+    text = cli("judge", "check", "--config", str(config))[1]
+    assert "Kappa's interval: bootstrap (BCa" in text
+    # A check saved with another interval than judge.interval is not the gate's.
+    cli("judge", "check", "--config", str(config), "--interval", "analytic")
+    saved = read_report(tmp_path / "p" / ".evalgate", "shop")
+    assert saved is not None and saved.interval == "analytic"
+    (reason,) = floor_reasons(saved, saved.judge_sha256, saved.labels_sha256, "bootstrap")
+    assert "last checked with the analytic kappa interval, and judge.interval is bootstrap" in (
+        reason
+    )
+
+
 def test_below_the_floor_exits_1_with_the_reason(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
-    config = write_project(tmp_path / "p", judge={"min_kappa": 0.6, "min_labels": 11})
+    config = write_project(
+        tmp_path / "p", judge={"min_kappa": 0.6, "min_labels": 11, "interval": "analytic"}
+    )
     code, out, _ = cli("judge", "check", "--config", str(config))
     assert code == 1
     assert "NOT MET" in out

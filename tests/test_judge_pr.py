@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 from conftest import EXAMPLE, copy_example
 from test_action import (
     FOLDER,
+    FORK,
     REPO,
+    Job,
     api,
     api_env,
     comments,
@@ -27,6 +30,7 @@ from test_action import (
 )
 from test_judge_check import write_project
 
+from evalgate.cases.holdout import LedgerRecord
 from tests.support.github_server import GitHubServer
 
 __all__ = ["gh"]  # the stand-in fixture, shared with the action's tests
@@ -95,6 +99,9 @@ def test_a_rubric_change_that_keeps_agreement_does_not_fail_for_the_judge(
     assert code == 0, log
     assert "**No drop in agreement**" in body
     assert "lost 0, gained 0" in body
+    # The confusion matrix of each split (the README's judge check: holdout 19, 1, 0, 12).
+    assert "| both pass / judge only / people only / both fail |" in body
+    assert "| 19 / 1 / 0 / 12 |" in body
     assert "the judge change lowers" not in body and "may lower" not in body
 
 
@@ -118,7 +125,7 @@ def test_relabelling_in_the_same_pull_request_does_not_hide_a_drop(
 
 def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> None:
     # The default branch asks for kappa's low end at 0.95, which this judge does not reach
-    # (0.81 on the holdout); the pull request lowers the floor to 0.1 in its own config.
+    # (0.68 on the holdout); the pull request lowers the floor to 0.1 in its own config.
     config = f"{FOLDER}/judge.yml"
     strict = (
         (EXAMPLE / "judge.yml")
@@ -171,3 +178,150 @@ def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
     assert "**Agreement dropped significantly**" in body
     assert "lost 14, gained 3" in body
     assert "p = 0.0064" in body
+
+
+# --------------------------------------------------------------------------- holdout label reads
+
+LEDGER = "evalgate/bike-shop-judged/holdout-ledger.jsonl"
+REWORDED = BASE_RUBRIC.replace("Pass a reply", "Pass any reply")
+
+
+def pr_job_again(tmp_path: Path, gh: GitHubServer, files: dict[str, str], token: str) -> Job:
+    """Another job of the same pull request, in a fresh checkout (nothing kept from before)."""
+    workspace = tmp_path / "workspace"
+    copy_example(workspace / FOLDER)
+    for path, text in files.items():
+        (workspace / path).write_text(text, encoding="utf-8")
+    return run_action(
+        workspace,
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh, token) | {"config": "judge.yml"},
+        env=api_env(gh),
+    )
+
+
+def ledger_records(gh: GitHubServer) -> list[LedgerRecord]:
+    text = gh.file(REPO, LEDGER, ref="evalgate-data")
+    if text is None:
+        return []
+    return [LedgerRecord.model_validate_json(line) for line in text.decode().splitlines()]
+
+
+def holdout_labels_sha() -> str:
+    from evalgate.cases.judge_labels import labels_sha, load_labels
+    from evalgate.config.load import load_config
+
+    loaded = load_config(EXAMPLE / "judge.yml")
+    _, suite = loaded.suite(None)
+    return labels_sha(load_labels(EXAMPLE / "judge-labels.jsonl", suite), "holdout")
+
+
+def test_holdout_label_reads_are_kept_on_the_data_branch_across_jobs(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # A release's read of the case holdout is already in the suite's ledger: it stays, and it
+    # is not a read of the judge's labels.
+    release = LedgerRecord(
+        time=datetime(2026, 1, 5, tzinfo=UTC),
+        git_ref="refs/tags/v1",
+        git_commit="a" * 40,
+        prompt="v3",
+        prompt_sha256="b" * 64,
+        holdout_sha256="c" * 64,
+        score=0.8,
+        n=40,
+        purpose="release",
+    )
+    gh.create_branch(REPO, "evalgate-data")
+    gh.add_commit(REPO, {LEDGER: release.model_dump_json() + "\n"}, branch="evalgate-data")
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files))
+    first = pr_job_again(tmp_path / "one", gh, files, gh.write_token)
+    second = pr_job_again(tmp_path / "two", gh, files, gh.write_token)
+    assert first.code == 0 and second.code == 0, first.out + first.err + second.out + second.err
+    records = ledger_records(gh)
+    # The release's record, then two per job: the changed judge and the base branch's judge
+    # (for the pairing) each graded the holdout labels, and each is a read of them.
+    assert [r.purpose for r in records] == ["release"] + ["judge check"] * 4
+    sha = holdout_labels_sha()
+    assert [r.holdout_sha256 for r in records[1:]] == [sha] * 4
+    assert all(r.prompt == "judge:bike-shop-judged" and r.n > 0 for r in records[1:])
+    assert all(r.git_ref == "refs/pull/7/merge" for r in records[1:])
+    head, base = records[1].prompt_sha256, records[2].prompt_sha256
+    assert head != base and [r.prompt_sha256 for r in records[3:]] == [head, base]
+    # The count so far is reported in the comment (edited in place) and the job summary.
+    [body] = comments(gh)
+    assert "Holdout label reads: 4 (budget 10)" in body
+    assert "Holdout label reads: 2 (budget 10)" in first.summary
+    assert "Holdout label reads: 4 (budget 10)" in second.summary
+
+
+def test_a_read_past_the_budget_is_kept_and_warned_of(tmp_path: Path, gh: GitHubServer) -> None:
+    # Ten earlier reads of these holdout labels: the read budget (split.read_budget = 10).
+    earlier = LedgerRecord(
+        time=datetime(2026, 1, 5, tzinfo=UTC),
+        git_ref="refs/heads/main",
+        git_commit=None,
+        prompt="judge:bike-shop-judged",
+        prompt_sha256="d" * 64,
+        holdout_sha256=holdout_labels_sha(),
+        score=0.9,
+        n=10,
+        purpose="judge check",
+    )
+    gh.create_branch(REPO, "evalgate-data")
+    gh.add_commit(REPO, {LEDGER: (earlier.model_dump_json() + "\n") * 10}, branch="evalgate-data")
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files))
+    job = pr_job_again(tmp_path, gh, files, gh.write_token)
+    assert job.code == 0, job.out + job.err
+    assert len(ledger_records(gh)) == 12  # the changed judge's read and the base judge's
+    [body] = comments(gh)
+    text = body.replace("\\", "")
+    assert "Holdout label reads: 12 (budget 10)" in text
+    assert "the judge's holdout labels have been read 11 times, over the budget of 10" in text
+
+
+def test_a_job_that_cannot_keep_the_read_fails_and_says_why(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The pull-request job's token has contents: read: the labels were read, but the read
+    # cannot be written to the data branch. The job fails whatever fail_on says.
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files))
+    job = pr_job_again(tmp_path, gh, files, gh.contents_read_token)
+    assert job.code == 1, job.out + job.err
+    assert ledger_records(gh) == []
+    [error] = [a for a in job.annotations("error") if "holdout labels" in a]
+    assert "could not be kept on the evalgate-data branch" in error
+    assert "contents: write" in error
+    [body] = comments(gh)
+    assert "could not be kept on the evalgate-data branch" in body.replace("\\", "")
+
+
+def test_a_fork_pull_request_does_not_read_the_holdout_labels(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # A fork's job has a read-only token: no read could be kept, so none is made; the judge
+    # is checked on its dev labels and the suite is inconclusive for want of the holdout.
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files), fork=True)
+    workspace = tmp_path / "workspace"
+    copy_example(workspace / FOLDER)
+    (workspace / RUBRIC).write_text(REWORDED, encoding="utf-8")
+    job = run_action(
+        workspace,
+        "pull_request",
+        pr_event(head_repo=FORK),
+        ref="refs/pull/7/merge",
+        inputs=api(gh, gh.read_token) | {"config": "judge.yml"},
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    assert ledger_records(gh) == []
+    assert job.outputs["verdict"] == "inconclusive"
+    summary = job.summary.replace("\\", "")
+    assert "| holdout (aggregate)" not in summary
+    assert "the judge's holdout labels were not read" in summary

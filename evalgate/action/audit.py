@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
+from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.analysis.audit import audit
 from evalgate.app import (
     RunOptions,
@@ -29,6 +30,7 @@ def run_audit(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) 
             fix="run the audit job in the protected environment that holds the key",
         )
     holdout_only = frozenset({"holdout"})
+    pulled = pull_ledger(runner, loaded, name) if runner.repo is not None else None
     runs = [
         run_version(
             runner.world(),
@@ -39,6 +41,8 @@ def run_audit(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) 
         )
         for version in (inputs.candidate, inputs.baseline_version)
     ]
+    if runner.repo is not None:
+        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read by an audit of {name}")
     report = audit(
         runs[0],
         runs[1],

@@ -81,10 +81,13 @@ def judge_in_pr(
     suite: Suite,
     read_base: ReadBase,
     candidate: Run | None = None,
+    *,
+    holdout_unread: str | None = None,
 ) -> JudgeInPR:
-    """``candidate``: the pull request's run, whose accuracy is shown corrected for judge error."""
+    """``candidate``: the pull request's run, whose accuracy is shown corrected for judge error.
+    ``holdout_unread``: why the holdout labels may not be read here (then dev only is)."""
     assert suite.judge is not None
-    both = frozenset({"dev", "holdout"})
+    both = frozenset({"dev"} if holdout_unread else {"dev", "holdout"})
     base = _base_suite(loaded, name, read_base)
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evalgate-base-judge-") as tmp:
@@ -117,16 +120,19 @@ def judge_in_pr(
             labels = suite_labels(loaded, suite)
         report, head = check_judge(ctx, loaded, name, checked, labels, splits=both, show=SHOWN)
         change = None
+        reads = None
         if base is not None:
             for relative in file_names(base.scorer):
                 text = read_base(loaded.root / relative)
                 if text is not None:
                     (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)
                     (folder / "hash" / relative).write_text(text, encoding="utf-8")
-            changed = judge_sha256(folder / "hash", base) != judge_sha256(loaded.root, suite)
-            if changed:
+            base_sha = judge_sha256(folder / "hash", base)
+            if base_sha != judge_sha256(loaded.root, suite):
                 runnable = _materialise(loaded, base, read_base, folder / "base")
-                _, old = check_judge(
+                # The base judge grading the holdout labels is a read of them too (its record
+                # follows the head's in the ledger): the count shown is the later one.
+                based, old = check_judge(
                     ctx,
                     loaded,
                     name,
@@ -135,8 +141,14 @@ def judge_in_pr(
                     splits=both,
                     show=0,
                     base_dir=folder / "base",
+                    judge_sha=base_sha,
                 )
-                ids = [x.id for x in labels if old[x.id].error is None and head[x.id].error is None]
+                reads = based.holdout_reads
+                ids = [
+                    x.id
+                    for x in labels
+                    if x.id in head and old[x.id].error is None and head[x.id].error is None
+                ]
                 human = {x.id: x.human for x in labels}
                 change = agreement_change(
                     [old[i].passes[0] == human[i] for i in ids],
@@ -146,6 +158,8 @@ def judge_in_pr(
         else:
             notes.append("the judge or its labels are new in this pull request: nothing to pair")
     update: dict[str, object] = {"warnings": [*report.warnings, *notes]}
+    if reads is not None:
+        update["holdout_reads"] = reads
     if candidate is not None:
         update["corrected"] = corrected_accuracy(candidate, report.splits, report.floor)
     report = report.model_copy(update=update)
@@ -168,4 +182,9 @@ def judge_in_pr(
             "label more replies to tell"
         )
     outcome.doubts.extend(report.floor.reasons)
+    if holdout_unread and report.holdout_unread:
+        outcome.doubts.append(
+            f"the judge's holdout labels were not read ({holdout_unread}), so the judge is "
+            "checked on its dev labels only, which rubric tuning has seen"
+        )
     return outcome

@@ -15,6 +15,7 @@ from evalgate.action.fork import MANIFEST, Refused, collect, overlay, read_manif
 from evalgate.action.inputs import VerdictKind, output_number
 from evalgate.action.job import ActionJob, pr_number
 from evalgate.action.judge import judge_in_pr
+from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.action.modes import suites_to_run
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
@@ -33,6 +34,7 @@ from evalgate.cases.gitrepo import GitTree, toplevel
 from evalgate.cases.read import CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
+from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.gate.decide import PullRequestVerdict, Verdict, decide, decide_pull_request
 from evalgate.publish import github as gh
@@ -160,7 +162,25 @@ def run_pr(
             relative = path.resolve().relative_to(runner.workspace.resolve()).as_posix()
             return gh.read_data_file(runner.repo, base_sha, relative)
 
-        judge = judge_in_pr(runner.context(), loaded, name, suite, read_base, candidate)
+        # A read of the holdout labels is kept in the suite's ledger on the data branch, like
+        # a release's read of the holdout: a job that cannot write there reads dev only.
+        keep = runner.repo is not None and not runner.read_only
+        pulled = pull_ledger(runner, loaded, name) if keep else None
+        unread = None if keep else "this job's token cannot record the read"
+        judge = judge_in_pr(
+            runner.context(), loaded, name, suite, read_base, candidate, holdout_unread=unread
+        )
+        if keep:
+            try:
+                push_ledger(runner, loaded, name, pulled, f"evalgate: judge labels read for {name}")
+            except gh.GitHubError as exc:
+                line = (
+                    f"{name}: the judge's holdout labels were read, but the read could not be kept "
+                    f"on the {DATA_BRANCH} branch ({exc.what}): give the pull-request job "
+                    "contents: write, or every read of them goes uncounted"
+                )
+                runner.must_fail = f"{runner.must_fail}; {line}" if runner.must_fail else line
+                judge.markdown += f"\n> [!CAUTION]\n> {escape(line, 'markdown')}\n"
         # Settled with the pull request's other tests (decide_pull_request): a judge that
         # cannot be read makes the suite inconclusive, a judge that got worse fails it.
         verdict = verdict.model_copy(

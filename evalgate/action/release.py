@@ -6,6 +6,7 @@ import json
 
 from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
+from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.app import (
     RunOptions,
@@ -25,9 +26,9 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
     """The release gate, with history and the ledger kept in the data branch."""
     tag = runner.env.get("GITHUB_REF_NAME") or "release"
     history_file = f"evalgate/{name}/releases.json"
-    ledger_file = f"evalgate/{name}/holdout-ledger.jsonl"
     history: list[ReleaseRecord] = []
     ledger = ledger_path(loaded)
+    pulled = None
     if runner.repo is not None:
         text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
         try:
@@ -38,10 +39,7 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
                 where=f"{DATA_BRANCH}:{history_file}",
                 fix="restore it from the data branch's git history",
             ) from None
-        remote_ledger = gh.read_data_file(runner.repo, DATA_BRANCH, ledger_file)
-        if remote_ledger is not None:
-            ledger.parent.mkdir(parents=True, exist_ok=True)
-            ledger.write_text(remote_ledger, encoding="utf-8")
+        pulled = pull_ledger(runner, loaded, name)
     version = loaded.ship_version(suite)
     run, record, report = release_version(
         runner.world(),
@@ -67,13 +65,7 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
             json.dumps(updated, indent=1),
             f"evalgate: release {tag} of {name}",
         )
-        gh.write_data_file(
-            runner.repo,
-            DATA_BRANCH,
-            ledger_file,
-            ledger.read_text(encoding="utf-8"),
-            f"evalgate: holdout read for {tag} of {name}",
-        )
+        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
         sha = runner.env.get("GITHUB_SHA")
         if sha:
             gh.create_check_run(

@@ -7,8 +7,9 @@ table of those pairs (judge in rows, human in columns) is the whole data:
     judge pass          a            b        b: the judge passed what a person failed (lenient)
     judge fail          c            d        c: the judge failed what a person passed (strict)
 
-From it: raw agreement (a + d) / n with a Wilson interval; Cohen's kappa with the large-sample
-(analytic) 95% interval of Fleiss, Cohen & Everitt (1969); Gwet's AC1, which stays readable
+From it: raw agreement (a + d) / n with a Wilson interval; Cohen's kappa with a 95% interval,
+either the large-sample (analytic) one of Fleiss, Cohen & Everitt (1969) or a seeded bootstrap
+over the labels' groups (items of one group are not independent); Gwet's AC1, which stays readable
 when nearly every item is a pass (the "prevalence paradox", where kappa collapses although the
 raters almost always agree); McNemar's exact test on b against c (does the judge lean lenient or
 strict?); the judge's sensitivity and specificity, and the Rogan-Gladen pass rate corrected for
@@ -23,14 +24,27 @@ from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Literal
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.analysis.stats import sign_test_two_sided, sign_test_worse, wilson_interval
+from evalgate.analysis.stats import (
+    BootstrapMethod,
+    cluster_bootstrap,
+    sign_test_two_sided,
+    sign_test_worse,
+    wilson_interval,
+)
 from evalgate.analysis.summary import Rate
 
 KAPPA_INTERVAL = (
     "analytic (Fleiss, Cohen & Everitt 1969), 95%; Wilson-based low end at full agreement"
 )
+IntervalKind = Literal["analytic", "bootstrap"]
+# The bootstrap's resamples and its interval (benchmarks/judge_calibration.py measured both
+# methods' coverage; docs/statistics.md gives the numbers).
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_METHOD: BootstrapMethod = "bca"
 Lean = Literal["lenient", "strict", "balanced"]
 
 
@@ -119,6 +133,79 @@ def cohen_kappa(table: Table, confidence: float = 0.95) -> Kappa | None:
     if table.agreed == n:
         low = (wilson_interval(n, n, confidence)[0] - pe) / (1.0 - pe)
     return Kappa(value=kappa, low=max(-1.0, low), high=min(1.0, kappa + half), se=se)
+
+
+def kappa_of_cells(cells: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Cohen's kappa of 2x2 tables given by their cells ``(..., 4)`` = (a, b, c, d), at once.
+
+    A table whose items all fall in one agreeing cell has chance agreement 1 and kappa 0 / 0;
+    it counts as 1 here: every table of full agreement with both verdicts in it has kappa 1, and
+    this one is their limit. (Only bootstrap resamples meet it: an observed table like that has
+    no kappa, see cohen_kappa.)
+    """
+    a, b, c, d = (cells[..., i] for i in range(4))
+    n = a + b + c + d
+    judge = (a + b) / n
+    human = (a + c) / n
+    pe = judge * human + (1.0 - judge) * (1.0 - human)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = ((a + d) / n - pe) / (1.0 - pe)
+    return np.where(pe >= 1.0, 1.0, kappa)
+
+
+def _cell(judge: bool, human: bool) -> int:
+    return (0 if human else 1) if judge else (2 if human else 3)
+
+
+def bootstrap_kappa(
+    pairs: Sequence[tuple[bool, bool]],
+    groups: Sequence[str] | None = None,
+    *,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    method: BootstrapMethod = BOOTSTRAP_METHOD,
+) -> Kappa | None:
+    """Cohen's kappa with a bootstrap interval; None when kappa is undefined.
+
+    The resampled unit is the group (each label's group, or the label itself when it has none):
+    labels of one group (phrasings of one message, say) are not independent, and resampling
+    them one by one would give too narrow an interval. ``scipy.stats.bootstrap`` draws
+    ``resamples`` sets of as many groups as there are, with replacement, from
+    ``numpy.random.default_rng(seed)``. At full agreement every resample agrees fully too and
+    the bootstrap has no spread: the low end is then the Wilson-based one of cohen_kappa.
+    """
+    table = Table.of(pairs)
+    point = cohen_kappa(table, confidence)
+    if point is None or table.agreed == table.n:
+        return point
+    clusters: dict[str, list[int]] = {}
+    for i, (judge, human) in enumerate(pairs):
+        key = groups[i] if groups is not None else f"#{i}"
+        clusters.setdefault(key, [0, 0, 0, 0])[_cell(judge, human)] += 1
+    found = cluster_bootstrap(
+        list(clusters.values()),
+        kappa_of_cells,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        method=method,
+    )
+    return Kappa(
+        value=point.value, low=max(-1.0, found.low), high=min(1.0, found.high), se=found.se
+    )
+
+
+def interval_name(
+    kind: IntervalKind, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, unit: str = "groups"
+) -> str:
+    """What the report says of kappa's interval: which one, and how it was made."""
+    if kind == "analytic":
+        return KAPPA_INTERVAL
+    return (
+        f"bootstrap ({'BCa' if BOOTSTRAP_METHOD == 'bca' else 'percentile'}, {resamples} resamples of the labels' {unit}, seed "
+        f"{seed}), 95%; Wilson-based low end at full agreement"
+    )
 
 
 def gwet_ac1(table: Table) -> float | None:
@@ -253,18 +340,30 @@ def agreement(
     pairs: Sequence[tuple[bool, bool]],
     groups: Sequence[str] | None = None,
     alpha: float = 0.05,
+    *,
+    interval: IntervalKind = "analytic",
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Agreement:
-    """The agreement report for (judge passes, human passes) pairs, with per-group rows."""
+    """The agreement report for (judge passes, human passes) pairs, with per-group rows;
+    kappa's interval is ``interval``'s (the bootstrap resamples the groups)."""
     table = Table.of(pairs)
     n = table.n
     by_group: dict[str, list[bool]] = defaultdict(list)
     for (j, h), g in zip(pairs, groups or [], strict=False):
         by_group[g].append(j == h)
+    if interval == "bootstrap":
+        kappa = bootstrap_kappa(pairs, groups, resamples=resamples, seed=seed)
+        unit = "groups" if any(len(v) > 1 for v in by_group.values()) else "items"
+        name = interval_name(interval, resamples=resamples, seed=seed, unit=unit)
+    else:
+        kappa, name = cohen_kappa(table), interval_name(interval)
     return Agreement(
         n=n,
         table=table,
         agreement=Rate.of(table.agreed, n),
-        kappa=cohen_kappa(table),
+        kappa=kappa,
+        kappa_interval=name,
         ac1=gwet_ac1(table),
         judge_pass=Rate.of(table.both_pass + table.judge_only, n),
         human_pass=Rate.of(table.both_pass + table.human_only, n),

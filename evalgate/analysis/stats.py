@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
@@ -48,9 +49,11 @@ __all__ = [
     "CASES_CAP",
     "MDE_TOLERANCE",
     "Alternative",
+    "BootstrapMethod",
     "PairedDifference",
     "broke_more_than_noise",
     "cases_for_mde",
+    "cluster_bootstrap",
     "clustered_se",
     "expected_max_normal",
     "flip_rate",
@@ -69,6 +72,7 @@ __all__ = [
 ]
 
 Alternative = Literal["less", "greater", "two-sided"]
+BootstrapMethod = Literal["percentile", "bca"]
 
 #: Largest case count :func:`cases_for_mde` will recommend; beyond it the answer is "not reachable".
 CASES_CAP = 1_000_000
@@ -348,6 +352,68 @@ def flip_rate(outcomes: Sequence[Sequence[bool]]) -> float:
     passes = np.array([sum(bool(x) for x in row) for row in outcomes], dtype=np.float64)
     pairs = r * (r - 1) / 2.0
     return float(np.sum(passes * (r - passes)) / (len(outcomes) * pairs))
+
+
+class BootstrapInterval(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float
+    high: float
+    se: float  # the standard deviation of the bootstrap distribution
+
+
+def cluster_bootstrap(
+    counts: Sequence[Sequence[float]],
+    statistic: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    method: BootstrapMethod = "percentile",
+) -> BootstrapInterval:
+    """A bootstrap interval of a statistic of summed counts, resampling whole clusters.
+
+    Each row of ``counts`` is one cluster's counts (a group's cells of a table, say; a row per
+    item when items are independent). A resample draws as many rows as there are, with
+    replacement, and sums them; ``statistic`` maps summed counts of shape ``(..., k)`` to the
+    statistic, shape ``(...)``. Resampling clusters rather than rows' parts keeps together what
+    is correlated within one. ``scipy.stats.bootstrap`` does the resampling (seeded, so the
+    interval is the same each time), with the percentile or the BCa interval.
+    """
+    _check_probability("confidence", confidence)
+    rows = np.asarray(counts, dtype=np.float64)
+    if rows.ndim != 2 or len(rows) == 0:
+        raise ValueError("counts must be a non-empty table of clusters by counts")
+
+    def of(index: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
+        picked = rows[np.asarray(index, dtype=np.intp)]  # (..., clusters, k)
+        return statistic(picked.sum(axis=-2))
+
+    if method == "bca" and len(rows) > 1:
+        # BCa's acceleration is 0 / 0 when every jackknife value is the same (a table such as
+        # (0, m, m, 0)); scipy would answer NaN, or noise from rounding: the percentile
+        # interval stands in.
+        leave_out = np.array([[j for j in range(len(rows)) if j != i] for i in range(len(rows))])
+        jackknife = of(leave_out)
+        if np.ptp(jackknife) <= 1e-9 * max(1.0, float(np.max(np.abs(jackknife)))):
+            method = "percentile"
+    with warnings.catch_warnings():
+        # A degenerate bootstrap (scipy's DegenerateDataWarning, a RuntimeWarning) is read below.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.bootstrap(
+            (np.arange(len(rows)),),
+            of,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method="BCa" if method == "bca" else "percentile",
+            rng=np.random.default_rng(seed),
+        )
+    low, high = (float(x) for x in result.confidence_interval)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        tail = (1.0 - confidence) / 2.0
+        low, high = (float(x) for x in np.quantile(result.bootstrap_distribution, [tail, 1 - tail]))
+    return BootstrapInterval(low=low, high=high, se=float(result.standard_error))
 
 
 # --------------------------------------------------------------------------------------------

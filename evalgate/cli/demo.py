@@ -20,6 +20,7 @@ from evalgate.cli.context import (
     Context,
     price_as_for,
 )
+from evalgate.cli.judge import demo_judge
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG
@@ -112,6 +113,9 @@ def cmd_demo(ctx: Context) -> int:
             ctx.print(comment if fmt == "markdown" else _framed(markdown_to_terminal(comment)))
             say("4. An agent suite, gated on the tools it calls")
             demo_agent(ctx)
+            say()
+            say("5. A judge, checked against people's labels before it may gate")
+            demo_judge(ctx, folder)
             say()
         recap = _demo_recap(summaries, verdict.kind.upper(), verdict.reasons, shipped, repeats)
         say(DEMO_WHY_TIE if as_json else _wrap(DEMO_WHY_TIE))

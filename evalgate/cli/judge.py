@@ -17,10 +17,10 @@ from evalgate.cli.context import (
     ledger_path,
 )
 from evalgate.cli.options import Subcommands, positive
-from evalgate.config.load import LoadedConfig
+from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import Suite
 from evalgate.errors import UserError
-from evalgate.report.render import render, render_model
+from evalgate.report.render import Format, render, render_model
 from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
@@ -74,9 +74,11 @@ def check_judge(
     repeats: int = 1,
     show: int = 20,
     base_dir: Path | None = None,
+    judge_sha: str | None = None,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
-    label's grades by id (for pairing two judges). A holdout read goes in the ledger."""
+    label's grades by id (for pairing two judges). A holdout read goes in the ledger.
+    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
     backend = ctx.backend(loaded, suite.scorer.model)
@@ -105,6 +107,8 @@ def check_judge(
                 [by_id[x.id] for x in mine],
                 alpha=suite.gate.alpha,
                 show=show,
+                interval=suite.judge.interval,
+                seed=suite.gate.seed,
             )
         )
     judge = suite.judge
@@ -127,9 +131,10 @@ def check_judge(
         suite=name,
         created_at=datetime.now(UTC),
         judge=f"{settings.backend}/{settings.name}",
-        judge_sha256=judge_sha256(root, suite),
+        judge_sha256=judge_sha or judge_sha256(root, suite),
         labels_sha256=labels_sha(labels),
         repeats=repeats,
+        interval=judge.interval,
         calls=sum(g.calls for g in graded),
         input_tokens=sum(g.input_tokens for g in graded),
         output_tokens=sum(g.output_tokens for g in graded),
@@ -159,6 +164,21 @@ def check_judge(
         ctx.err.write(
             f"holdout labels read recorded in the ledger ({reads} reads of these labels)\n"
         )
+        budget = suite.split.read_budget
+        over = []
+        if reads > budget:
+            over.append(
+                f"the judge's holdout labels have been read {reads} times, over the budget of "
+                f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
+                "add fresh holdout labels"
+            )
+        report = report.model_copy(
+            update={
+                "holdout_reads": reads,
+                "read_budget": budget,
+                "warnings": [*report.warnings, *over],
+            }
+        )
     return report, by_id
 
 
@@ -169,7 +189,10 @@ def floor_for_gate(loaded: LoadedConfig, name: str, suite: Suite) -> list[str]:
         return []
     labels = suite_labels(loaded, suite)
     return floor_reasons(
-        read_report(loaded.state_dir, name), judge_sha256(loaded.root, suite), labels_sha(labels)
+        read_report(loaded.state_dir, name),
+        judge_sha256(loaded.root, suite),
+        labels_sha(labels),
+        suite.judge.interval,
     )
 
 
@@ -177,6 +200,9 @@ def cmd_judge(ctx: Context) -> int:
     loaded = ctx.config()
     name, suite = judged_suite(loaded, ctx.args.suite)
     assert suite.judge is not None
+    if getattr(ctx.args, "interval", None):
+        judge = suite.judge.model_copy(update={"interval": ctx.args.interval})
+        suite = suite.model_copy(update={"judge": judge})
     labels = suite_labels(loaded, suite)
     splits = frozenset(ctx.args.split or ("dev", "holdout"))
     if "holdout" in splits:
@@ -206,12 +232,31 @@ def cmd_judge(ctx: Context) -> int:
     if not ctx.args.no_save:
         path = save_report(report, loaded.state_dir)
         ctx.err.write(f"saved the judge check to {path} (the gate reads it)\n")
-    fmt = ctx.args.format
-    if fmt == "markdown":
-        ctx.print(render("judge.md.j2", s=report, change=None, limit=ctx.args.show))
-    else:
-        ctx.print(render_model("judge", report, fmt, limit=ctx.args.show))
+    ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
     return EXIT_OK if report.floor.ok else EXIT_GATE_FAILED
+
+
+def render_judge(report: JudgeReport, fmt: Format, limit: int) -> str:
+    """The judge check as `judge check --format FMT` prints it."""
+    if fmt == "markdown":
+        return render("judge.md.j2", s=report, change=None, limit=limit)
+    return render_model("judge", report, fmt, limit=limit)
+
+
+def demo_judge(ctx: Context, example: Path) -> None:
+    """The demo's judge: the example's judged suite (judge.yml, the offline fake judge) checked
+    against its human labels, in a copy of the example (``example``)."""
+    loaded = load_config(example / "judge.yml")
+    name, suite = judged_suite(loaded, None)
+    assert suite.judge is not None
+    labels = suite_labels(loaded, suite)
+    ctx.print(
+        f"\nThe judged suite of {example.name}/judge.yml: the offline fake judge against "
+        f"{len(labels)} human labels\n"
+    )
+    both = frozenset({"dev", "holdout"})
+    report, _ = check_judge(ctx, loaded, name, suite, labels, splits=both, show=ctx.args.show)
+    ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -242,6 +287,12 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     check.add_argument(
         "--run", help="a saved run scored by this judge: its accuracy corrected for judge error"
+    )
+    check.add_argument(
+        "--interval",
+        choices=["bootstrap", "analytic"],
+        help="kappa's 95%% interval: a seeded bootstrap over the labels' groups, or the "
+        "large-sample analytic one (default: judge.interval; the gate wants judge.interval's)",
     )
     check.add_argument("--show", type=int, default=20, help="dev disagreements listed")
     check.add_argument("--no-save", action="store_true", help="do not save the check for the gate")

@@ -410,6 +410,9 @@ class JudgeCalibration(Strict):
     min_labels: int = Field(default=50, ge=1)
     # The lower end of kappa's 95% interval (on the holdout) must reach this for the judge to gate.
     min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    # Kappa's 95% interval: a seeded bootstrap over the labels' groups (its seed is gate.seed),
+    # or the large-sample analytic one, which covers less than 95% at small n and with groups.
+    interval: Literal["bootstrap", "analytic"] = "bootstrap"
 
 
 class Suite(Strict):

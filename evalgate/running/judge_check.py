@@ -20,7 +20,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate import files
-from evalgate.analysis.calibration import Agreement, Corrected, agreement, rogan_gladen
+from evalgate.analysis.calibration import (
+    Agreement,
+    Corrected,
+    IntervalKind,
+    agreement,
+    rogan_gladen,
+)
 from evalgate.analysis.stats import flip_rate
 from evalgate.cases.judge_labels import Label
 from evalgate.config.models import JudgeCalibration, Suite
@@ -33,6 +39,8 @@ from evalgate.scorers.judge import JudgeScorer
 # A judge's score at or above this is a pass: the same rule as a run's (runs.CaseResult.passed).
 PASS_AT = 0.5
 LabelSplit = Literal["dev", "holdout"]
+# What stands for a holdout group's name in reports.
+HOLDOUT_GROUP = "(holdout group)"
 
 
 def judge_sha256(root: Path, suite: Suite) -> str:
@@ -163,6 +171,8 @@ class JudgeReport(BaseModel):
     judge_sha256: str
     labels_sha256: str
     repeats: int
+    # Kappa's interval (judge.interval, or judge check --interval), which the floor is read on.
+    interval: IntervalKind = "analytic"
     # The judge's calls and tokens for this check.
     calls: int = 0
     input_tokens: int = 0
@@ -172,6 +182,10 @@ class JudgeReport(BaseModel):
     holdout_unread: int
     floor: Floor
     corrected: CorrectedRun | None = None
+    # How many times these holdout labels have been read, this check included (from the read
+    # ledger), and the budget (split.read_budget); None when the holdout was not read.
+    holdout_reads: int | None = None
+    read_budget: int | None = None
     warnings: list[str] = []
 
     def split(self, name: str) -> SplitCheck | None:
@@ -185,6 +199,8 @@ def measure_split(
     *,
     alpha: float,
     show: int,
+    interval: IntervalKind = "analytic",
+    seed: int = 0,
 ) -> SplitCheck:
     ok = [(x, g) for x, g in zip(labels, graded, strict=True) if g.error is None]
     pairs = [(g.passes[0], x.human) for x, g in ok]
@@ -210,11 +226,18 @@ def measure_split(
         if g.passes[0] != x.human
     ]
     listed = wrong[:show] if split == "dev" else []
+    measured = agreement(pairs, groups, alpha, interval=interval, seed=seed)
+    if split == "holdout":
+        # A holdout group named beside its agreement would tell rubric tuning which holdout
+        # replies the judge gets wrong: the holdout's groups are counted, never named.
+        ranked = sorted(measured.groups, key=lambda g: (g.agreement.rate or 0.0, g.n))
+        unnamed = [g.model_copy(update={"group": HOLDOUT_GROUP}) for g in ranked]
+        measured = measured.model_copy(update={"groups": unnamed})
     return SplitCheck(
         split=split,
         labels=len(labels),
         errored=len(labels) - len(ok),
-        agreement=agreement(pairs, groups, alpha),
+        agreement=measured,
         flips=flips,
         disagreements=listed,
         more_disagreements=len(wrong) - len(listed) if split == "dev" else 0,
@@ -310,8 +333,14 @@ def read_report(state_dir: Path, suite: str) -> JudgeReport | None:
         return None
 
 
-def floor_reasons(report: JudgeReport | None, judge_sha: str, labels_sha: str) -> list[str]:
-    """Why the gate may not trust the judge: no check yet, a changed judge or labels, the floor."""
+def floor_reasons(
+    report: JudgeReport | None,
+    judge_sha: str,
+    labels_sha: str,
+    interval: IntervalKind = "bootstrap",
+) -> list[str]:
+    """Why the gate may not trust the judge: no check yet, a changed judge or labels, a floor
+    read on another interval than judge.interval, the floor itself."""
     fix = "run `evalgate judge check`"
     if report is None:
         return [f"the judge has not been checked against its human labels: {fix}"]
@@ -319,6 +348,11 @@ def floor_reasons(report: JudgeReport | None, judge_sha: str, labels_sha: str) -
         return [f"the judge changed since it was last checked against its labels: {fix}"]
     if report.labels_sha256 != labels_sha:
         return [f"the judge's labels changed since it was last checked: {fix}"]
+    if report.interval != interval:
+        return [
+            f"the judge was last checked with the {report.interval} kappa interval, and "
+            f"judge.interval is {interval}: {fix} without --interval"
+        ]
     if report.floor.split == "dev" and report.holdout_unread:
         return [
             "the judge was last checked on its dev labels only, which rubric tuning has seen: "

@@ -93,7 +93,10 @@ CHECK_TEXT_MAX = 65535
 CHECK_ANNOTATIONS_MAX = 50
 DEFAULT_RETENTION = timedelta(days=90)
 
-TokenKind = Literal["write", "read_only"]
+# "contents_read": the token of a same-repository pull-request job with the permissions the
+# example workflow gives it (contents: read, pull-requests: write, checks: write, actions: read):
+# every write but a contents one is allowed.
+TokenKind = Literal["write", "read_only", "contents_read"]
 JSON = dict[str, Any]
 T = TypeVar("T")
 
@@ -368,7 +371,8 @@ class RecordedRequest:
     body: bytes
     status: int
     token: str | None
-    """``"write"``, ``"read_only"``, ``"invalid"``, or ``None`` when no credentials were sent."""
+    """``"write"``, ``"read_only"``, ``"contents_read"``, ``"invalid"``, or ``None`` when no
+    credentials were sent."""
     forced: bool = False
     """Answered by an injected fault."""
 
@@ -513,9 +517,10 @@ def _json_response(status: int, data: Any, headers: dict[str, str] | None = None
 class GitHubServer:
     """The stand-in: an API server and a storage server, with their shared in-memory state.
 
-    ``tokens`` maps token -> ``"write"`` or ``"read_only"``; by default ``write_token`` and
-    ``read_token`` are registered. Anonymous requests may read public repositories (as on
-    GitHub) unless ``allow_anonymous=False``; anonymous writes answer 401.
+    ``tokens`` maps token -> ``"write"``, ``"read_only"`` or ``"contents_read"``; by default
+    ``write_token``, ``read_token`` and ``contents_read_token`` are registered. Anonymous
+    requests may read public repositories (as on GitHub) unless ``allow_anonymous=False``;
+    anonymous writes answer 401.
     """
 
     def __init__(
@@ -523,6 +528,7 @@ class GitHubServer:
         *,
         write_token: str = "ghs_evalgateWriteToken0000000000000000",
         read_token: str = "ghs_evalgateReadOnlyToken000000000000",
+        contents_read_token: str = "ghs_evalgateContentsReadToken0000000",
         rate_limit: int = 1000,
         allow_anonymous: bool = True,
         storage_hostname: str | None = None,
@@ -530,7 +536,12 @@ class GitHubServer:
     ) -> None:
         self.write_token = write_token
         self.read_token = read_token
-        self.tokens: dict[str, TokenKind] = {write_token: "write", read_token: "read_only"}
+        self.contents_read_token = contents_read_token
+        self.tokens: dict[str, TokenKind] = {
+            write_token: "write",
+            read_token: "read_only",
+            contents_read_token: "contents_read",
+        }
         self.allow_anonymous = allow_anonymous
         self.storage_hostname = storage_hostname
         self.signed_url_ttl = signed_url_ttl
@@ -1256,7 +1267,11 @@ class GitHubServer:
             if ctx.method not in ("GET", "HEAD"):
                 if ctx.token is None:
                     raise _HTTPError(401, "Requires authentication")
-                if ctx.token == "read_only":
+                refused = ctx.token == "read_only" or (
+                    ctx.token == "contents_read"
+                    and (route.permission or "").startswith("contents=")
+                )
+                if refused:
                     extra = (
                         {"x-accepted-github-permissions": route.permission}
                         if route.permission
