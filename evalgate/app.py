@@ -1,6 +1,6 @@
 """The service both entry points call: run one prompt version of a suite, run a release.
 
-The CLI (``evalgate.cli``) and the action (``evalgate.action.main``) each build a :class:`World`
+The CLI (``evalgate.cli``) and the action (``evalgate.action``) each build a :class:`World`
 (the environment and the streams, read once at their root) and frozen :class:`RunOptions`, and
 call :func:`run_version` or :func:`release_version`. Nothing here reads argv or ``os.environ``;
 the backend, the cache and the batch runner are built here, from the world and the config.
@@ -9,8 +9,9 @@ the backend, the cache and the batch runner are built here, from the world and t
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -36,6 +37,7 @@ from evalgate.cases.holdout import (
     sealed_digests,
     unrecorded_changes,
 )
+from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings
 from evalgate.cases.read import SPLITS, CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
@@ -44,6 +46,15 @@ from evalgate.errors import UserError
 from evalgate.gate.decide import SequentialMonitor
 from evalgate.running.batch import BatchExecutor
 from evalgate.running.cache import ResponseCache
+from evalgate.running.judge_check import (
+    Graded,
+    JudgeReport,
+    LabelSplit,
+    floor_of,
+    grade,
+    judge_sha256,
+    measure_split,
+)
 from evalgate.running.progress import ProgressPrinter
 from evalgate.running.suite import (
     DEFAULT_SPLITS,
@@ -55,6 +66,7 @@ from evalgate.running.suite import (
     run_suite,
 )
 from evalgate.runs.schema import Run
+from evalgate.scorers.judge import JudgeScorer
 
 
 @dataclass(frozen=True)
@@ -353,3 +365,125 @@ def _sealed_integrity(
     if changes_file.exists():
         return sealed, forged_retires(changes, key) + replayed_changes(sealed, changes, key)
     return sealed, []
+
+
+LEDGER_PURPOSE = "judge check"
+
+
+def check_judge(
+    world: World,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    labels: Sequence[Label],
+    *,
+    splits: frozenset[str],
+    repeats: int = 1,
+    show: int = 20,
+    base_dir: Path | None = None,
+    judge_sha: str | None = None,
+    concurrency: int | None = None,
+    force_reason: str | None = None,
+) -> tuple[JudgeReport, dict[str, Graded]]:
+    """Grade the labels of the asked-for splits with the suite's judge; the report, and each
+    label's grades by id (for pairing two judges). A holdout read goes in the ledger.
+    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
+    assert suite.judge is not None and suite.scorer.kind == "judge"
+    root = base_dir or loaded.root
+    backend = build_backend(world.env, loaded, suite.scorer.model)
+    try:
+        scorer = JudgeScorer(suite.scorer, root, backend)
+        chosen = [x for x in labels if x.split in splits]
+        concurrency = concurrency or suite.concurrency
+        graded = grade(chosen, scorer, repeats=repeats, concurrency=concurrency)
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    by_id = {x.id: g for x, g in zip(chosen, graded, strict=True)}
+    checks = []
+    order: tuple[LabelSplit, ...] = ("dev", "holdout")
+    for split in order:
+        if split not in splits:
+            continue
+        mine = [x for x in chosen if x.split == split]
+        if split == "holdout" and not mine:
+            continue
+        checks.append(
+            measure_split(
+                split,
+                mine,
+                [by_id[x.id] for x in mine],
+                alpha=suite.gate.alpha,
+                show=show,
+                interval=suite.judge.interval,
+                seed=suite.gate.seed,
+            )
+        )
+    judge = suite.judge
+    floor = floor_of(checks, judge)
+    warnings = leak_warnings(labels, suite)
+    holdout_unread = 0 if "holdout" in splits else sum(1 for x in labels if x.split == "holdout")
+    if floor.split == "dev" and holdout_unread:
+        warnings.append(
+            "the floor is read on the dev labels, which rubric tuning has seen: check the "
+            "holdout labels (--split holdout) before trusting the judge to gate"
+        )
+    for check in checks:
+        if check.errored:
+            warnings.append(
+                f"{check.errored} {check.split} labels errored (the judge call failed or its "
+                "verdict could not be read) and are left out"
+            )
+    settings = suite.scorer.model
+    report = JudgeReport(
+        suite=name,
+        created_at=datetime.now(UTC),
+        judge=f"{settings.backend}/{settings.name}",
+        judge_sha256=judge_sha or judge_sha256(root, suite),
+        labels_sha256=labels_sha(labels),
+        repeats=repeats,
+        interval=judge.interval,
+        calls=sum(g.calls for g in graded),
+        input_tokens=sum(g.input_tokens for g in graded),
+        output_tokens=sum(g.output_tokens for g in graded),
+        splits=checks,
+        holdout_unread=holdout_unread,
+        floor=floor,
+        warnings=warnings,
+    )
+    holdout = next((c for c in checks if c.split == "holdout"), None)
+    if holdout is not None:
+        commit, ref = git_info(loaded.root)
+        reads = append_ledger(
+            ledger_path(loaded),
+            LedgerRecord(
+                time=report.created_at,
+                git_ref=world.env.get("GITHUB_REF") or ref,
+                git_commit=commit,
+                prompt=f"judge:{name}",
+                prompt_sha256=report.judge_sha256,
+                holdout_sha256=labels_sha(labels, "holdout"),
+                score=holdout.agreement.agreement.rate,
+                n=holdout.agreement.n,
+                purpose=LEDGER_PURPOSE,
+                forced_reason=force_reason,
+            ),
+        )
+        world.status(f"holdout labels read recorded in the ledger ({reads} reads of these labels)")
+        budget = suite.split.read_budget
+        over = []
+        if reads > budget:
+            over.append(
+                f"the judge's holdout labels have been read {reads} times, over the budget of "
+                f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
+                "add fresh holdout labels"
+            )
+        report = report.model_copy(
+            update={
+                "holdout_reads": reads,
+                "read_budget": budget,
+                "warnings": [*report.warnings, *over],
+            }
+        )
+    return report, by_id

@@ -3,7 +3,6 @@ writes at the end (the job summary, the outputs)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 from collections.abc import Mapping
@@ -13,7 +12,6 @@ from typing import Any, Literal, TextIO
 
 from evalgate.action.inputs import Inputs, Outputs, VerdictKind
 from evalgate.app import World
-from evalgate.cli.context import Context
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.redact import hold_environment
@@ -129,14 +127,6 @@ class ActionJob:
 
     def warn(self, text: str) -> None:
         self.err.write(f"warning: {escape(text, 'log')}\n")
-
-    def context(self) -> Context:
-        """A command context for the judge check, which the CLI shares."""
-        ctx = Context(
-            argparse.Namespace(concurrency=None, verbose=False, cache=True), self.out, self.err
-        )
-        ctx.env = dict(self.world().env)
-        return ctx
 
 
 def pr_number(event: dict[str, Any]) -> int:

@@ -19,12 +19,11 @@ from pathlib import Path
 
 from evalgate import files
 from evalgate.analysis.calibration import AgreementChange, agreement_change
-from evalgate.cli.context import Context
-from evalgate.cli.judge import check_judge, suite_labels
+from evalgate.app import World, check_judge
 from evalgate.config.load import LoadedConfig, parse_config
 from evalgate.config.models import Suite
 from evalgate.report.render import render
-from evalgate.running.judge_check import JudgeReport, corrected_accuracy, judge_sha256
+from evalgate.running.judge_check import JudgeReport, corrected_accuracy, judge_sha256, suite_labels
 from evalgate.runs.schema import Run
 from evalgate.scorers.base import command_argv, file_names
 
@@ -75,7 +74,7 @@ def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder:
 
 
 def judge_in_pr(
-    ctx: Context,
+    world: World,
     loaded: LoadedConfig,
     name: str,
     suite: Suite,
@@ -118,7 +117,7 @@ def judge_in_pr(
                 )
         else:
             labels = suite_labels(loaded, suite)
-        report, head = check_judge(ctx, loaded, name, checked, labels, splits=both, show=SHOWN)
+        report, head = check_judge(world, loaded, name, checked, labels, splits=both, show=SHOWN)
         change = None
         reads = None
         if base is not None:
@@ -133,7 +132,7 @@ def judge_in_pr(
                 # The base judge grading the holdout labels is a read of them too (its record
                 # follows the head's in the ledger): the count shown is the later one.
                 based, old = check_judge(
-                    ctx,
+                    world,
                     loaded,
                     name,
                     runnable,

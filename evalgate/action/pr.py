@@ -168,7 +168,7 @@ def run_pr(
         pulled = pull_ledger(runner, loaded, name) if keep else None
         unread = None if keep else "this job's token cannot record the read"
         judge = judge_in_pr(
-            runner.context(), loaded, name, suite, read_base, candidate, holdout_unread=unread
+            runner.world(), loaded, name, suite, read_base, candidate, holdout_unread=unread
         )
         if keep:
             try:

@@ -16,12 +16,12 @@ from evalgate.cli.context import (
     Context,
     price_as_for,
 )
-from evalgate.cli.judge import floor_for_gate
 from evalgate.cli.options import Subcommands, positive
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate.decide import Verdict, decide, decide_pull_request
 from evalgate.report.render import render_model
+from evalgate.running.judge_check import floor_for_gate
 from evalgate.running.suite import load_suite_cases
 from evalgate.runs.schema import Run, find_run, read_run, save_run
 

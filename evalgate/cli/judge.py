@@ -3,197 +3,30 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from evalgate.cases.holdout import LedgerRecord, append_ledger, read_ledger, reads_of
-from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings, load_labels
+from evalgate.app import check_judge
+from evalgate.cases.holdout import read_ledger, reads_of
+from evalgate.cases.judge_labels import labels_sha
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
     Context,
-    git_info,
     ledger_path,
 )
 from evalgate.cli.options import Subcommands, positive
-from evalgate.config.load import LoadedConfig, load_config
-from evalgate.config.models import Suite
+from evalgate.config.load import load_config
 from evalgate.errors import UserError
 from evalgate.report.render import Format, render, render_model
 from evalgate.running.judge_check import (
-    Graded,
     JudgeReport,
-    LabelSplit,
     corrected_accuracy,
-    floor_of,
-    floor_reasons,
-    grade,
-    judge_sha256,
-    measure_split,
-    read_report,
+    judged_suite,
     save_report,
+    suite_labels,
 )
 from evalgate.runs.schema import find_run
-from evalgate.scorers.judge import JudgeScorer
-
-LEDGER_PURPOSE = "judge check"
-
-
-def judged_suite(loaded: LoadedConfig, suite_name: str | None) -> tuple[str, Suite]:
-    """The suite, when it is scored by a judge that has labels."""
-    name, suite = loaded.suite(suite_name)
-    if suite.scorer.kind != "judge":
-        raise UserError(
-            f"suite {name!r} is scored by {suite.scorer.kind!r}, not by a judge",
-            where=str(loaded.path),
-            fix="judge check measures a judge scorer against human labels",
-        )
-    if suite.judge is None:
-        raise UserError(
-            f"suite {name!r} names no human labels for its judge",
-            where=str(loaded.path),
-            fix="add `judge: {labels: judge-labels.jsonl}` to the suite (see docs/statistics.md)",
-        )
-    return name, suite
-
-
-def suite_labels(loaded: LoadedConfig, suite: Suite, path: Path | None = None) -> list[Label]:
-    assert suite.judge is not None
-    return load_labels(path or loaded.root / suite.judge.labels, suite)
-
-
-def check_judge(
-    ctx: Context,
-    loaded: LoadedConfig,
-    name: str,
-    suite: Suite,
-    labels: Sequence[Label],
-    *,
-    splits: frozenset[str],
-    repeats: int = 1,
-    show: int = 20,
-    base_dir: Path | None = None,
-    judge_sha: str | None = None,
-) -> tuple[JudgeReport, dict[str, Graded]]:
-    """Grade the labels of the asked-for splits with the suite's judge; the report, and each
-    label's grades by id (for pairing two judges). A holdout read goes in the ledger.
-    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
-    assert suite.judge is not None and suite.scorer.kind == "judge"
-    root = base_dir or loaded.root
-    backend = ctx.backend(loaded, suite.scorer.model)
-    try:
-        scorer = JudgeScorer(suite.scorer, root, backend)
-        chosen = [x for x in labels if x.split in splits]
-        concurrency = getattr(ctx.args, "concurrency", None) or suite.concurrency
-        graded = grade(chosen, scorer, repeats=repeats, concurrency=concurrency)
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
-    by_id = {x.id: g for x, g in zip(chosen, graded, strict=True)}
-    checks = []
-    order: tuple[LabelSplit, ...] = ("dev", "holdout")
-    for split in order:
-        if split not in splits:
-            continue
-        mine = [x for x in chosen if x.split == split]
-        if split == "holdout" and not mine:
-            continue
-        checks.append(
-            measure_split(
-                split,
-                mine,
-                [by_id[x.id] for x in mine],
-                alpha=suite.gate.alpha,
-                show=show,
-                interval=suite.judge.interval,
-                seed=suite.gate.seed,
-            )
-        )
-    judge = suite.judge
-    floor = floor_of(checks, judge)
-    warnings = leak_warnings(labels, suite)
-    holdout_unread = 0 if "holdout" in splits else sum(1 for x in labels if x.split == "holdout")
-    if floor.split == "dev" and holdout_unread:
-        warnings.append(
-            "the floor is read on the dev labels, which rubric tuning has seen: check the "
-            "holdout labels (--split holdout) before trusting the judge to gate"
-        )
-    for check in checks:
-        if check.errored:
-            warnings.append(
-                f"{check.errored} {check.split} labels errored (the judge call failed or its "
-                "verdict could not be read) and are left out"
-            )
-    settings = suite.scorer.model
-    report = JudgeReport(
-        suite=name,
-        created_at=datetime.now(UTC),
-        judge=f"{settings.backend}/{settings.name}",
-        judge_sha256=judge_sha or judge_sha256(root, suite),
-        labels_sha256=labels_sha(labels),
-        repeats=repeats,
-        interval=judge.interval,
-        calls=sum(g.calls for g in graded),
-        input_tokens=sum(g.input_tokens for g in graded),
-        output_tokens=sum(g.output_tokens for g in graded),
-        splits=checks,
-        holdout_unread=holdout_unread,
-        floor=floor,
-        warnings=warnings,
-    )
-    holdout = next((c for c in checks if c.split == "holdout"), None)
-    if holdout is not None:
-        commit, ref = git_info(loaded.root)
-        reads = append_ledger(
-            ledger_path(loaded),
-            LedgerRecord(
-                time=report.created_at,
-                git_ref=ctx.env.get("GITHUB_REF") or ref,
-                git_commit=commit,
-                prompt=f"judge:{name}",
-                prompt_sha256=report.judge_sha256,
-                holdout_sha256=labels_sha(labels, "holdout"),
-                score=holdout.agreement.agreement.rate,
-                n=holdout.agreement.n,
-                purpose=LEDGER_PURPOSE,
-                forced_reason=getattr(ctx.args, "force_reason", None),
-            ),
-        )
-        ctx.err.write(
-            f"holdout labels read recorded in the ledger ({reads} reads of these labels)\n"
-        )
-        budget = suite.split.read_budget
-        over = []
-        if reads > budget:
-            over.append(
-                f"the judge's holdout labels have been read {reads} times, over the budget of "
-                f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
-                "add fresh holdout labels"
-            )
-        report = report.model_copy(
-            update={
-                "holdout_reads": reads,
-                "read_budget": budget,
-                "warnings": [*report.warnings, *over],
-            }
-        )
-    return report, by_id
-
-
-def floor_for_gate(loaded: LoadedConfig, name: str, suite: Suite) -> list[str]:
-    """Why a verdict scored by this suite's judge may not stand: [] when the judge's last check
-    (saved by `judge check`) is of this judge and these labels, and met the floor."""
-    if suite.judge is None:
-        return []
-    labels = suite_labels(loaded, suite)
-    return floor_reasons(
-        read_report(loaded.state_dir, name),
-        judge_sha256(loaded.root, suite),
-        labels_sha(labels),
-        suite.judge.interval,
-    )
 
 
 def cmd_judge(ctx: Context) -> int:
@@ -215,7 +48,7 @@ def cmd_judge(ctx: Context) -> int:
                 '"why" (kept in the ledger)',
             )
     report, _ = check_judge(
-        ctx,
+        ctx.world(),
         loaded,
         name,
         suite,
@@ -255,7 +88,9 @@ def demo_judge(ctx: Context, example: Path) -> None:
         f"{len(labels)} human labels\n"
     )
     both = frozenset({"dev", "holdout"})
-    report, _ = check_judge(ctx, loaded, name, suite, labels, splits=both, show=ctx.args.show)
+    report, _ = check_judge(
+        ctx.world(), loaded, name, suite, labels, splits=both, show=ctx.args.show, **_flags(ctx)
+    )
     ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
 
 
@@ -301,3 +136,11 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     check.add_argument("--concurrency", type=positive, help="judge calls in flight")
     judge.set_defaults(func=cmd_judge)
+
+
+def _flags(ctx: Context) -> dict[str, Any]:
+    """What of this command's flags a judge check takes."""
+    return {
+        "concurrency": getattr(ctx.args, "concurrency", None),
+        "force_reason": getattr(ctx.args, "force_reason", None),
+    }

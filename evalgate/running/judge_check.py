@@ -28,7 +28,8 @@ from evalgate.analysis.calibration import (
     rogan_gladen,
 )
 from evalgate.analysis.stats import flip_rate
-from evalgate.cases.judge_labels import Label
+from evalgate.cases.judge_labels import Label, labels_sha, load_labels
+from evalgate.config.load import LoadedConfig
 from evalgate.config.models import JudgeCalibration, Suite
 from evalgate.errors import UserError
 from evalgate.running.suite import sha256_json
@@ -359,3 +360,40 @@ def floor_reasons(
             "run `evalgate judge check` with the holdout"
         ]
     return list(report.floor.reasons)
+
+
+def judged_suite(loaded: LoadedConfig, suite_name: str | None) -> tuple[str, Suite]:
+    """The suite, when it is scored by a judge that has labels."""
+    name, suite = loaded.suite(suite_name)
+    if suite.scorer.kind != "judge":
+        raise UserError(
+            f"suite {name!r} is scored by {suite.scorer.kind!r}, not by a judge",
+            where=str(loaded.path),
+            fix="judge check measures a judge scorer against human labels",
+        )
+    if suite.judge is None:
+        raise UserError(
+            f"suite {name!r} names no human labels for its judge",
+            where=str(loaded.path),
+            fix="add `judge: {labels: judge-labels.jsonl}` to the suite (see docs/statistics.md)",
+        )
+    return name, suite
+
+
+def suite_labels(loaded: LoadedConfig, suite: Suite, path: Path | None = None) -> list[Label]:
+    assert suite.judge is not None
+    return load_labels(path or loaded.root / suite.judge.labels, suite)
+
+
+def floor_for_gate(loaded: LoadedConfig, name: str, suite: Suite) -> list[str]:
+    """Why a verdict scored by this suite's judge may not stand: [] when the judge's last check
+    (saved by `judge check`) is of this judge and these labels, and met the floor."""
+    if suite.judge is None:
+        return []
+    labels = suite_labels(loaded, suite)
+    return floor_reasons(
+        read_report(loaded.state_dir, name),
+        judge_sha256(loaded.root, suite),
+        labels_sha(labels),
+        suite.judge.interval,
+    )
