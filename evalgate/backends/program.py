@@ -118,14 +118,22 @@ def run_program(
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    try:
-        returncode = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _end(process)
+    # A blocking wait in a thread of its own: Popen.wait(timeout) polls, with sleeps of up to
+    # 50 ms, which would add to every call.
+    exited = threading.Event()
+
+    def reap() -> None:
         process.wait()
+        exited.set()
+
+    threading.Thread(target=reap, daemon=True).start()
+    if not exited.wait(timeout_s):
+        _end(process)
+        exited.wait()
         err.join(_DRAIN_S)
         _close(process)
-        raise ProgramTimeout(err.text()) from None
+        raise ProgramTimeout(err.text())
+    returncode = process.returncode
     # Whatever the program left running must not hold the pipes (or the machine) past its end;
     # what it printed stays in the pipes for the readers.
     _end(process)
