@@ -50,6 +50,7 @@ from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
     LabelSplit,
+    SplitCheck,
     floor_of,
     grade,
     judge_sha256,
@@ -454,36 +455,51 @@ def check_judge(
     )
     holdout = next((c for c in checks if c.split == "holdout"), None)
     if holdout is not None:
-        commit, ref = git_info(loaded.root)
-        reads = append_ledger(
-            ledger_path(loaded),
-            LedgerRecord(
-                time=report.created_at,
-                git_ref=world.env.get("GITHUB_REF") or ref,
-                git_commit=commit,
-                prompt=f"judge:{name}",
-                prompt_sha256=report.judge_sha256,
-                holdout_sha256=labels_sha(labels, "holdout"),
-                score=holdout.agreement.agreement.rate,
-                n=holdout.agreement.n,
-                purpose=LEDGER_PURPOSE,
-                forced_reason=force_reason,
-            ),
-        )
-        world.status(f"holdout labels read recorded in the ledger ({reads} reads of these labels)")
-        budget = suite.split.read_budget
-        over = []
-        if reads > budget:
-            over.append(
-                f"the judge's holdout labels have been read {reads} times, over the budget of "
-                f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
-                "add fresh holdout labels"
-            )
-        report = report.model_copy(
-            update={
-                "holdout_reads": reads,
-                "read_budget": budget,
-                "warnings": [*report.warnings, *over],
-            }
-        )
+        report = _record_label_read(world, loaded, suite, report, labels, holdout, force_reason)
     return report, by_id
+
+
+def _record_label_read(
+    world: World,
+    loaded: LoadedConfig,
+    suite: Suite,
+    report: JudgeReport,
+    labels: Sequence[Label],
+    holdout: SplitCheck,
+    force_reason: str | None,
+) -> JudgeReport:
+    """Count a read of the judge's holdout labels in the ledger; the report with the reads so
+    far, warned past the read budget."""
+    commit, ref = git_info(loaded.root)
+    reads = append_ledger(
+        ledger_path(loaded),
+        LedgerRecord(
+            time=report.created_at,
+            git_ref=world.env.get("GITHUB_REF") or ref,
+            git_commit=commit,
+            prompt=f"judge:{report.suite}",
+            prompt_sha256=report.judge_sha256,
+            holdout_sha256=labels_sha(labels, "holdout"),
+            score=holdout.agreement.agreement.rate,
+            n=holdout.agreement.n,
+            purpose=LEDGER_PURPOSE,
+            forced_reason=force_reason,
+        ),
+    )
+    world.status(f"holdout labels read recorded in the ledger ({reads} reads of these labels)")
+    budget = suite.split.read_budget
+    over = []
+    if reads > budget:
+        over.append(
+            f"the judge's holdout labels have been read {reads} times, over the budget of "
+            f"{budget} (split.read_budget): every read leaks a little into rubric tuning; "
+            "add fresh holdout labels"
+        )
+    report = report.model_copy(
+        update={
+            "holdout_reads": reads,
+            "read_budget": budget,
+            "warnings": [*report.warnings, *over],
+        }
+    )
+    return report

@@ -20,10 +20,17 @@ from pathlib import Path
 from evalgate import files
 from evalgate.analysis.calibration import AgreementChange, agreement_change
 from evalgate.app import World, check_judge
+from evalgate.cases.judge_labels import Label
 from evalgate.config.load import LoadedConfig, parse_config
 from evalgate.config.models import Suite
 from evalgate.report.render import render
-from evalgate.running.judge_check import JudgeReport, corrected_accuracy, judge_sha256, suite_labels
+from evalgate.running.judge_check import (
+    Graded,
+    JudgeReport,
+    corrected_accuracy,
+    judge_sha256,
+    suite_labels,
+)
 from evalgate.runs.schema import Run
 from evalgate.scorers.base import command_argv, file_names
 
@@ -121,39 +128,9 @@ def judge_in_pr(
         change = None
         reads = None
         if base is not None:
-            for relative in file_names(base.scorer):
-                text = read_base(loaded.root / relative)
-                if text is not None:
-                    (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)
-                    (folder / "hash" / relative).write_text(text, encoding="utf-8")
-            base_sha = judge_sha256(folder / "hash", base)
-            if base_sha != judge_sha256(loaded.root, suite):
-                runnable = _materialise(loaded, base, read_base, folder / "base")
-                # The base judge grading the holdout labels is a read of them too (its record
-                # follows the head's in the ledger): the count shown is the later one.
-                based, old = check_judge(
-                    world,
-                    loaded,
-                    name,
-                    runnable,
-                    labels,
-                    splits=both,
-                    show=0,
-                    base_dir=folder / "base",
-                    judge_sha=base_sha,
-                )
-                reads = based.holdout_reads
-                ids = [
-                    x.id
-                    for x in labels
-                    if x.id in head and old[x.id].error is None and head[x.id].error is None
-                ]
-                human = {x.id: x.human for x in labels}
-                change = agreement_change(
-                    [old[i].passes[0] == human[i] for i in ids],
-                    [head[i].passes[0] == human[i] for i in ids],
-                    alpha,
-                )
+            change, reads = _against_base_judge(
+                world, loaded, name, suite, base, read_base, labels, head, both, alpha, folder
+            )
         else:
             notes.append("the judge or its labels are new in this pull request: nothing to pair")
     update: dict[str, object] = {"warnings": [*report.warnings, *notes]}
@@ -187,3 +164,57 @@ def judge_in_pr(
             "checked on its dev labels only, which rubric tuning has seen"
         )
     return outcome
+
+
+def _against_base_judge(
+    world: World,
+    loaded: LoadedConfig,
+    name: str,
+    suite: Suite,
+    base: Suite,
+    read_base: ReadBase,
+    labels: list[Label],
+    head: dict[str, Graded],
+    splits: frozenset[str],
+    alpha: float,
+    folder: Path,
+) -> tuple[AgreementChange | None, int | None]:
+    """When the pull request changes the judge, the base branch's judge grades the same labels
+    and the two agreements are paired label by label; the change, and the holdout-label reads
+    counted after the base judge's read (None when the judge is unchanged)."""
+    change = None
+    reads = None
+    for relative in file_names(base.scorer):
+        text = read_base(loaded.root / relative)
+        if text is not None:
+            (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / "hash" / relative).write_text(text, encoding="utf-8")
+    base_sha = judge_sha256(folder / "hash", base)
+    if base_sha != judge_sha256(loaded.root, suite):
+        runnable = _materialise(loaded, base, read_base, folder / "base")
+        # The base judge grading the holdout labels is a read of them too (its record
+        # follows the head's in the ledger): the count shown is the later one.
+        based, old = check_judge(
+            world,
+            loaded,
+            name,
+            runnable,
+            labels,
+            splits=splits,
+            show=0,
+            base_dir=folder / "base",
+            judge_sha=base_sha,
+        )
+        reads = based.holdout_reads
+        ids = [
+            x.id
+            for x in labels
+            if x.id in head and old[x.id].error is None and head[x.id].error is None
+        ]
+        human = {x.id: x.human for x in labels}
+        change = agreement_change(
+            [old[i].passes[0] == human[i] for i in ids],
+            [head[i].passes[0] == human[i] for i in ids],
+            alpha,
+        )
+    return change, reads

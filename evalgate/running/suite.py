@@ -316,27 +316,8 @@ def run_suite(
             stop_when=stop_when,
         )
     wall = time.perf_counter() - started
-    per_case: list[list[Any]] = [[] for _ in cases]
-    for job, outcome in zip(jobs, outcomes, strict=True):
-        per_case[job.case_index].append(outcome)
-    results = [
-        CaseResult(
-            id=case.id,
-            split=case.split or "dev",
-            group=case.group,
-            category=case.category,
-            expected=case.expected,
-            input=case.input,
-            hash=case.hash,
-            outcomes=per_case[i],
-        )
-        for i, case in enumerate(cases)
-    ]
-    # The holdout keeps only hashes, groups and scores, from here on.
-    results = redact_all(results, spec.holdout_key)
-    # Cases a sequential test made unnecessary were never sent: they are not part of the run.
+    results = _case_results(cases, jobs, outcomes, spec.holdout_key)
     saved = sum(1 for o in outcomes if o.error_kind == "skipped")
-    results = [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]
     created = datetime.now(UTC)
     scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
     return Run(
@@ -378,3 +359,29 @@ def run_suite(
         max_error_share=suite.max_error_share,
         cases=results,
     )
+
+
+def _case_results(
+    cases: Sequence[Case], jobs: Sequence[Job], outcomes: Sequence[Outcome], key: HoldoutKey
+) -> list[CaseResult]:
+    """Each case with its outcomes (jobs come back in any order), the holdout redacted, and
+    the cases a sequential test made unnecessary left out (they were never sent)."""
+    per_case: list[list[Outcome]] = [[] for _ in cases]
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        per_case[job.case_index].append(outcome)
+    results = [
+        CaseResult(
+            id=case.id,
+            split=case.split or "dev",
+            group=case.group,
+            category=case.category,
+            expected=case.expected,
+            input=case.input,
+            hash=case.hash,
+            outcomes=per_case[i],
+        )
+        for i, case in enumerate(cases)
+    ]
+    # The holdout keeps only hashes, groups and scores, from here on.
+    results = redact_all(results, key)
+    return [r for r in results if not all(o.error_kind == "skipped" for o in r.outcomes)]
