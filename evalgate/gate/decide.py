@@ -836,7 +836,9 @@ def _settle(
 
     ``weights`` are the routes' shares of alpha. The routes' p-values are adjusted by weighted
     Holm over the suite alone, unless ``adjusted`` (over a ``family`` of tests across suites,
-    :func:`decide_pull_request`) is given.
+    :func:`decide_pull_request`) is given. One function on purpose: the order of the rules
+    (blockers, then rule failures, then the adjusted routes, then the bound) is the policy,
+    and reads best top to bottom.
     """
     if adjusted is None:
         adjusted = weighted_holm([r.p_value for r in v.routes], weights) if v.routes else []

@@ -139,6 +139,10 @@ def execute(
     instead of one per case. ``stop_when`` sees each scored job and may end the run early (a
     sequential test that has decided): jobs not yet sent then come back as ``skipped``
     outcomes, which the pipeline leaves out, and the run is not counted as interrupted.
+
+    Kept whole: the first call, the pool, the interrupt and the early stop share the running
+    futures, the completion queue and the stop events; split up, that state would be passed
+    between functions.
     """
     outcomes: list[Outcome | None] = [None] * len(jobs)
     progress = Progress(total=len(jobs), started=time.perf_counter())

@@ -202,7 +202,10 @@ def describe(
     rate_limited: bool = False,
     wait: float | None = None,
 ) -> GitHubError:
-    """One GitHub failure as a GitHubError with what went wrong and how to fix it."""
+    """One GitHub failure as a GitHubError with what went wrong and how to fix it.
+
+    One function on purpose: it is a table of GitHub's statuses (401, 403 with and without a
+    rate limit, 404, 409, 410, 422, 5xx), each with its fix, read top to bottom."""
     hdrs = _lower_keys(headers)
     message = ""
     details: list[str] = []
