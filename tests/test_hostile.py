@@ -11,7 +11,7 @@ Each item of the issue is a table of data cases, so more can be added by adding 
 - ``ECHOES``: keys and tokens an upstream sends back, redacted (and an echoing stand-in).
 - ``DECOYS``: 100 newer artefacts of runs a pull request controls; the real baseline found.
 
-The escaping itself is checked against cmark-gfm in tests/test_escaping.py.
+The escaping itself is checked against cmark-gfm in tests/report/test_escaping.py.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,9 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    # Built from a copy of what the distribution is made of: a build folder left in the
+    # checkout (setuptools never cleans it) must not lend the wheel stale modules.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "evalgate", source / "evalgate", ignore=shutil.ignore_patterns("__pycache__")
+    )
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(source)],
         check=True,
         timeout=600,
     )

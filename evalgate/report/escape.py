@@ -6,7 +6,7 @@ shown, it must read as what it is, and do nothing else: no @mention that pings s
 that reads differently than it is (bidi overrides, zero-width characters).
 
 Checked against GitHub's own renderer (cmark-gfm with its extensions) over a corpus of payloads
-and generated text: tests/test_escaping.py.
+and generated text: tests/report/test_escaping.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CliResult = tuple[int, str, str]
 
 # What changes from one demo to the next: run names (time and a random tail), clock times,

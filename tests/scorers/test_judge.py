@@ -27,7 +27,7 @@ from evalgate.runs.schema import Run
 from evalgate.scorers.base import ScoringError, build_scorer
 from evalgate.scorers.judge import SYSTEM, read_judgement
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bike-shop"
 RUBRIC = "The reply names the category a shop assistant would route the message to."
 JUDGE_MODEL = {"backend": "anthropic", "name": "claude-haiku-4-5", "max_tokens": 200}
 

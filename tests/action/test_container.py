@@ -51,7 +51,7 @@ from evalgate.runs.schema import read_run
 from tests.support.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
 from tests.support.messages_server import Knobs, MessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bike-shop"
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate.yml"
 FORK_WORKFLOW = ROOT / "examples" / "workflows" / "evalgate-fork.yml"
@@ -945,7 +945,7 @@ JUDGE_FILES = ("judge-labels.jsonl", "judge-rules.yml", "judge-rubric.txt", "fak
 class JudgeScenario(Scenario):
     """The bundled example's judged suite (the offline fake model and fake judge, judge.yml as
     the suite's evalgate.yml); the pull request adds a sentence to the rubric that makes the
-    judge pass replies people fail (see tests/test_judge_pr.py, which shows the same in-process)."""
+    judge pass replies people fail (see tests/action/test_judge_pr.py, which shows the same in-process)."""
 
     pr_title = "Let the judge accept categories in prose"
 

@@ -27,7 +27,7 @@ from evalgate.running.suite import load_prompt, run_suite
 from evalgate.runs.schema import CaseResult, Run, save_run
 from tests.support.messages_server import MessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bike-shop"
 KEY = "sk-ant-api03-" + "Zq9xS3cr3tK3y" * 6
 MODEL = "claude-haiku-4-5"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = [
     *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
     ROOT / "examples" / "workflows" / "evalgate.yml",

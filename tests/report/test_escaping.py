@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from evalgate.report.escape import JOINER, escape, fence
 
 PAYLOADS = json.loads(
-    (Path(__file__).parent / "data" / "escaping-payloads.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "data" / "escaping-payloads.json").read_text(encoding="utf-8")
 )
 REQUIRED = os.environ.get("EVALGATE_CMARK", "").strip().lower() == "required"
 CMARK = shutil.which("cmark-gfm")

@@ -28,7 +28,7 @@ from evalgate.runs.schema import Run, find_run
 from evalgate.scorers.base import Score
 from tests.support.messages_server import MessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"
 KEY = "sk-ant-test"

@@ -2,7 +2,7 @@
 size shedding, and untrusted text that must not ping, inject HTML, break tables or forge the
 marker.
 
-Regenerate the golden files with ``EVALGATE_REGEN_GOLDEN=1 python -m pytest tests/test_comment.py``
+Regenerate the golden files with ``EVALGATE_REGEN_GOLDEN=1 python -m pytest tests/report/test_comment.py``
 (or scripts/regen-golden) and review ``git diff tests/golden``.
 """
 

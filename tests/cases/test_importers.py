@@ -21,8 +21,8 @@ from evalgate.config.load import load_config
 from evalgate.errors import CaseFileError
 from evalgate.running.suite import load_suite_cases
 
-DATA = Path(__file__).resolve().parent / "data" / "import"
-ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[1] / "data" / "import"
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTFOO = DATA / "promptfoo" / "promptfooconfig.yaml"
 PROMPTFOO_FILES = DATA / "promptfoo" / "promptfooconfig-files.yaml"
 OPENAI = DATA / "openai-evals" / "samples.jsonl"

@@ -29,7 +29,7 @@ from evalgate.running.suite import RunSpec, build_jobs, run_suite
 from evalgate.scorers.base import Scorer, build_scorer
 from tests.support.messages_server import Knobs, MessagesServer
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"
 FAST = {"base_s": 0.01, "cap_s": 0.05}
 

@@ -145,7 +145,7 @@ def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> 
 
 
 def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
-    # The labelled project of tests/test_judge_check.py: a command judge that passes replies
+    # The labelled project of tests/running/test_judge_check.py: a command judge that passes replies
     # mentioning a refund agrees with people on 17 of 20 dev and 9 of 10 holdout labels. The
     # pull request replaces its program with one that passes everything: it agrees on the 15
     # human passes only. Lost: the 9 + 5 human fails the old judge failed; gained: the 2 + 1

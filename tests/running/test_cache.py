@@ -19,7 +19,7 @@ from evalgate.running.cache import ResponseCache
 from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 from tests.support.messages_server import MessagesServer
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"
 
 BASE = Request(

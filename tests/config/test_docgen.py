@@ -7,7 +7,7 @@ from pathlib import Path
 from evalgate.config.docgen import reference
 from evalgate.config.models import Config, Suite
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_the_committed_reference_matches_the_models() -> None:

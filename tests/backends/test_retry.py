@@ -17,7 +17,7 @@ from evalgate.backends.retry import RETRYABLE, Attempt, Retrier, RetryPolicy
 from evalgate.config.models import ModelSettings
 from tests.support.messages_server import Knobs, MessagesServer
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bike-shop"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bike-shop"
 MODEL = "claude-haiku-4-5"
 SYSTEM = "Sort the message into complaint, status, booking, quote, parts or other. Reply in JSON."
 FAST = {"base_s": 0.01, "cap_s": 0.05}

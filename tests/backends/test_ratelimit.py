@@ -21,7 +21,7 @@ from evalgate.runs.schema import Outcome
 from evalgate.scorers.base import Score
 from tests.support.messages_server import MessagesServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "claude-haiku-4-5"
 NOON = datetime(2025, 6, 1, 12, 0, tzinfo=UTC).timestamp()
 
