@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from evalgate.analysis.release import (
     ReleaseRecord,
@@ -271,24 +271,31 @@ def _record_holdout_read(
     git: tuple[str | None, str | None],
 ) -> None:
     """Count this read of the holdout in the ledger: every read, whatever the purpose."""
-    commit, ref = git
     scored = [c.score or 0.0 for c in run.cases if c.split == "holdout" and c.error is None]
-    reads = append_ledger(
-        ledger_path(loaded),
-        LedgerRecord(
-            time=run.created_at,
-            git_ref=world.env.get("GITHUB_REF") or ref,
-            git_commit=commit,
-            prompt=prompt.name,
-            prompt_sha256=prompt.sha256,
-            holdout_sha256=holdout_sha(cases, key),
-            score=sum(scored) / len(scored) if scored else None,
-            n=len(scored),
-            purpose=options.purpose,
-            forced_reason=options.force_reason,
-        ),
+    reads = _append_read(
+        world,
+        loaded,
+        git,
+        time=run.created_at,
+        prompt=prompt.name,
+        prompt_sha256=prompt.sha256,
+        holdout_sha256=holdout_sha(cases, key),
+        score=sum(scored) / len(scored) if scored else None,
+        n=len(scored),
+        purpose=options.purpose,
+        forced_reason=options.force_reason,
     )
     world.status(f"holdout read recorded in the ledger ({reads} reads of this holdout)")
+
+
+def _append_read(
+    world: World, loaded: LoadedConfig, git: tuple[str | None, str | None], **fields: Any
+) -> int:
+    """One read in the config's ledger, with the commit and ref it was made at; the reads of
+    that holdout so far."""
+    commit, ref = git
+    record = LedgerRecord(git_ref=world.env.get("GITHUB_REF") or ref, git_commit=commit, **fields)
+    return append_ledger(ledger_path(loaded), record)
 
 
 def release_version(
@@ -470,21 +477,18 @@ def _record_label_read(
 ) -> JudgeReport:
     """Count a read of the judge's holdout labels in the ledger; the report with the reads so
     far, warned past the read budget."""
-    commit, ref = git_info(loaded.root)
-    reads = append_ledger(
-        ledger_path(loaded),
-        LedgerRecord(
-            time=report.created_at,
-            git_ref=world.env.get("GITHUB_REF") or ref,
-            git_commit=commit,
-            prompt=f"judge:{report.suite}",
-            prompt_sha256=report.judge_sha256,
-            holdout_sha256=labels_sha(labels, "holdout"),
-            score=holdout.agreement.agreement.rate,
-            n=holdout.agreement.n,
-            purpose=LEDGER_PURPOSE,
-            forced_reason=force_reason,
-        ),
+    reads = _append_read(
+        world,
+        loaded,
+        git_info(loaded.root),
+        time=report.created_at,
+        prompt=f"judge:{report.suite}",
+        prompt_sha256=report.judge_sha256,
+        holdout_sha256=labels_sha(labels, "holdout"),
+        score=holdout.agreement.agreement.rate,
+        n=holdout.agreement.n,
+        purpose=LEDGER_PURPOSE,
+        forced_reason=force_reason,
     )
     world.status(f"holdout labels read recorded in the ledger ({reads} reads of these labels)")
     budget = suite.split.read_budget
