@@ -519,7 +519,19 @@ NEEDS: dict[str, list[tuple[str, int, Status, str]]] = {
 _NAMES = {1: "read", 2: "write"}
 
 
-def _check_permissions(workflow: Workflow) -> list[Finding]:
+# A pull request's judge check reads the judge's holdout labels and must keep the read in the
+# suite's ledger on the data branch: the pull-request job then writes contents too.
+JUDGED_PR_NEEDS: tuple[str, int, Status, str] = (
+    "contents",
+    2,
+    "FAIL",
+    "the read ledger of the judge's holdout labels",
+)
+
+
+def _check_permissions(workflow: Workflow, judged: bool = False) -> list[Finding]:
+    """Each evalgate job's token scopes against its roles' needs; ``judged``: a suite's judge
+    has human labels, so the pull-request job keeps reads of them on the data branch."""
     check = f"workflow {workflow.rel}: permissions"
     top = workflow.data.get("permissions")
     out: list[Finding] = []
@@ -532,6 +544,8 @@ def _check_permissions(workflow: Workflow) -> list[Finding]:
             continue
         permissions = job.data.get("permissions", top)
         needed = [n for role in sorted(job.roles) for n in NEEDS[role]]
+        if judged and "pr" in job.roles:
+            needed = [n for n in needed if n[0] != "contents"] + [JUDGED_PR_NEEDS]
         wanted = ", ".join(f"{s}: {_NAMES[lvl]}" for s, lvl, _, _ in needed)
         if permissions is None:
             out.append(
@@ -785,7 +799,10 @@ def _check_workflows(repo: Path, config_path: Path, loaded: LoadedConfig | None)
     wanted: dict[str, str] = {}
     for workflow in workflows:
         out += _check_trigger(workflow)
-        out += _check_permissions(workflow)
+        judged = loaded is not None and any(
+            suite.judge is not None for suite in loaded.config.suites.values()
+        )
+        out += _check_permissions(workflow, judged)
         out += _check_pins(workflow)
         if loaded is not None:
             out += _check_secrets(workflow, loaded)

@@ -763,3 +763,39 @@ def test_doctor_warns_of_a_mapped_field_no_case_has(tmp_path: Path) -> None:
     # The default names may be absent: a suite without categories is fine.
     plain = triage_workspace(tmp_path / "p")
     assert by_check(doctor_lines(plain), "suite triage: fields").status == "ok"
+
+
+def _judged_repo(tmp_path: Path, pr_contents: str) -> Path:
+    """The bike-shop example's judged suite as a repository's evalgate.yml, with the example
+    workflow whose pull-request job has ``contents: pr_contents``."""
+    repo = tmp_path / "judged"
+    shutil.copytree(ROOT / "examples" / "bike-shop", repo)
+    (repo / "judge.yml").replace(repo / "evalgate.yml")
+    workflow = (ROOT / "examples" / "workflows" / "evalgate.yml").read_text(encoding="utf-8")
+    head, gate, rest = workflow.partition("    permissions:\n      contents: read\n")
+    assert gate, "the example's pull-request job grants contents: read"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "evalgate.yml").write_text(
+        head + f"    permissions:\n      contents: {pr_contents}\n" + rest, encoding="utf-8"
+    )
+    return repo
+
+
+@pytest.mark.parametrize("pr_contents", ["read", "write"])
+def test_doctor_wants_contents_write_on_the_pr_job_of_a_judged_suite(
+    tmp_path: Path, pr_contents: str
+) -> None:
+    # A pull request's judge check reads the holdout labels, and the read is kept in the
+    # suite's ledger on the data branch: a read-only token would fail the job after the read.
+    repo = _judged_repo(tmp_path, pr_contents)
+    report = doctor.doctor(repo, repo / "evalgate.yml", env={})
+    found = [
+        f
+        for f in report.findings
+        if f.check.endswith("permissions") and "judge's holdout labels" in f.message
+    ]
+    if pr_contents == "read":
+        assert [f.status for f in found] == ["FAIL"]
+        assert "`contents: write`" in found[0].message and found[0].fix
+    else:
+        assert found == []
