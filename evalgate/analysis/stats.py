@@ -44,6 +44,38 @@ class _LazyModule:
 integrate: Any = _LazyModule("scipy.integrate")
 special: Any = _LazyModule("scipy.special")
 stats: Any = _LazyModule("scipy.stats")
+_ufuncs: Any = _LazyModule("scipy.special._ufuncs")
+
+
+# The binomial tail and mass, and Student's t, as the gate computes them on every pull
+# request. scipy.stats.binom's sf and pmf are Boost's binomial ufuncs that scipy.special holds
+# (``_binom_sf``, ``_binom_pmf``) with the support's bounds around them, and t's cdf and ppf
+# are scipy.special's stdtr and stdtrit: called directly, they give the same numbers bit for
+# bit (tests/analysis/test_stats.py checks it on a grid) without importing scipy.stats, which
+# alone costs the PR job's process 47 MB more than scipy.special.
+def _binom_sf(k: Any, n: Any, p: Any) -> Any:
+    """``scipy.stats.binom.sf(k, n, p)``: P(X > k)."""
+    k = np.floor(np.asarray(k, dtype=np.float64))
+    inside = _ufuncs._binom_sf(np.clip(k, 0, n), n, p)
+    return np.where(k < 0, 1.0, np.where(k >= n, 0.0, inside))[()]
+
+
+def _binom_pmf(k: Any, n: Any, p: Any) -> Any:
+    """``scipy.stats.binom.pmf(k, n, p)``: P(X = k)."""
+    k = np.asarray(k, dtype=np.float64)
+    inside = _ufuncs._binom_pmf(np.clip(k, 0, n), n, p)
+    return np.where((k < 0) | (k > n) | (k != np.floor(k)), 0.0, inside)[()]
+
+
+def _t_ppf(q: float, df: float) -> float:
+    """``scipy.stats.t.ppf(q, df)``."""
+    return float(special.stdtrit(df, q))
+
+
+def _t_cdf(x: float, df: float) -> float:
+    """``scipy.stats.t.cdf(x, df)``."""
+    return float(special.stdtr(df, x))
+
 
 __all__ = [
     "CASES_CAP",
@@ -256,7 +288,7 @@ def paired_difference(
     if clusters >= 2:
         # Few clusters make the sandwich SE noisy: t with C - 1 degrees of freedom (Cameron &
         # Miller 2015, "A practitioner's guide to cluster-robust inference", JHR 50:317, sec. VI).
-        q = float(stats.t.ppf(0.5 + confidence / 2.0, clusters - 1))
+        q = float(_t_ppf(0.5 + confidence / 2.0, clusters - 1))
     else:
         q = _two_sided_z(confidence)
     # Scores lie in [0, 1], so a difference of means lies in [-1, 1]: so does its interval.
@@ -302,9 +334,9 @@ def sign_test_worse(broken: int, fixed: int, mid_p: bool = False) -> float:
     if m == 0:
         return 1.0
     if mid_p:
-        p = stats.binom.sf(broken, m, 0.5) + 0.5 * stats.binom.pmf(broken, m, 0.5)
+        p = _binom_sf(broken, m, 0.5) + 0.5 * _binom_pmf(broken, m, 0.5)
     else:
-        p = stats.binom.sf(broken - 1, m, 0.5)
+        p = _binom_sf(broken - 1, m, 0.5)
     return float(min(1.0, max(0.0, p)))
 
 
@@ -329,7 +361,7 @@ def broke_more_than_noise(broken: int, flips: int, repeats: int) -> float:
     if broken == 0:
         return 1.0
     share = 1.0 / (1.0 + repeats)
-    return float(min(1.0, max(0.0, stats.binom.sf(broken - 1, broken + flips, share))))
+    return float(min(1.0, max(0.0, _binom_sf(broken - 1, broken + flips, share))))
 
 
 def flip_rate(outcomes: Sequence[Sequence[bool]]) -> float:
@@ -436,12 +468,12 @@ def _critical_broken(m: NDArray[np.int64], alpha: float) -> NDArray[np.int64]:
     k = np.clip(k, 0, m + 1)
     # isf works in floating point; walk each k to the exact boundary of the rule above.
     while True:
-        lower = (k > 0) & (stats.binom.sf(k - 2, m, 0.5) <= limit)
+        lower = (k > 0) & (_binom_sf(k - 2, m, 0.5) <= limit)
         if not lower.any():
             break
         k = k - lower
     while True:
-        higher = (k <= m) & (stats.binom.sf(k - 1, m, 0.5) > limit)
+        higher = (k <= m) & (_binom_sf(k - 1, m, 0.5) > limit)
         if not higher.any():
             break
         k = k + higher
@@ -459,9 +491,9 @@ def _sign_test_power(n: int, flip: float, drop: float, alpha: float) -> float:
     lo = int(stats.binom.ppf(_TAIL, n, changed))
     hi = int(stats.binom.isf(_TAIL, n, changed))
     m = np.arange(max(0, lo - 1), min(n, hi + 1) + 1, dtype=np.int64)
-    weight = stats.binom.pmf(m, n, changed)
+    weight = _binom_pmf(m, n, changed)
     k = _critical_broken(m, alpha)
-    reject = stats.binom.sf(k - 1, m, p_broken)
+    reject = _binom_sf(k - 1, m, p_broken)
     return float(min(1.0, np.sum(weight * reject)))
 
 
@@ -863,7 +895,7 @@ def conditional_null(cases: Sequence[MatchedSet]) -> tuple[NDArray[np.float64], 
         support = np.arange(low, high + 1)
         if k == 1:
             # One candidate draw: Bernoulli(s / (r + 1)), so the count's sum is binomial.
-            part = stats.binom.pmf(np.arange(count + 1), count, s / (r + 1))
+            part = _binom_pmf(np.arange(count + 1), count, s / (r + 1))
         else:
             part = _power_of(stats.hypergeom.pmf(support, r + k, s, k), count)
         pmf = np.convolve(pmf, part)
@@ -929,7 +961,7 @@ def clustered_test_worse(totals: Sequence[float]) -> float:
     if sd == 0.0:
         return 0.0 if mean < 0 else 1.0
     t = mean / (sd / math.sqrt(c))
-    return float(stats.t.cdf(t, c - 1))
+    return float(_t_cdf(t, c - 1))
 
 
 def conditional_power(
@@ -966,7 +998,7 @@ def conditional_power(
         # 1 / C(R + K, K) of the candidate failing every draw, so the test rejects once
         # B >= b* = the smallest b with C(R + K, K)^-b <= alpha; exactly, B ~ Bin(n, d).
         b_star = math.ceil(math.log(alpha) / -math.log(math.comb(r + k, k)) - 1e-12)
-        return float(stats.binom.sf(b_star - 1, n, min(1.0, drop)))
+        return float(_binom_sf(b_star - 1, n, min(1.0, drop)))
     u = min(1.0, 2.0 * flip_rate)
     d = min(drop, 1.0 - u)
     big_n = r + k
@@ -1128,7 +1160,7 @@ def t_upper_drop(
     mean, se = mean_and_se(diffs, groups)
     if not math.isfinite(se):
         return 1.0
-    q = float(stats.t.ppf(1.0 - alpha, units - 1))
+    q = float(_t_ppf(1.0 - alpha, units - 1))
     return float(min(1.0, max(-1.0, -mean + q * se)))
 
 

@@ -778,3 +778,31 @@ def test_conditional_power_without_noise_is_binomial() -> None:
     # d = 0.03: P(Bin(143, 0.03) >= 3), summed by hand with math.comb.
     by_hand = 1 - sum(math.comb(143, j) * 0.03**j * 0.97 ** (143 - j) for j in range(3))
     assert s.conditional_power(143, 0.0, 0.03, baseline_draws=2) == pytest.approx(by_hand)
+
+
+def test_the_gates_binomial_and_t_are_scipy_stats_bit_for_bit() -> None:
+    # The gate calls Boost's binomial ufuncs and scipy.special's t directly (one import less
+    # on every pull request): they must give exactly what scipy.stats gives, bounds included.
+    import numpy as np
+    import scipy.stats
+
+    from evalgate.analysis import stats as gate_stats
+
+    for n in [0, 1, 2, 3, 7, 40, 301, 1000]:
+        k = np.arange(-3, n + 4)
+        for p in [0.0, 0.01, 0.25, 1 / 3, 0.5, 0.9, 1.0]:
+            assert np.array_equal(
+                gate_stats._binom_sf(k, n, p), scipy.stats.binom.sf(k, n, p), equal_nan=True
+            )
+            assert np.array_equal(
+                gate_stats._binom_pmf(k, n, p), scipy.stats.binom.pmf(k, n, p), equal_nan=True
+            )
+        assert gate_stats._binom_sf(n // 2, n, 0.5) == scipy.stats.binom.sf(n // 2, n, 0.5)
+    m = np.arange(0, 60)
+    assert np.array_equal(gate_stats._binom_sf(m - 2, m, 0.5), scipy.stats.binom.sf(m - 2, m, 0.5))
+    assert gate_stats._binom_pmf(2.5, 5, 0.5) == scipy.stats.binom.pmf(2.5, 5, 0.5) == 0.0
+    for df in [1, 2, 5, 19, 200]:
+        for q in [0.005, 0.025, 0.5, 0.95, 0.999]:
+            assert gate_stats._t_ppf(q, df) == scipy.stats.t.ppf(q, df)
+        for x in [-3.0, -0.5, 0.0, 1.7, 12.0]:
+            assert gate_stats._t_cdf(x, df) == scipy.stats.t.cdf(x, df)
