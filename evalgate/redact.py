@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
+from typing import Annotated
 from urllib.parse import quote
+
+from pydantic import AfterValidator
 
 REDACTED = "[redacted]"
 # Shorter values are not secrets worth the false positives (and would match everywhere).
@@ -88,3 +91,10 @@ def redact_held(text: str) -> str:
     """Only the held secrets: for a model's reply, where a key-shaped answer may be the answer."""
     pattern = _pattern
     return pattern.sub(REDACTED, text) if pattern is not None else text
+
+
+# Fields that keep what an upstream sent back: an error text may echo the key it was sent (so
+# it loses anything key-shaped too); a reply loses only the held secrets, since a key-shaped
+# answer may be the answer. Declared once for the reply and the run file's outcome.
+RedactedError = Annotated[str, AfterValidator(redact)]
+RedactedReply = Annotated[str, AfterValidator(redact_held)]

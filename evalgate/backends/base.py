@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import (
     BackendError,
@@ -22,7 +22,7 @@ from evalgate.errors import (
     describe_validation,
     first_validation_error,
 )
-from evalgate.redact import redact, redact_held
+from evalgate.redact import RedactedError, RedactedReply
 from evalgate.trajectory import AgentSpec, Step
 
 
@@ -74,30 +74,19 @@ ErrorKind = Literal[
 class Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = ""
+    text: RedactedReply = ""
     input_tokens: int = 0
     output_tokens: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     latency_s: float = 0.0
     stop_reason: str | None = None
-    error: str | None = None
+    error: RedactedError | None = None
     error_kind: ErrorKind | None = None
     attempts: int = 1
     # An agent case's steps (every model call with its tool calls and their results); None
     # for a plain reply. Scorers of trajectories read them; the run file keeps them.
     steps: list[Step] | None = None
-
-    # An upstream's error text (or reply) may echo the key it was sent: never keep it.
-    @field_validator("error")
-    @classmethod
-    def _redact_error(cls, value: str | None) -> str | None:
-        return None if value is None else redact(value)
-
-    @field_validator("text")
-    @classmethod
-    def _redact_text(cls, value: str) -> str:
-        return redact_held(value)
 
 
 @dataclass(frozen=True)

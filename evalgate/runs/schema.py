@@ -10,11 +10,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import RunFileError, from_validation
 from evalgate.limits import MESSAGE, excerpt
-from evalgate.redact import redact, redact_held
+from evalgate.redact import RedactedError, RedactedReply
 from evalgate.trajectory import Step
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -49,7 +49,7 @@ class Outcome(_Compact):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str | None = None
+    text: RedactedReply | None = None
     answer: str | None = None
     score: float | None = None
     format_ok: bool | None = None
@@ -60,7 +60,7 @@ class Outcome(_Compact):
     cache_read_tokens: int = 0
     latency_s: float = 0.0
     stop_reason: str | None = None
-    error: str | None = None
+    error: RedactedError | None = None
     error_kind: str | None = None
     attempts: int = 1
     cached: bool = False
@@ -69,18 +69,6 @@ class Outcome(_Compact):
     judge_output_tokens: int = 0
     # An agent case's steps: every model call, its tool calls, their inputs and results.
     steps: list[Step] | None = None
-
-    # Saved in the run file (an artefact) and summarised: no held secret, no key-shaped text
-    # in an error, whatever the upstream echoed.
-    @field_validator("error")
-    @classmethod
-    def _redact_error(cls, value: str | None) -> str | None:
-        return None if value is None else redact(value)
-
-    @field_validator("text")
-    @classmethod
-    def _redact_text(cls, value: str | None) -> str | None:
-        return None if value is None else redact_held(value)
 
 
 class CaseResult(_Compact):
