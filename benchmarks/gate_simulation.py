@@ -326,23 +326,6 @@ def model_run(cases: Sequence[SimCase], passed: np.ndarray, name: str) -> Run:
     )
 
 
-def per_call_model(
-    comparisons: int, cases: Sequence[SimCase], phi: float, seed: int, policy: GatePolicy
-) -> tuple[Tally, Tally]:
-    rng = np.random.default_rng(seed)
-    p_base, p_pr = pass_probabilities(cases, phi)
-    aa, pr = Tally(), Tally()
-    for i in range(comparisons):
-        baseline = model_run(cases, rng.random((len(cases), 2)) < p_base[:, None], "baseline")
-        same = model_run(cases, rng.random((len(cases), 1)) < p_base[:, None], "same")
-        worse = model_run(cases, rng.random((len(cases), 1)) < p_pr[:, None], "worse")
-        aa.add(baseline, same, decide(baseline, same, policy), policy.alpha)
-        pr.add(baseline, worse, decide(baseline, worse, policy), policy.alpha)
-        if (i + 1) % 50 == 0:
-            progress(f"per-call model {i + 1}/{comparisons}")
-    return aa, pr
-
-
 # ---------------------------------------------------------------- the pull-request model
 
 # The heterogeneous model of the pull-request table: a case leans pass (75%) or fail (15%) with

@@ -56,6 +56,24 @@ def _base_suite(loaded: LoadedConfig, name: str, read_base: ReadBase) -> Suite |
     return base if base is not None and base.scorer.kind == "judge" else None
 
 
+def _holdout_closed(loaded: LoadedConfig, suite: Suite, base: Suite | None) -> str | None:
+    """Why the head's judge may not see the holdout labels, or None. The labels and their
+    split are the base branch's; the head may not name them through a link, and a judge the
+    pull request sends elsewhere (another backend, model, endpoint or program) would carry
+    the holdout labels' inputs and replies wherever the head chose."""
+    assert suite.judge is not None
+    if base is None or base.judge is None or base.scorer.kind != "judge":
+        return "the base branch has no labels for this suite's judge"
+    if (loaded.root / suite.judge.labels).is_symlink():
+        return "the labels file is a symbolic link"
+    assert suite.scorer.kind == "judge"
+    if suite.scorer.model != base.scorer.model:
+        return "the pull request changes the judge's backend, model or settings"
+    if suite.scorer.model.backend == "command":
+        return "the judge is a program the pull request can change"
+    return None
+
+
 def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder: Path) -> Suite:
     """The base suite with its judge's files written under ``folder`` and named by absolute
     path, so the base judge reads the base's rubric and rules, not the head's."""
@@ -93,8 +111,9 @@ def judge_in_pr(
     """``candidate``: the pull request's run, whose accuracy is shown corrected for judge error.
     ``holdout_unread``: why the holdout labels may not be read here (then dev only is)."""
     assert suite.judge is not None
-    both = frozenset({"dev"} if holdout_unread else {"dev", "holdout"})
     base = _base_suite(loaded, name, read_base)
+    holdout_unread = holdout_unread or _holdout_closed(loaded, suite, base)
+    both = frozenset({"dev"} if holdout_unread else {"dev", "holdout"})
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evalgate-base-judge-") as tmp:
         folder = Path(tmp)

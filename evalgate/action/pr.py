@@ -116,7 +116,8 @@ def run_pr(
                 f"{name}: skipped, the pull request changes none of its prompts, cases or config"
             )
             runner.add_summary(
-                f"**{name}**: skipped (the pull request changes none of its files).\n"
+                f"**{escape(name, 'markdown')}**: skipped (the pull request changes none of "
+                "its files).\n"
             )
             runner.verdicts.append("skipped")
             return None
@@ -200,7 +201,9 @@ def publish_pull_request(
     decision = decide_pull_request([(p.name, p.verdict) for p in pending])
     if len(pending) > 1:
         runner.log(decision.line())
-        rows = "".join(f"| {s.suite} | {s.verdict.kind} |\n" for s in decision.suites)
+        rows = "".join(
+            f"| {escape(s.suite, 'markdown')} | {s.verdict.kind} |\n" for s in decision.suites
+        )
         runner.add_summary(
             f"### Pull request: {decision.kind.upper()}\n\n{len(pending)} suites; "
             f"{decision.tests} tests share one familywise alpha of {decision.alpha:g} "

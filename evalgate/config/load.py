@@ -292,6 +292,8 @@ def _check_paths(loaded: LoadedConfig) -> None:
             ("schema_file", getattr(suite.scorer, "schema_file", None)),
             ("rubric_file", getattr(suite.scorer, "rubric_file", None)),
         ]
+        if suite.judge is not None:
+            named.append(("judge.labels", suite.judge.labels))
         if suite.sealed_holdout is not None:
             named += [
                 ("sealed_holdout.file", suite.sealed_holdout.file),

@@ -34,7 +34,8 @@ NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or d
 
 
 def valid_name(name: str) -> bool:
-    return bool(_NAME.match(name)) and not name.endswith(".")
+    # fullmatch: `$` alone would let a trailing newline through into file names and logs.
+    return bool(_NAME.fullmatch(name)) and not name.endswith(".")
 
 
 def _no_bool(value: Any) -> Any:

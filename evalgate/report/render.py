@@ -60,6 +60,12 @@ def code(text: object) -> str:
     return escape(_capped(str(text)), "code")
 
 
+def log(text: object) -> str:
+    """Untrusted text as one line of a CI log: no line break, no workflow command (see
+    :func:`escape.escape`)."""
+    return escape(str(text), "log")
+
+
 def _capped(text: str) -> str:
     return text if len(text) <= limits.VALUE else limits.excerpt(text, limits.VALUE)
 
@@ -92,6 +98,7 @@ def _environment() -> jinja2.Environment:
         excerpt=excerpt,
         md=md,
         code=code,
+        log=log,
         duration=duration,
     )
     env.globals.update(version=__version__, offline_note=OFFLINE_NOTE, interval=interval)

@@ -147,10 +147,11 @@ def test_the_floor_is_the_base_branchs_not_the_pull_requests(tmp_path: Path) -> 
 def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
     # The labelled project of tests/running/test_judge_check.py: a command judge that passes replies
     # mentioning a refund agrees with people on 17 of 20 dev and 9 of 10 holdout labels. The
-    # pull request replaces its program with one that passes everything: it agrees on the 15
-    # human passes only. Lost: the 9 + 5 human fails the old judge failed; gained: the 2 + 1
-    # human passes it failed. One-sided p = P(Bin(17, 1/2) >= 14) = (680 + 136 + 17 + 1) / 2^17
-    # = 0.0064: a significant drop, though no config or rubric changed.
+    # pull request replaces its program with one that passes everything. A program the pull
+    # request can change never sees the holdout labels (it could send them anywhere), so the
+    # two judges are paired on the 20 dev labels: lost, the 9 human fails the old judge failed;
+    # gained, the 2 human passes it failed. One-sided p = P(Bin(11, 1/2) >= 9)
+    # = (55 + 11 + 1) / 2^11 = 0.033: a significant drop, though no config or rubric changed.
     project = tmp_path / "project"
     write_project(project)
     tree = {
@@ -176,8 +177,8 @@ def test_a_command_judges_program_is_part_of_the_judge(tmp_path: Path) -> None:
         [body] = comments(server)
     assert job.code == 1, job.out + job.err
     assert "**Agreement dropped significantly**" in body
-    assert "lost 14, gained 3" in body
-    assert "p = 0.0064" in body
+    assert "lost 9, gained 2" in body
+    assert "p = 0.033" in body
 
 
 # --------------------------------------------------------------------------- holdout label reads

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE
+from conftest import EXAMPLE, ROOT
 
 from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import Config, ExactScorer, LabelScorer
@@ -345,3 +345,19 @@ def test_a_template_syntax_error_points_at_its_line_in_the_config(
     with pytest.raises(ConfigError) as caught:
         load_config(write_config(inline))
     assert str(caught.value).startswith(f"{write_config(inline)}:13: suites.demo.template:")
+
+
+def test_a_suite_name_may_not_end_in_a_line_break(write_config: Callable[..., Path]) -> None:
+    # `$` alone matches before a final newline: the name would carry it into file names, the
+    # data branch's paths and log lines.
+    text = MINIMAL.replace("  demo:\n", '  "demo\\n":\n')
+    with pytest.raises(ConfigError, match="suite name"):
+        load_config(write_config(text))
+
+
+def test_the_judge_labels_stay_inside_the_repository(write_config: Callable[..., Path]) -> None:
+    judged = (ROOT / "examples" / "bike-shop" / "judge.yml").read_text(encoding="utf-8")
+    assert "labels: judge-labels.jsonl" in judged
+    path = write_config(judged.replace("labels: judge-labels.jsonl", "labels: ../outside.jsonl"))
+    with pytest.raises(ConfigError, match=r"judge\.labels"):
+        load_config(path)

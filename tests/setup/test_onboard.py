@@ -799,3 +799,22 @@ def test_doctor_wants_contents_write_on_the_pr_job_of_a_judged_suite(
         assert "`contents: write`" in found[0].message and found[0].fix
     else:
         assert found == []
+
+
+def test_doctor_text_is_one_line_a_finding_and_forges_no_workflow_command() -> None:
+    # A probed program's stderr, or a workflow's job name, lands in a finding: printed in CI,
+    # a line break followed by `::error::` would be a workflow command.
+    report = doctor.DoctorReport(
+        repo=".",
+        config="evalgate.yml",
+        findings=[
+            doctor.Finding(
+                status="FAIL", check="suite a: model", message="died\n::error::forged", fix="x"
+            )
+        ],
+        counts={"ok": 0, "warn": 0, "FAIL": 1},
+    )
+    lines = doctor.render_doctor(report, "text").splitlines()
+    assert len(lines) == 3
+    assert not any(line.lstrip().startswith("::") for line in lines)
+    assert "::error::" not in lines[1]

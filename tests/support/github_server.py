@@ -795,16 +795,6 @@ class GitHubServer:
             repo.pulls[number] = pr
             return pr
 
-    def add_issue(
-        self, full_name: str, title: str, *, user: str = "octocat", body: str | None = None
-    ) -> Issue:
-        with self.lock:
-            repo = self.repo(full_name)
-            issue = Issue(number=repo.next_number, title=title, user=user, body=body)
-            repo.next_number += 1
-            repo.issues[issue.number] = issue
-            return issue
-
     def add_comment(
         self,
         full_name: str,
