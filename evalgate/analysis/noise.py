@@ -8,7 +8,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.stats import conditional_mde, flip_rate
-from evalgate.runs.schema import Run
+from evalgate.runs.schema import PASS_AT, Run
 
 
 class UnstableCase(BaseModel):
@@ -57,7 +57,7 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
     if run.repeats < 2:
         return None
     cases = [c for c in run.cases if c.error is None and c.split == "dev"]
-    outcomes = [[(o.score or 0.0) >= 0.5 for o in c.outcomes] for c in cases]
+    outcomes = [[(o.score or 0.0) >= PASS_AT for o in c.outcomes] for c in cases]
     f = flip_rate(outcomes) if outcomes else 0.0
     unstable = [
         UnstableCase(

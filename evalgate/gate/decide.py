@@ -69,7 +69,7 @@ from evalgate.analysis.stats import (
 from evalgate.analysis.summary import Rate
 from evalgate.config.models import GatePolicy
 from evalgate.limits import label
-from evalgate.runs.schema import CaseResult, Outcome, Run
+from evalgate.runs.schema import PASS_AT, CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
 VerdictKind = Literal["pass", "fail", "inconclusive"]
@@ -190,7 +190,7 @@ class Verdict(BaseModel):
 
 
 def _passed(o: Outcome) -> bool:
-    return (o.score or 0.0) >= 0.5
+    return (o.score or 0.0) >= PASS_AT
 
 
 def _tally(outcomes: Sequence[Outcome], k: int) -> tuple[float, int, int]:
@@ -200,7 +200,7 @@ def _tally(outcomes: Sequence[Outcome], k: int) -> tuple[float, int, int]:
     for o in outcomes[:k]:
         score = o.score or 0.0
         total += score
-        passes += score >= 0.5
+        passes += score >= PASS_AT
         formats += bool(o.format_ok)
     return total, passes, formats
 

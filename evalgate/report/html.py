@@ -19,7 +19,7 @@ from evalgate.analysis.compare import Comparison
 from evalgate.analysis.summary import CategoryRow, Confusion, RunSummary, summarise
 from evalgate.limits import NO_ANSWER, clip, label
 from evalgate.report.render import HTML_ENV
-from evalgate.runs.schema import CaseResult, Run
+from evalgate.runs.schema import PASS_AT, CaseResult, Run
 from evalgate.trajectory import calls_of, expected_label, show_args
 
 # Kinds of listed case, in the order the page shows them, with their labels.
@@ -127,7 +127,7 @@ def _side(case: CaseResult) -> Side:
             # The page shows the start of a reply; the run file keeps all of it.
             text=clip((o.error or "error") if o.error is not None else (o.text or "(no reply)")),
             answer=label(o.answer),
-            passed=None if o.error is not None else (o.score or 0.0) >= 0.5,
+            passed=None if o.error is not None else (o.score or 0.0) >= PASS_AT,
             error=o.error is not None,
             calls=[
                 CallView(f"{c.name}({show_args(c.input)})", c.result or "", c.status)

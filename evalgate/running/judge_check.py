@@ -32,13 +32,11 @@ from evalgate.cases.judge_labels import Label, labels_sha, load_labels
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import JudgeCalibration, Suite
 from evalgate.errors import UserError
-from evalgate.running.suite import sha256_json
-from evalgate.runs.schema import Run
-from evalgate.scorers.base import ScoringError, read_files
+from evalgate.running.suite import scorer_sha256
+from evalgate.runs.schema import PASS_AT, Run
+from evalgate.scorers.base import ScoringError
 from evalgate.scorers.judge import JudgeScorer
 
-# A judge's score at or above this is a pass: the same rule as a run's (runs.CaseResult.passed).
-PASS_AT = 0.5
 LabelSplit = Literal["dev", "holdout"]
 # What stands for a holdout group's name in reports.
 HOLDOUT_GROUP = "(holdout group)"
@@ -47,9 +45,7 @@ HOLDOUT_GROUP = "(holdout group)"
 def judge_sha256(root: Path, suite: Suite) -> str:
     """The judge's identity: its config and the text of every file it reads (its rubric, its
     backend's rules): the run's ``scorer_sha256`` for the same judge."""
-    dump = suite.scorer.model_dump(mode="json", by_alias=True)
-    files = read_files(suite.scorer, root)
-    return sha256_json({**dump, "files": files} if files else dump)
+    return scorer_sha256(suite.scorer, root)
 
 
 class Graded(BaseModel):

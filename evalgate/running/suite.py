@@ -18,7 +18,7 @@ from evalgate.cases.read import Case, CaseSet, check_agent_case, hash_cases, loa
 from evalgate.cases.split import assign_all
 from evalgate.cases.templating import compile_template, render_template, render_turn
 from evalgate.config.load import LoadedConfig
-from evalgate.config.models import Suite, file_arguments
+from evalgate.config.models import ScorerConfig, Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.running.batch import BatchExecutor
 from evalgate.running.execute import Cache, Job, ProgressCallback, execute
@@ -41,6 +41,15 @@ def sha256_text(text: str) -> str:
 
 def sha256_json(value: Any) -> str:
     return sha256_text(json.dumps(value, sort_keys=True, default=str))
+
+
+def scorer_sha256(scorer: ScorerConfig, base_dir: Path) -> str:
+    """A scorer's identity: its config and the text of every file it reads. A judge's rubric,
+    rules files and command program are part of what it is (the config holds their names
+    alone); configs that name no file keep the hash they had."""
+    dump = scorer.model_dump(mode="json", by_alias=True)
+    files = read_files(scorer, base_dir)
+    return sha256_json({**dump, "files": files} if files else dump)
 
 
 @dataclass(frozen=True)
@@ -339,13 +348,7 @@ def run_suite(
             offline=bool(getattr(backend, "offline", False)),
         ),
         scorer=scorer_dump,
-        # A judge's rubric file, rules files and command program are part of what it is (the
-        # config holds their names alone); configs that name no file keep the hash they had.
-        scorer_sha256=sha256_json(
-            {**scorer_dump, "files": files}
-            if (files := read_files(suite.scorer, base_dir))
-            else scorer_dump
-        ),
+        scorer_sha256=scorer_sha256(suite.scorer, base_dir),
         tools_sha256=tools,
         git_commit=spec.git_commit,
         git_ref=spec.git_ref,

@@ -18,6 +18,8 @@ from evalgate.redact import RedactedError, RedactedReply
 from evalgate.trajectory import Step
 
 SCHEMA_VERSION: Literal[1] = 1
+# A score at or above this is a pass: for a case, a repeat, a judge's grade.
+PASS_AT = 0.5
 
 
 class _Compact(BaseModel):
@@ -106,7 +108,7 @@ class CaseResult(_Compact):
     @property
     def passed(self) -> bool | None:
         score = self.score
-        return None if score is None else score >= 0.5
+        return None if score is None else score >= PASS_AT
 
     @property
     def format_ok(self) -> bool | None:
@@ -121,7 +123,7 @@ class CaseResult(_Compact):
     @property
     def flipped(self) -> bool:
         """Whether the outcome (pass / fail) differed between repeats of this case."""
-        passes = {(o.score or 0.0) >= 0.5 for o in self.outcomes if o.error is None}
+        passes = {(o.score or 0.0) >= PASS_AT for o in self.outcomes if o.error is None}
         return len(passes) > 1
 
     def message(self) -> str:
