@@ -1,7 +1,9 @@
-"""JSON Lines of records: the one reader for the ledger, the change ledger and the history."""
+"""JSON Lines of records: the one reader and writer for the ledger, the change ledger and the
+history."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,3 +29,10 @@ def parse_lines(
                 f"{what}: {from_validation(exc)}", where=f"{where}:{number}", fix=fix
             ) from None
     return records
+
+
+def append_record(path: Path, record: BaseModel) -> None:
+    """Append one record as a line (the folder made if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(record.model_dump_json() + "\n")

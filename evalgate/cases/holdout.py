@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
 from evalgate.errors import UserError
-from evalgate.jsonl import parse_lines
+from evalgate.jsonl import append_record, parse_lines
 from evalgate.runs.schema import CaseResult, Outcome
 
 SECRET_PREFIX = "EVALGATE-HOLDOUT-KEY-1-"
@@ -182,9 +182,7 @@ def read_ledger(path: Path) -> list[LedgerRecord]:
 
 def append_ledger(path: Path, record: LedgerRecord) -> int:
     """Append a record; returns how many times this holdout has now been read."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(record.model_dump_json() + "\n")
+    append_record(path, record)
     return reads_of(read_ledger(path), record.holdout_sha256)
 
 
@@ -378,8 +376,7 @@ def read_changes(path: Path) -> list[tuple[str, SealedChange]]:
 
 
 def append_change(path: Path, change: SealedChange) -> None:
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(change.model_dump_json() + "\n")
+    append_record(path, change)
 
 
 def forged_retires(changes: list[tuple[str, SealedChange]], key: HoldoutKey) -> list[str]:
