@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pydantic import TypeAdapter, ValidationError
+
 from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
 from evalgate.action.ledger import pull_ledger, push_ledger
@@ -16,10 +18,13 @@ from evalgate.app import (
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
 from evalgate.defaults import DATA_BRANCH
-from evalgate.errors import UserError
+from evalgate.errors import UserError, from_validation
 from evalgate.publish import github as gh
 from evalgate.report.render import render
 from evalgate.runs.schema import save_run
+
+# The data branch's releases.json: a JSON list of release records.
+_HISTORY = TypeAdapter(list[ReleaseRecord])
 
 
 def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> None:
@@ -32,10 +37,11 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
     if runner.repo is not None:
         text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
         try:
-            history = [ReleaseRecord.model_validate(r) for r in json.loads(text)] if text else []
-        except (ValueError, TypeError):
+            history = _HISTORY.validate_json(text) if text else []
+        except ValidationError as exc:
             raise UserError(
-                "the release history on the data branch is not a list of release records",
+                "the release history on the data branch is not a list of release records: "
+                + from_validation(exc),
                 where=f"{DATA_BRANCH}:{history_file}",
                 fix="restore it from the data branch's git history",
             ) from None
