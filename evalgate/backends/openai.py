@@ -7,6 +7,7 @@ evalgate's own (retry.py), as for the anthropic backend, so every attempt is cou
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, ClassVar, cast
 
@@ -18,7 +19,7 @@ from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, pa
 from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
-from evalgate.trajectory import CallRecord, ToolCall
+from evalgate.trajectory import TOOL_NAME_PATTERN, CallRecord, ToolCall
 
 KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
@@ -196,6 +197,15 @@ class _Session:
         calls: list[ToolCall] = []
         raw_calls = choice.message.tool_calls or []
         for call in raw_calls:
+            if not re.fullmatch(TOOL_NAME_PATTERN, call.function.name or ""):
+                # No tool has that name: the server's answer is malformed, not the model's.
+                shown = (call.function.name or "")[:80]
+                return Turn.failed(
+                    f"the server answered a call of a tool named {shown!r}, which no tool can be",
+                    "malformed",
+                    result.elapsed_s,
+                    attempts,
+                )
             try:
                 args = json.loads(call.function.arguments or "{}")
             except ValueError:

@@ -93,3 +93,17 @@ def test_the_stand_in_refuses_unanswered_tool_calls(tmp_path: Path) -> None:
                 messages=[{"role": "user", "content": "Where is A1234?"}, assistant],  # type: ignore[list-item]
             )
         client.close()
+
+
+def test_a_call_of_no_possible_tool_is_an_error_of_the_case_not_a_crash(tmp_path: Path) -> None:
+    # A compatible server may answer a tool call whose name no tool can have: the case is an
+    # error of kind malformed (its text quoting the name, capped), and the run goes on.
+    with OpenAIServer(load_rules({"rules_file": "fake-rules.yml"}, SUPPORT)) as server:
+        server.script(["bad-tool-name"])
+        online = run(tmp_path / "api", "openai", server.url)
+    errored = [c for c in online.cases if c.error is not None]
+    assert len(errored) == 1
+    outcome = errored[0].outcomes[0]
+    assert outcome.error_kind == "malformed"
+    assert "look up" in (outcome.error or "")
+    assert online.errors == 1 and len(online.cases) > 1

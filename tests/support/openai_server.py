@@ -2,7 +2,8 @@
 
 It answers ``POST /v1/chat/completions`` like the fake model (``fake_answer``), in the
 documented response shape, and plays a script of faults: ``"429"`` (with ``retry-after``),
-``"500"``, ``"401"``, ``"404"`` or ``"ok"``, one per request, in order.
+``"500"``, ``"401"``, ``"404"``, ``"bad-tool-name"`` (the call it answers names no possible
+tool, as a misbehaving compatible server might) or ``"ok"``, one per request, in order.
 
 With ``tools`` in the body it answers as the fake agent (``agent_turn``): an assistant message
 with ``tool_calls`` (``finish_reason: tool_calls``, the arguments a JSON string), then reads the
@@ -141,7 +142,10 @@ class OpenAIServer:
                     {
                         "id": f"call_{uuid.uuid4().hex[:24]}",
                         "type": "function",
-                        "function": {"name": move.name, "arguments": json.dumps(move.input)},
+                        "function": {
+                            "name": "look up\n::error::" if step == "bad-tool-name" else move.name,
+                            "arguments": json.dumps(move.input),
+                        },
                     }
                 ]
                 text = json.dumps(move.input)
