@@ -93,7 +93,9 @@ def _materialise(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder:
     if scorer.model.backend == "command":
         # The base's program, by absolute path; it still runs in the config's folder.
         argv = command_argv(scorer.model.options)
-        options["command"] = argv[:1] + [str(folder / a) if a in written else a for a in argv[1:]]
+        options["command"] = [str(folder / a) if a in written else a for a in argv]
+        if argv and argv[0] in written:
+            (folder / argv[0]).chmod(0o755)  # the base's own program, run in its place
     model = scorer.model.model_copy(update={"options": options})
     return base.model_copy(update={"scorer": scorer.model_copy(update={"model": model})})
 

@@ -302,8 +302,12 @@ def program_argv(command: Any) -> list[str]:
 def file_arguments(argv: Sequence[str]) -> list[str]:
     """The arguments of a command that name a file of the repository (``judge.py``,
     ``tools/answer.py``): relative paths with a suffix, not options. What the program runs is
-    part of what a result depends on."""
-    return [
+    part of what a result depends on. The program itself counts when it is named by a path
+    into the repository (``./judge.sh``, ``bin/judge``), not looked up on PATH (``python``)."""
+    program = list(argv[:1])
+    if not (program and "/" in program[0] and not PurePosixPath(program[0]).is_absolute()):
+        program = []
+    return program + [
         arg
         for arg in argv[1:]
         if not arg.startswith("-")

@@ -361,3 +361,14 @@ def test_the_judge_labels_stay_inside_the_repository(write_config: Callable[...,
     path = write_config(judged.replace("labels: judge-labels.jsonl", "labels: ../outside.jsonl"))
     with pytest.raises(ConfigError, match=r"judge\.labels"):
         load_config(path)
+
+
+def test_a_program_named_by_path_is_one_of_its_files() -> None:
+    from evalgate.config.models import file_arguments
+
+    # A program found on PATH is not the repository's; one named by a path into it is, and an
+    # edit of it changes what the results depend on (a judge's identity, a suite's tools).
+    assert file_arguments(["python", "judge.py", "--strict"]) == ["judge.py"]
+    assert file_arguments(["./judge.sh", "rubric.txt"]) == ["./judge.sh", "rubric.txt"]
+    assert file_arguments(["bin/judge"]) == ["bin/judge"]
+    assert file_arguments(["/usr/bin/judge", "x.json"]) == ["x.json"]
