@@ -9,6 +9,14 @@ BASELINE_ARTIFACT = "evalgate-baseline"
 FORK_ARTIFACT = "evalgate-fork"
 # The branch that keeps release records, the holdout ledger and the baseline history.
 DATA_BRANCH = "evalgate-data"
+
+
+def data_file(suite: str, name: str) -> str:
+    """A suite's file on the data branch: ``releases.json``, ``holdout-ledger.jsonl``,
+    ``baselines.jsonl``."""
+    return f"evalgate/{suite}/{name}"
+
+
 # The secret that opens the sealed holdout and keys holdout names.
 HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
 # GitHub refuses a comment (or a check run's summary) body over this many characters.

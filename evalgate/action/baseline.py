@@ -17,7 +17,7 @@ from evalgate.app import (
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
-from evalgate.defaults import DATA_BRANCH, STATE_DIR
+from evalgate.defaults import DATA_BRANCH, STATE_DIR, data_file
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -66,7 +66,7 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
 
 
 def _history_file(name: str) -> str:
-    return f"evalgate/{name}/baselines.jsonl"
+    return data_file(name, "baselines.jsonl")
 
 
 def _keep_in_history(runner: ActionJob, name: str, suite: Suite, run: Run) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from evalgate.action.job import ActionJob
 from evalgate.app import ledger_path
 from evalgate.config.load import LoadedConfig
-from evalgate.defaults import DATA_BRANCH
+from evalgate.defaults import DATA_BRANCH, data_file
 from evalgate.publish import github as gh
 
 
 def ledger_file(name: str) -> str:
     """The suite's ledger on the data branch."""
-    return f"evalgate/{name}/holdout-ledger.jsonl"
+    return data_file(name, "holdout-ledger.jsonl")
 
 
 def pull_ledger(runner: ActionJob, loaded: LoadedConfig, name: str) -> str:

@@ -17,7 +17,7 @@ from evalgate.app import (
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
-from evalgate.defaults import DATA_BRANCH
+from evalgate.defaults import DATA_BRANCH, data_file
 from evalgate.errors import UserError, from_validation
 from evalgate.publish import github as gh
 from evalgate.report.render import render
@@ -30,7 +30,7 @@ _HISTORY = TypeAdapter(list[ReleaseRecord])
 def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> None:
     """The release gate, with history and the ledger kept in the data branch."""
     tag = runner.env.get("GITHUB_REF_NAME") or "release"
-    history_file = f"evalgate/{name}/releases.json"
+    history_file = data_file(name, "releases.json")
     history: list[ReleaseRecord] = []
     ledger = ledger_path(loaded)
     pulled = None
