@@ -13,7 +13,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conftest import EXAMPLE, copy_example
+from conftest import EXAMPLE, ROOT, copy_example
 from test_action import (
     FOLDER,
     FORK,
@@ -326,3 +326,37 @@ def test_a_fork_pull_request_does_not_read_the_holdout_labels(
     summary = job.summary.replace("\\", "")
     assert "| holdout (aggregate)" not in summary
     assert "the judge's holdout labels were not read" in summary
+
+
+def test_the_heads_judge_sees_the_holdout_labels_only_as_the_bases_judge(
+    tmp_path: Path,
+) -> None:
+    from evalgate.action.judge import _holdout_closed
+    from evalgate.config.load import load_config
+
+    shop = tmp_path / "shop"
+    shutil.copytree(ROOT / "examples" / "bike-shop", shop)
+    loaded = load_config(shop / "judge.yml")
+    _, suite = loaded.suite(None)
+    assert _holdout_closed(loaded, suite, suite) is None
+    # A renamed suite, or a base without labels: the split would be the head's own.
+    assert "no labels" in (_holdout_closed(loaded, suite, None) or "")
+    assert "no labels" in (
+        _holdout_closed(loaded, suite, suite.model_copy(update={"judge": None})) or ""
+    )
+    # A judge sent elsewhere would carry the holdout labels' inputs and replies there.
+    assert suite.scorer.kind == "judge"
+    elsewhere = suite.scorer.model.model_copy(update={"options": {"base_url": "https://x"}})
+    head = suite.model_copy(update={"scorer": suite.scorer.model_copy(update={"model": elsewhere})})
+    assert "backend, model or settings" in (_holdout_closed(loaded, head, suite) or "")
+    program = suite.scorer.model.model_copy(
+        update={"backend": "command", "options": {"command": ["python", "judge.py"]}}
+    )
+    both = suite.model_copy(update={"scorer": suite.scorer.model_copy(update={"model": program})})
+    assert "program" in (_holdout_closed(loaded, both, both) or "")
+    # The labels named through a link to a file of the head's choosing.
+    assert suite.judge is not None
+    labels = shop / suite.judge.labels
+    labels.rename(shop / "mine.jsonl")
+    labels.symlink_to(shop / "mine.jsonl")
+    assert "symbolic link" in (_holdout_closed(loaded, suite, suite) or "")
