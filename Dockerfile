@@ -37,8 +37,10 @@ FROM deps AS app
 COPY pyproject.toml README.md /opt/evalgate/src/
 COPY evalgate /opt/evalgate/src/evalgate
 COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
-# The loopback stand-ins live under tests/support, outside the package: not in the image.
-RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app /opt/evalgate/src \
+# The loopback stand-ins live under tests/support, outside the package: not in the image. The
+# extras are evalgate.setup.image.IMAGE_EXTRAS (every backend runs here); their dependencies
+# are pinned in constraints.txt and installed with the others above.
+RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app "/opt/evalgate/src[openai]" \
  && rm -rf /opt/evalgate/app/bin \
  && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app
 

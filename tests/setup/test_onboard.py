@@ -116,7 +116,7 @@ def test_doctor_on_the_init_result_is_all_ok(
     checks = " ".join(f["check"] for f in report["findings"])
     for aspect in ("config", "prompts", "ship", "cases", "split", "permissions", "pinning"):
         assert aspect in checks
-    for aspect in ("secrets", "baseline", "gitignore"):
+    for aspect in ("secrets", "baseline", "gitignore", "image"):
         assert aspect in checks
 
 
