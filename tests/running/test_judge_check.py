@@ -501,10 +501,10 @@ def test_a_runs_accuracy_corrected_for_the_judges_errors(
     assert "Corrected accuracy of " in out and "(Rogan-Gladen)" in out
 
 
-def test_the_readme_shows_what_judge_check_prints(
+def test_the_judge_docs_show_what_judge_check_prints(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "judge.md").read_text(encoding="utf-8")
     command = "$ evalgate judge check --config judge.yml --show 3\n"
     shown = readme.split(command, 1)[1].split("\n```", 1)[0]
     root = copy_example(tmp_path / "shop")
