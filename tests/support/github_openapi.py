@@ -30,14 +30,24 @@ ROOT_URI = "urn:github-rest"
 
 
 class Exchange(Protocol):
-    server: str
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    body: bytes
-    status: int
-    forced: bool
-    response_body: bytes
+    """One recorded exchange (tests.support.github_server.RecordedRequest), read only."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def query(self) -> dict[str, list[str]]: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def forced(self) -> bool: ...
+    @property
+    def response_body(self) -> bytes: ...
 
 
 def description_path(env: dict[str, str] | None = None) -> Path:
