@@ -1,7 +1,7 @@
 # The evalgate action's image. The base is a build argument so that an air-gapped build can use
 # a local Python image; the default is the official slim image. Released images are prebuilt
 # (.github/workflows/release.yml) and action.yml points at them; this file is for local and
-# air-gapped builds (see the README's "Air-gapped and local builds").
+# air-gapped builds (see docs/action.md, "Air-gapped and local builds").
 ARG BASE_IMAGE=python:3.11-slim
 
 # --- deps: the pinned dependencies, trimmed. Cached while constraints.txt is unchanged. -------
@@ -14,7 +14,9 @@ COPY constraints.txt /opt/evalgate/constraints.txt
 # installed into again), the test suites numpy and scipy ship, type stubs, and each dependency's
 # .py source once it is byte-compiled next to it (a sourceless .pyc imports as the module;
 # evalgate's own source stays, for readable tracebacks), and the symbol tables of the Python
-# extension modules (strip --strip-unneeded keeps what the dynamic loader needs). The libraries
+# extension modules (strip --strip-unneeded keeps what the dynamic loader needs), and what only
+# a build against numpy or scipy reads (C headers and sources, Cython declarations, static
+# libraries: about 3 MB, which keeps the image within 200 MB of its base with openai in it). The libraries
 # that wheels vendor (*.libs/) are left as they are: stripping them breaks their patched ELF
 # headers (numpy then fails to load). binutils stays in this stage only.
 RUN apt-get update -q >/dev/null \
@@ -25,6 +27,8 @@ RUN apt-get update -q >/dev/null \
  && SITE=$(/opt/evalgate/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
  && find "$SITE" -depth -type d -name tests \
       \( -path "*/site-packages/scipy/*" -o -path "*/site-packages/numpy/*" \) -exec rm -rf {} + \
+ && find "$SITE" -type f \( -name "*.h" -o -name "*.c" -o -name "*.cpp" -o -name "*.pxd" \
+      -o -name "*.pyx" -o -name "*.pxi" -o -name "*.a" \) -delete \
  && find "$SITE" -name "*.cpython-*.so" -type f -not -path "*.libs/*" \
       -exec strip --strip-unneeded {} + \
  && /opt/evalgate/venv/bin/python -m compileall -q -b "$SITE" \
@@ -37,8 +41,10 @@ FROM deps AS app
 COPY pyproject.toml README.md /opt/evalgate/src/
 COPY evalgate /opt/evalgate/src/evalgate
 COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
-# The loopback stand-ins live under tests/support, outside the package: not in the image.
-RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app /opt/evalgate/src \
+# The loopback stand-ins live under tests/support, outside the package: not in the image. The
+# extras are evalgate.setup.image.IMAGE_EXTRAS (every backend runs here); their dependencies
+# are pinned in constraints.txt and installed with the others above.
+RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app "/opt/evalgate/src[openai]" \
  && rm -rf /opt/evalgate/app/bin \
  && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app
 

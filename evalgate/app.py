@@ -490,7 +490,10 @@ def _record_label_read(
         purpose=LEDGER_PURPOSE,
         forced_reason=force_reason,
     )
-    world.status(f"holdout labels read recorded in the ledger ({reads} reads of these labels)")
+    world.status(
+        f"holdout labels read recorded in the ledger ({reads} read{'' if reads == 1 else 's'} "
+        "of these labels)"
+    )
     budget = suite.split.read_budget
     over = []
     if reads > budget:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalgate import install_line
+from evalgate import install_line_here
 from evalgate.redact import redact
 
 
@@ -52,7 +52,7 @@ class MissingExtraError(BackendError):
     def __init__(self, feature: str, extra: str) -> None:
         super().__init__(
             f"{feature} needs an optional dependency that is not installed",
-            fix=install_line(extra),
+            fix=install_line_here(extra),
         )
 
 

@@ -1,5 +1,6 @@
-"""Docs come from the source: the README's action tables match action.yml, action.yml matches
-``evalgate.action.Inputs`` and the outputs the action sets, and the CLI's help matches its parser."""
+"""Docs come from the source: docs/action.md's tables match action.yml, action.yml matches
+``evalgate.action.Inputs`` and the outputs the action sets, docs/cli.md's exit codes are the
+CLI's, and the CLI's help matches its parser."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from evalgate.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+ACTION_DOC = ROOT / "docs" / "action.md"
+CLI_DOC = ROOT / "docs" / "cli.md"
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 ACTION_SOURCE = "\n".join(
     path.read_text(encoding="utf-8") for path in sorted((ROOT / "evalgate" / "action").glob("*.py"))
@@ -24,7 +27,7 @@ ACTION_SOURCE = "\n".join(
 EMPTY = {"", "-", "—", "none", "(none)", '""', "''"}
 
 
-# --------------------------------------------------------------------------- README tables
+# --------------------------------------------------------------------------- docs tables
 
 
 def _cells(line: str) -> list[str]:
@@ -41,23 +44,20 @@ def _plain(text: str) -> str:
     return "" if value.lower() in EMPTY else value
 
 
-def readme_table(title: str) -> list[dict[str, str]] | None:
-    """The first table under the README heading ``title`` (any level), as rows by column name;
-    None when the README or the heading is missing."""
-    if not README.is_file():
-        return None
-    text = README.read_text(encoding="utf-8")
+def doc_table(path: Path, title: str) -> list[dict[str, str]]:
+    """The first table under the heading ``title`` (any level) of the Markdown file ``path``,
+    as rows by column name."""
+    text = path.read_text(encoding="utf-8")
     heading = re.search(rf"^#+ {re.escape(title)}[ \t]*$", text, re.MULTILINE)
-    if heading is None:
-        return None
+    assert heading is not None, f"{path.name} has no heading {title!r}"
     section = text[heading.end() :]
     following = re.search(r"^#+ ", section, re.MULTILINE)
     section = section[: following.start()] if following else section
     lines = [ln for ln in section.splitlines() if ln.strip().startswith("|")]
-    assert len(lines) >= 2, f"the README's {title!r} section has no table"
+    assert len(lines) >= 2, f"the {title!r} section of {path.name} has no table"
     header = [h.lower() for h in _cells(lines[0])]
     assert all(re.fullmatch(r":?-+:?", c) for c in _cells(lines[1])), (
-        f"the README's {title!r} table has no separator row"
+        f"the {title!r} table of {path.name} has no separator row"
     )
     return [dict(zip(header, _cells(ln), strict=True)) for ln in lines[2:]]
 
@@ -66,10 +66,8 @@ def _names(rows: list[dict[str, str]]) -> list[str]:
     return [_plain(row["name"]) for row in rows]
 
 
-def test_readme_inputs_table_matches_action_yml() -> None:
-    rows = readme_table("Action inputs")
-    if rows is None:
-        pytest.xfail("README section not written yet")
+def test_the_inputs_table_matches_action_yml() -> None:
+    rows = doc_table(ACTION_DOC, "Action inputs")
     assert _names(rows) == list(ACTION["inputs"]), "names (and order) differ from action.yml"
     for row in rows:
         spec = ACTION["inputs"][_plain(row["name"])]
@@ -78,24 +76,20 @@ def test_readme_inputs_table_matches_action_yml() -> None:
             assert default.lower() == "required", f"{row['name']} is required in action.yml"
         else:
             assert default == _plain(str(spec.get("default", ""))), row["name"]
-        assert row.get("description"), f"{row['name']} has no description in the README"
+        assert row.get("description"), f"{row['name']} has no description in docs/action.md"
 
 
-def test_readme_outputs_table_matches_action_yml() -> None:
-    rows = readme_table("Action outputs")
-    if rows is None:
-        pytest.xfail("README section not written yet")
+def test_the_outputs_table_matches_action_yml() -> None:
+    rows = doc_table(ACTION_DOC, "Action outputs")
     assert _names(rows) == list(ACTION["outputs"]), "names (and order) differ from action.yml"
     for row in rows:
-        assert row.get("description"), f"{row['name']} has no description in the README"
+        assert row.get("description"), f"{row['name']} has no description in docs/action.md"
 
 
-def test_readme_descriptions_agree_with_action_yml_loosely() -> None:
+def test_the_descriptions_agree_with_action_yml_loosely() -> None:
     """Same meaning, not necessarily the same words: most of action.yml's words reappear."""
     for title, key in (("Action inputs", "inputs"), ("Action outputs", "outputs")):
-        rows = readme_table(title)
-        if rows is None:
-            pytest.xfail("README section not written yet")
+        rows = doc_table(ACTION_DOC, title)
         for row in rows:
             declared = str(ACTION[key][_plain(row["name"])]["description"])
             words = set(re.findall(r"[a-z_]{4,}", declared.lower()))
@@ -198,7 +192,7 @@ def test_every_subcommand_help_runs(
 # "evalgate", "evalgate-ci", "evalgate-cli" and "evalgate-sdk" on the package index are other
 # projects: every install line in the docs must install this one, by its own distribution name
 # from its repository, or from a checkout (`pip install .`, `-e`, `-r`).
-DOC_FILES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [README, ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _install_lines() -> list[tuple[str, str]]:
@@ -233,9 +227,8 @@ def test_the_distribution_name_is_the_one_the_docs_install() -> None:
     assert project["project"]["scripts"]["evalgate"].startswith("evalgate.")
 
 
-def test_readme_exit_codes_table_is_the_clis() -> None:
+def test_the_exit_codes_table_is_the_clis() -> None:
     from evalgate.cli.context import EXIT_CODES
 
-    rows = readme_table("Exit codes")
-    assert rows is not None, "the README has no exit-code table"
+    rows = doc_table(CLI_DOC, "Exit codes")
     assert [(int(r["code"]), r["meaning"]) for r in rows] == list(EXIT_CODES)

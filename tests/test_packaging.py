@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from evalgate.setup.image import IMAGE_EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,3 +58,34 @@ def test_no_product_module_imports_the_stand_ins() -> None:
         if "tests.support" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def _name(requirement: str) -> str:
+    """A requirement's project name, normalised as the package index does (PEP 503)."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_pins_every_dependency_of_every_backend() -> None:
+    """The image installs constraints.txt: every core dependency and every requirement of the
+    extras it installs (IMAGE_EXTRAS) is pinned there, so each backend imports in the image."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    lines = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+    pins = {
+        _name(line): line.split("==", 1)[1]
+        for line in lines
+        if line and not line.startswith("#") and "==" in line
+    }
+    wanted = list(project["dependencies"])
+    for extra in IMAGE_EXTRAS:
+        wanted += project["optional-dependencies"][extra]
+    assert "openai" in IMAGE_EXTRAS
+    assert sorted(_name(r) for r in wanted if _name(r) not in pins) == []
+    assert not [line for line in lines if "evalgate" in line], "the project pins itself"
+
+
+def test_the_dockerfile_installs_the_image_extras() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    extras = re.findall(r'"/opt/evalgate/src\[([a-z,]+)\]"', dockerfile)
+    assert extras == [",".join(IMAGE_EXTRAS)]
+    assert "pip install --no-compile -q -r /opt/evalgate/constraints.txt" in dockerfile

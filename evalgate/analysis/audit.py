@@ -202,10 +202,12 @@ def _recommend(
     baseline: Run,
 ) -> str:
     extra_in = cand.input_tokens - base.input_tokens
+    # Rounded before the sign is given, so a difference under half a millisecond reads +0.
+    extra_ms = round(1000 * (cand.latency_s - base.latency_s)) or 0
     cost_note = (
-        f"The candidate sends {extra_in:+.0f} input tokens per call "
+        f"The candidate sends {round(extra_in) or 0:+d} input tokens per call "
         f"({cand.input_tokens:.0f} vs {base.input_tokens:.0f}) and takes "
-        f"{1000 * (cand.latency_s - base.latency_s):+.0f} ms per call."
+        f"{extra_ms:+d} ms per call."
     )
     if significant:
         return (

@@ -263,13 +263,23 @@ def write_release(folder: Path, record: ReleaseRecord) -> Path:
     return path
 
 
+def chart_title(records: list[ReleaseRecord]) -> str:
+    """The chart has no legend: its title says which line is which, from where they lie."""
+    pairs = [(r.dev.rate.rate or 0, r.holdout.rate.rate or 0) for r in records]
+    if all(dev >= hold for dev, hold in pairs):
+        return "dev (upper) and holdout (lower) accuracy by release"
+    if all(hold >= dev for dev, hold in pairs):
+        return "holdout (upper) and dev (lower) accuracy by release"
+    return "dev (first line) and holdout (second line) accuracy by release; they cross"
+
+
 def mermaid_chart(records: list[ReleaseRecord]) -> str:
     names = ", ".join('"' + r.name.replace('"', "'") + '"' for r in records)
     dev = ", ".join(f"{100 * (r.dev.rate.rate or 0):.1f}" for r in records)
     hold = ", ".join(f"{100 * (r.holdout.rate.rate or 0):.1f}" for r in records)
     return (
         "xychart-beta\n"
-        '    title "dev (upper) and holdout (lower) accuracy by release"\n'
+        f'    title "{chart_title(records)}"\n'
         f"    x-axis [{names}]\n"
         '    y-axis "accuracy %" 0 --> 100\n'
         f"    line [{dev}]\n"

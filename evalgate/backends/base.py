@@ -148,6 +148,12 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def backend_extra(name: str) -> str | None:
+    """The optional extra a backend's dependency comes from (None: a core dependency)."""
+    entry = _REGISTRY.get(name)
+    return entry[2] if entry else None
+
+
 def backend_class(name: str) -> type[Any]:
     """Import a backend lazily, so that a missing optional extra is a one-line message."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
@@ -37,11 +38,23 @@ def cmd_baseline_pull(ctx: Context) -> int:
         )
     out = Path(ctx.args.out)
     folder = gh.download_artifact(ref, token, out)
-    ctx.print(f"baseline from {ref.head_sha[:12]} ({ref.created_at:%Y-%m-%d}, run {ref.html_url})")
+    written: list[str] = []
     for path in sorted(folder.glob("*.json")):
         # One file per suite, where `evalgate gate --baseline` finds it.
         shutil.copy(path, out / path.name)
-        ctx.print(f"  {out / path.name}")
+        written.append(str(out / path.name))
+    if ctx.args.format == "json":
+        document = {
+            "head_sha": ref.head_sha,
+            "created_at": ref.created_at.isoformat(),
+            "run_url": ref.html_url,
+            "files": written,
+        }
+        ctx.print(json.dumps(document, indent=2))
+        return EXIT_OK
+    ctx.print(f"baseline from {ref.head_sha[:12]} ({ref.created_at:%Y-%m-%d}, run {ref.html_url})")
+    for name in written:
+        ctx.print(f"  {name}")
     return EXIT_OK
 
 

@@ -111,12 +111,12 @@ def cmd_demo(ctx: Context) -> int:
         say()
         if not as_json:
             ctx.print(comment if fmt == "markdown" else _framed(markdown_to_terminal(comment)))
-            say("4. An agent suite, gated on the tools it calls")
-            demo_agent(ctx)
-            say()
-            say("5. A judge, checked against people's labels before it may gate")
-            demo_judge(ctx, folder)
-            say()
+        say("4. An agent suite, gated on the tools it calls")
+        agent = demo_agent(ctx)
+        say()
+        say("5. A judge, checked against people's labels before it may gate")
+        judge = demo_judge(ctx, folder)
+        say()
         recap = _demo_recap(summaries, verdict.kind.upper(), verdict.reasons, shipped, repeats)
         say(DEMO_WHY_TIE if as_json else _wrap(DEMO_WHY_TIE))
         say()
@@ -141,6 +141,8 @@ def cmd_demo(ctx: Context) -> int:
                 "verdict": verdict.model_dump(mode="json"),
             },
             "comment": comment,
+            "agent": agent,
+            "judge": judge,
             "why_tie": DEMO_WHY_TIE,
         }
         ctx.out.write(json.dumps(document, indent=2) + "\n")
@@ -231,10 +233,13 @@ def _demo_recap(
     return lines
 
 
-def demo_agent(ctx: Context) -> None:
+def demo_agent(ctx: Context) -> dict[str, object]:
     """The support-agent example: a baseline of v1 (two repeats, for the noise floor), then v2
-    as a pull request would be gated on it, with the broken cases' two trajectories."""
+    as a pull request would be gated on it, with the broken cases' two trajectories. Printed
+    in text and Markdown; returned for the JSON document either way."""
     from evalgate.gate.decide import decide
+
+    as_json = ctx.args.format == "json"
 
     with tempfile.TemporaryDirectory(prefix="evalgate-demo-") as tmp:
         folder = Path(tmp) / "support-agent"
@@ -243,21 +248,25 @@ def demo_agent(ctx: Context) -> None:
         )
         loaded = load_config(folder / DEFAULT_CONFIG)
         name, suite = loaded.suite(None)
-        ctx.print(
-            "\nThe support-agent example: an order-support agent with "
-            f"{len(suite.tools)} tools, gated on the tools it calls (offline fake agent)\n"
+        title = (
+            "The support-agent example: an order-support agent with "
+            f"{len(suite.tools)} tools, gated on the tools it calls (offline fake agent)"
         )
+        (ctx.err.write(title + "\n") if as_json else ctx.print(f"\n{title}\n"))
         baseline = ctx.run_version(loaded, name, "v1", repeats=suite.gate.baseline_repeats)
         candidate = ctx.run_version(loaded, name, "v2")
-        ctx.print(
-            render_model(
-                "run",
-                summarise(candidate, price_as=price_as_for(loaded, candidate)),
-                ctx.args.format,
-            )
-        )
+        summary = summarise(candidate, price_as=price_as_for(loaded, candidate))
         verdict = decide(baseline, candidate, suite.gate)
-        ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+        if not as_json:
+            ctx.print(render_model("run", summary, ctx.args.format))
+            ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+        return {
+            "suite": name,
+            "tools": len(suite.tools),
+            "baseline": {"version": "v1", "run": baseline.name, "repeats": baseline.repeats},
+            "candidate": summary.model_dump(mode="json"),
+            "verdict": verdict.model_dump(mode="json"),
+        }
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:

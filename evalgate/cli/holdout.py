@@ -45,13 +45,14 @@ def cmd_holdout(ctx: Context) -> int:
                 fix="pass --force to replace it (old sealed cases stay sealed to the old key)",
             )
         target.write_text(public, encoding="utf-8")
-        ctx.print(f"public key written to {target} (commit it)")
-        ctx.print(
+        return _answer(
+            ctx,
+            {"public_key_file": str(target), "public_key": public.strip(), "secret_key": secret},
+            f"public key written to {target} (commit it)",
             f"secret key (store it as the {HOLDOUT_KEY_VARIABLE} secret of a protected "
-            "environment; it is not saved anywhere):"
+            "environment; it is not saved anywhere):",
+            secret,
         )
-        ctx.print(secret)
-        return EXIT_OK
     if sealed is None:
         raise UserError(
             "this suite has no sealed holdout",
@@ -76,22 +77,26 @@ def cmd_holdout(ctx: Context) -> int:
         with store.open("a", encoding="utf-8") as handle:
             handle.writelines(line + "\n" for line in lines)
         _record_change(loaded, sealed.changes, "add", lines, store, None)
-        ctx.print(
+        return _answer(
+            ctx,
+            {"sealed": len(added), "file": str(store), "changes": sealed.changes},
             f"sealed {len(added)} cases into {store} and recorded the addition in "
-            f"{sealed.changes}; commit both, and delete {ctx.args.file} now"
+            f"{sealed.changes}; commit both, and delete {ctx.args.file} now",
         )
-        return EXIT_OK
     if action == "list":
         count = len(sealed_lines(store))
         text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
-        ctx.print(f"{count} sealed holdout cases in {store}")
+        per: Counter[str] = Counter()
         if text:
             records = open_sealed(store, load_secret_key(text))
             field = suite.fields.category
             per = Counter(str(r.get(field)) if field else "(none)" for _, r in records)
-            for category, n in sorted(per.items()):
-                ctx.print(f"  {category}: {n}")
-        return EXIT_OK
+        return _answer(
+            ctx,
+            {"count": count, "file": str(store), "by_category": dict(sorted(per.items())) or None},
+            f"{count} sealed holdout cases in {store}",
+            *(f"  {category}: {n}" for category, n in sorted(per.items())),
+        )
     # retire: move leaked cases to the regression split, in a plain file.
     if suite.fields.split is None:
         raise UserError(
@@ -117,11 +122,22 @@ def cmd_holdout(ctx: Context) -> int:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     store.write_text("".join(line + "\n" for line, _ in keep), encoding="utf-8")
     _record_change(loaded, sealed.changes, "retire", [line for line, _ in retired], store, key)
-    ctx.print(
+    return _answer(
+        ctx,
+        {"retired": len(retired), "to": str(target), "changes": sealed.changes},
         f"retired {len(retired)} cases to {target} as regression cases and recorded it in "
         f"{sealed.changes}; make sure the config's cases include {target}, and commit the "
-        "sealed file and its change ledger together"
+        "sealed file and its change ledger together",
     )
+
+
+def _answer(ctx: Context, data: dict[str, Any], *lines: str) -> int:
+    """What a holdout action did: ``data`` as one JSON document with --json, else ``lines``."""
+    if ctx.args.format == "json":
+        ctx.print(json.dumps(data, indent=2))
+    else:
+        for line in lines:
+            ctx.print(line)
     return EXIT_OK
 
 

@@ -76,22 +76,27 @@ def render_judge(report: JudgeReport, fmt: Format, limit: int) -> str:
     return render_model("judge", report, fmt, limit=limit)
 
 
-def demo_judge(ctx: Context, example: Path) -> None:
+def demo_judge(ctx: Context, example: Path) -> dict[str, Any]:
     """The demo's judge: the example's judged suite (judge.yml, the offline fake judge) checked
-    against its human labels, in a copy of the example (``example``)."""
+    against its human labels, in a copy of the example (``example``). Printed in text and
+    Markdown; the report is returned for the JSON document either way."""
     loaded = load_config(example / "judge.yml")
     name, suite = judged_suite(loaded, None)
     assert suite.judge is not None
     labels = suite_labels(loaded, suite)
-    ctx.print(
-        f"\nThe judged suite of {example.name}/judge.yml: the offline fake judge against "
-        f"{len(labels)} human labels\n"
+    title = (
+        f"The judged suite of {example.name}/judge.yml: the offline fake judge against "
+        f"{len(labels)} human labels"
     )
+    as_json = ctx.args.format == "json"
+    (ctx.err.write(title + "\n") if as_json else ctx.print(f"\n{title}\n"))
     both = frozenset({"dev", "holdout"})
     report, _ = check_judge(
         ctx.world(), loaded, name, suite, labels, splits=both, show=ctx.args.show, **_flags(ctx)
     )
-    ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
+    if not as_json:
+        ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
+    return report.model_dump(mode="json")
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:

@@ -40,6 +40,7 @@ def cmd_list(ctx: Context) -> int:
                 "backend": run.model.backend,
                 "model": run.model.name,
                 "n": s.n,
+                "repeats": run.repeats,
                 "accuracy": s.accuracy.rate,
                 "format": s.format.rate,
                 "errors": s.errors,
@@ -57,14 +58,14 @@ def cmd_list(ctx: Context) -> int:
         return EXIT_OK
     width = max(len(r["name"]) for r in rows)
     ctx.print(
-        f"{'run':<{width}}  {'prompt':<8} {'backend':<9} {'model':<20} {'n':>5} {'accuracy':>8} {'format':>7} errors"
+        f"{'run':<{width}}  {'prompt':<8} {'backend':<9} {'model':<20} {'n':>5} {'repeats':>7} {'accuracy':>8} {'format':>7} errors"
     )
     for r in rows:
         acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
         fmt = "n/a" if r["format"] is None else f"{100 * r['format']:.1f}%"
         ctx.print(
             f"{r['name']:<{width}}  {r['prompt']:<8} {r['backend']:<9} {r['model']:<20} "
-            f"{r['n']:>5} {acc:>8} {fmt:>7} {r['errors']}"
+            f"{r['n']:>5} {r['repeats']:>7} {acc:>8} {fmt:>7} {r['errors']}"
         )
     return EXIT_OK
 

@@ -8,6 +8,7 @@ pull request's code under ``pull_request_target``; the state folder is ignored b
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from evalgate.errors import MissingExtraError, UserError
 from evalgate.report.render import Format, render_model
 from evalgate.running.execute import Job as RunJob
 from evalgate.running.suite import load_prompt, load_suite_cases
+from evalgate.setup.image import IMAGE_EXTRAS, missing_from_image, program_in_image
 from evalgate.setup.init import (
     HOLDOUT_SECRET,
     ID_LIKE,
@@ -743,6 +745,51 @@ def _check_secrets(workflow: Workflow, loaded: LoadedConfig) -> list[Finding]:
     return out
 
 
+def _check_image(workflow: Workflow, loaded: LoadedConfig) -> list[Finding]:
+    """The action runs in its image: each suite's backends (the model's, the judge's) must be
+    installed there, and a `command` backend's program must exist there."""
+    if not any(job.evalgate for job in workflow.jobs):
+        return []
+    check = f"workflow {workflow.rel}: image"
+    models = [(n, s.model) for n, s in loaded.config.suites.items()]
+    models += [
+        (n, s.scorer.model) for n, s in loaded.config.suites.items() if s.scorer.kind == "judge"
+    ]
+    out: list[Finding] = []
+    for backend in missing_from_image(m.backend for _, m in models):
+        suite = next(n for n, m in models if m.backend == backend)
+        out.append(
+            _fail(
+                check,
+                f"suite {suite} runs on {backend}, which the action's image does not install "
+                f"(it installs {', '.join(IMAGE_EXTRAS)})",
+                "run that suite with the CLI in a job of its own (pip install the extra), or "
+                "use a backend the image has",
+            )
+        )
+    for suite, model in models:
+        if model.backend != "command":
+            continue
+        command = model.options.get("command")
+        argv = shlex.split(command) if isinstance(command, str) else list(command or [])
+        if argv and not program_in_image(str(argv[0])):
+            out.append(
+                _warn(
+                    check,
+                    f"suite {suite}: the command backend starts {argv[0]!r}, which the action's "
+                    "image (python:3.11-slim) does not have",
+                    "start it through python or a script in the repository, or run the suite "
+                    "with the CLI on a runner that has the program",
+                )
+            )
+    if not out:
+        used = sorted({m.backend for _, m in models})
+        out.append(
+            _ok(check, f"the action's image runs these suites' backends ({', '.join(used)})")
+        )
+    return out
+
+
 def _check_baseline_upload(workflow: Workflow) -> tuple[list[Finding], list[str]]:
     """Each baseline job uploads the run file; returns the artefact names it uploads."""
     check = f"workflow {workflow.rel}: baseline"
@@ -807,6 +854,7 @@ def _check_workflows(repo: Path, config_path: Path, loaded: LoadedConfig | None)
         if loaded is not None:
             out += _check_secrets(workflow, loaded)
             out += _check_tags(workflow, loaded)
+            out += _check_image(workflow, loaded)
         found, names = _check_baseline_upload(workflow)
         out += found
         uploaded += names

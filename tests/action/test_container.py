@@ -50,6 +50,7 @@ from evalgate.report.comment import marker
 from evalgate.runs.schema import read_run
 from tests.support.github_server import BOT_LOGIN, GitHubServer, WorkflowRun
 from tests.support.messages_server import Knobs, MessagesServer
+from tests.support.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bike-shop"
@@ -780,6 +781,76 @@ def test_the_action_image_builds(e2e: Scenario) -> None:
         timeout=120,
     )
     assert stand_ins.stdout.strip() == ""
+
+
+OPENAI_MODEL = "gpt-4o-mini"
+OPENAI_KEY = "sk-EvalgateContainerE2eFakeOpenAIKey-8Vd3Qs"
+
+
+def openai_workspace(folder: Path) -> Path:
+    """The bike-shop suite on the openai backend (an OpenAI-compatible server: the stand-in
+    answers like the fake model, from the same rules), as the action's workspace holds it."""
+    shutil.copytree(EXAMPLE / "prompts", folder / "prompts")
+    cases = (EXAMPLE / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:N_CASES]
+    (folder / "cases.jsonl").write_text("\n".join(cases) + "\n", encoding="utf-8")
+    config = suite_config()
+    config["suites"][SUITE]["model"] = {
+        "backend": "openai",
+        "name": OPENAI_MODEL,
+        "max_tokens": 64,
+        "temperature": 0,
+    }
+    (folder / "evalgate.yml").write_text(yaml.safe_dump(config, sort_keys=False), "utf-8")
+    return folder / "evalgate.yml"
+
+
+def test_the_image_runs_an_openai_suite(e2e: Scenario, tmp_path: Path) -> None:
+    """Every backend evalgate ships runs in the action's image: an openai suite, run by the
+    image's own evalgate against an OpenAI-compatible stand-in on the host's loopback."""
+    image = e2e.build()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    openai_workspace(workspace)
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    with OpenAIServer(rules) as server:
+        done = _run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--network",
+                "host",
+                "--volume",
+                f"{workspace}:/github/workspace:ro",
+                "--env",
+                f"OPENAI_API_KEY={OPENAI_KEY}",
+                "--env",
+                f"OPENAI_BASE_URL={server.url}",
+                "--entrypoint",
+                "/opt/evalgate/venv/bin/python",
+                image,
+                "-m",
+                "evalgate",
+                "run",
+                "v3",
+                "--config",
+                "/github/workspace/evalgate.yml",
+                "--no-save",
+                "--json",
+            ],
+            timeout=300,
+        )
+        bodies = list(server.bodies)
+    # stdout and stderr are one stream here: the JSON document is its last object.
+    document = json.loads(done.stdout[done.stdout.index("{\n") :])
+    assert (document["backend"], document["model"]) == ("openai", OPENAI_MODEL)
+    # The dev and regression cases of the 40 (the holdout is the release job's).
+    assert 0 < document["n"] < N_CASES and document["errors"] == 0, document
+    assert document["accuracy"]["rate"] > 0.5
+    # Every answer came from the stand-in, reached from the container over host networking.
+    assert len(bodies) == document["n"]
+    assert {b["model"] for b in bodies} == {OPENAI_MODEL}
+    assert OPENAI_KEY not in done.stdout
 
 
 def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:

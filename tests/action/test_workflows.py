@@ -95,8 +95,8 @@ def _permissions(path: Path) -> dict[str, dict[str, str]]:
 
 
 def test_the_example_workflow_init_and_the_readme_agree_on_permissions(tmp_path: Path) -> None:
-    """What a user copies (the example), what `evalgate init` writes, and what the README says
-    each job needs: one set of permissions."""
+    """What a user copies (the example), what `evalgate init` writes, and what docs/action.md
+    says each job needs: one set of permissions."""
     from evalgate.setup.init import _workflow_text
 
     example = _permissions(ROOT / "examples" / "workflows" / "evalgate.yml")
@@ -110,7 +110,7 @@ def test_the_example_workflow_init_and_the_readme_agree_on_permissions(tmp_path:
         "actions": "read",
     }
     assert example["baseline"]["contents"] == "write"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "action.md").read_text(encoding="utf-8")
     assert (
         "`permissions: contents: read, pull-requests: write, checks: write,\n  actions: read`"
         in (readme)

@@ -111,25 +111,29 @@ def holdout_runs(
     candidate_right: list[int],
     *,
     candidate_tokens: int = 300,
+    latencies: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[Run, Run]:
     """Baseline (v1) and candidate (v2) runs on the same holdout cases, plus a dev case each
     that the audit must ignore."""
 
-    def cases(right: list[int], tokens: int) -> list[CaseResult]:
+    def cases(right: list[int], tokens: int, latency: float = 0.0) -> list[CaseResult]:
         held = [
             make_case(
                 f"h{i}",
                 "quote",
                 "quote" if ok else "other",
                 split="holdout",
-                outcome={"input_tokens": tokens},
+                outcome={"input_tokens": tokens, "latency_s": latency},
             )
             for i, ok in enumerate(right)
         ]
-        return [*held, make_case("dev-1", "quote", "other", outcome={"input_tokens": tokens})]
+        dev = make_case("dev-1", "quote", "other", outcome={"input_tokens": tokens})
+        return [*held, dev]
 
-    baseline = make_run(cases(baseline_right, 120), prompt={"name": "v1"})
-    candidate = make_run(cases(candidate_right, candidate_tokens), prompt={"name": "v2"})
+    baseline = make_run(cases(baseline_right, 120, latencies[0]), prompt={"name": "v1"})
+    candidate = make_run(
+        cases(candidate_right, candidate_tokens, latencies[1]), prompt={"name": "v2"}
+    )
     return candidate, baseline
 
 
@@ -181,6 +185,29 @@ def test_audit_recommends_adopting_a_significant_gain(
     assert report.significant
     assert report.recommendation.startswith("Adopt v2: it is better on the holdout by 83.3 points")
     assert "+0 input tokens per call (120 vs 120)" in report.recommendation
+
+
+@pytest.mark.parametrize(
+    ("latencies", "said"),
+    [
+        ((0.2003, 0.2001), "+0 ms per call"),
+        ((0.2, 0.25), "+50 ms per call"),
+        ((0.25, 0.2), "-50 ms per call"),
+    ],
+)
+def test_audit_never_says_minus_zero_ms(
+    make_case: Callable[..., CaseResult],
+    make_run: Callable[..., Run],
+    latencies: tuple[float, float],
+    said: str,
+) -> None:
+    # The candidate 0.2 ms faster a call rounds to 0 ms: "+0", never "-0".
+    candidate, baseline = holdout_runs(make_case, make_run, [1, 0], [1, 0], latencies=latencies)
+    # The dev case (latency 0) is left out of neither: per call is over every outcome.
+    report = audit(candidate, baseline)
+    assert "-0 ms" not in report.recommendation
+    if latencies == (0.2003, 0.2001):
+        assert said in report.recommendation
 
 
 def test_audit_never_recommends_a_significantly_worse_candidate_as_a_tie(

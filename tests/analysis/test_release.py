@@ -26,6 +26,7 @@ from evalgate.analysis.release import (
     HoldoutScore,
     ReleaseRecord,
     Score,
+    chart_title,
     make_record,
     mermaid_chart,
     release_report,
@@ -292,6 +293,16 @@ def test_the_read_budget_only_warns() -> None:
 def test_a_small_holdout_warns() -> None:
     report = release_report(record("r1", 1, 30, 30, n=39), [], gate=GATE, split=SPLIT, reads=1)
     assert any("39 scored cases, under 40" in w for w in report.warnings)
+
+
+def test_the_chart_title_says_which_line_is_upper() -> None:
+    dev_above = [record("v1", 1, 700, 690), record("v2", 2, 905, 700)]
+    hold_above = [record("v1", 1, 600, 690), record("v2", 2, 650, 700)]
+    crossing = [record("v1", 1, 600, 690), record("v2", 2, 905, 700)]
+    assert chart_title(dev_above) == "dev (upper) and holdout (lower) accuracy by release"
+    assert chart_title(hold_above) == "holdout (upper) and dev (lower) accuracy by release"
+    assert chart_title(crossing).endswith("; they cross")
+    assert f'title "{chart_title(hold_above)}"' in mermaid_chart(hold_above)
 
 
 def test_mermaid_chart_text() -> None:

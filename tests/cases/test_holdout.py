@@ -64,6 +64,22 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
+def test_holdout_actions_answer_json(cli: Callable[..., CliResult], sealed_shop: Path) -> None:
+    root = sealed_shop
+    config = str(root / "evalgate.yml")
+    code, out, _ = cli("holdout", "keygen", "--config", config, "--json")
+    assert code == 0
+    made = json.loads(out)
+    assert made["secret_key"].startswith("EVALGATE-HOLDOUT-KEY-1-")
+    assert made["public_key"] == (root / "holdout.pub").read_text().strip()
+    assert Path(made["public_key_file"]) == root / "holdout.pub"
+    new = write_jsonl(root / "new-holdout.jsonl", NEW_CASES)
+    code, out, _ = cli("holdout", "add", str(new), "--config", config, "--json")
+    assert code == 0 and json.loads(out)["sealed"] == 4
+    code, out, _ = cli("holdout", "list", "--config", config, "--json")
+    assert code == 0 and json.loads(out)["count"] == 4
+
+
 def keys_and_sealed_cases(cli: Callable[..., CliResult], root: Path) -> str:
     """keygen, then `holdout add` of NEW_CASES with no secret in the environment; the secret."""
     config = str(root / "evalgate.yml")

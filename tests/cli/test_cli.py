@@ -22,7 +22,7 @@ import pytest
 from conftest import copy_example, triage_workspace
 
 from evalgate.cli import build_parser, main
-from evalgate.runs.schema import runs_dir
+from evalgate.runs.schema import read_run, runs_dir
 
 ENV = {k: v for k, v in os.environ.items() if k != "CI"}  # CI would switch the cache on
 
@@ -155,6 +155,17 @@ def test_list_shows_the_saved_runs(spaces: dict[str, Path]) -> None:
     assert lines[0].split()[:3] == ["run", "prompt", "backend"]
     assert [line.split()[0] for line in lines[1:]] == names
     assert [line.split()[1] for line in lines[1:]] == ["v1", "v2"]
+    # The repeats column: a baseline's repeats are what its noise floor stands on.
+    assert lines[0].split()[4:6] == ["n", "repeats"]
+    repeats = [
+        read_run(runs_dir(spaces["saved"] / ".evalgate") / f"{n}.json").repeats for n in names
+    ]
+    assert [int(line.split()[5]) for line in lines[1:]] == repeats
+    code, out, _ = run_in_process(
+        "list", "--json", "--config", str(spaces["saved"] / "evalgate.yml")
+    )
+    assert code == 0
+    assert [row["repeats"] for row in json.loads(out)] == repeats
 
 
 def test_compare_pairs_two_saved_runs(spaces: dict[str, Path]) -> None:

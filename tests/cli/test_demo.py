@@ -97,6 +97,15 @@ def test_demo_json_is_one_document_and_banners_go_to_stderr(
     assert gate["verdict"]["reasons"]
     assert document["comment"].startswith("<!-- evalgate:suite=bike-shop -->")
     assert "evalgate" in err and "demo" in err and "In short" in err
+    # Every section of the text demo is in the document: the agent suite and the judge check.
+    agent = document["agent"]
+    assert agent["suite"] == "support-agent" and agent["tools"] == 6
+    assert agent["baseline"]["version"] == "v1" and agent["candidate"]["prompt"] == "v2"
+    assert agent["verdict"]["kind"] in ("pass", "fail", "inconclusive")
+    judge = document["judge"]
+    assert judge["suite"] == "bike-shop-judged"
+    assert judge["floor"]["ok"] is True
+    assert "support-agent example" in err and "judged suite" in err
 
 
 def test_the_readme_first_screen_shows_the_demo_verdict(demo_text: CliResult) -> None:

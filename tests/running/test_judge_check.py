@@ -237,6 +237,10 @@ def test_below_the_floor_exits_1_with_the_reason(
     code, out, _ = cli("judge", "check", "--config", str(config))
     assert code == 1
     assert "NOT MET" in out
+    # Each reason on a line of its own, under the Floor line, never glued onto it.
+    [floor] = [line for line in out.splitlines() if line.startswith("Floor ")]
+    assert floor.endswith("NOT MET, gates it scores are inconclusive")
+    assert any(ln.startswith("  - the judge is checked on 10 holdout") for ln in out.splitlines())
     assert "on 10 holdout labels, under judge.min_labels = 11" in out
     assert "kappa 0.80 (95% CI 0.44 to 1.00) on 10 holdout labels" in out
     assert "judge.min_kappa = 0.6" in out
@@ -501,16 +505,17 @@ def test_a_runs_accuracy_corrected_for_the_judges_errors(
     assert "Corrected accuracy of " in out and "(Rogan-Gladen)" in out
 
 
-def test_the_readme_shows_what_judge_check_prints(
+def test_the_judge_docs_show_what_judge_check_prints(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "judge.md").read_text(encoding="utf-8")
     command = "$ evalgate judge check --config judge.yml --show 3\n"
     shown = readme.split(command, 1)[1].split("\n```", 1)[0]
     root = copy_example(tmp_path / "shop")
-    code, out, _ = cli("judge", "check", "--config", str(root / "judge.yml"), "--show", "3")
+    code, out, err = cli("judge", "check", "--config", str(root / "judge.yml"), "--show", "3")
     assert code == 0
     assert out.rstrip("\n") == shown
+    assert "(1 read of these labels)" in err
 
 
 def test_doctor_checks_the_judge_labels(tmp_path: Path, cli: Callable[..., CliResult]) -> None:

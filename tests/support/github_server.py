@@ -49,6 +49,7 @@ import hmac
 import io
 import json
 import math
+import os
 import re
 import secrets
 import threading
@@ -375,6 +376,8 @@ class RecordedRequest:
     credentials were sent."""
     forced: bool = False
     """Answered by an injected fault."""
+    response_body: bytes = b""
+    """What the stand-in answered (held against GitHub's description, github_openapi.py)."""
 
     @property
     def has_authorization(self) -> bool:
@@ -598,6 +601,31 @@ class GitHubServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+        if exc_type is None:
+            self.check_conformance()
+
+    def check_conformance(self) -> None:
+        """Every request held against GitHub's published REST description (a real endpoint
+        and method, declared query parameters, a JSON body its schema accepts) and every
+        answer's status, when scripts/openapi-setup installed it (EVALGATE_OPENAPI=required:
+        it must be there). The answers' bodies are not held to the response schemas yet: the
+        stand-in leaves out fields GitHub always sends (tests/test_github_openapi.py)."""
+        from tests.support import github_openapi
+
+        description = github_openapi.installed()
+        if description is None:
+            if os.environ.get("EVALGATE_OPENAPI") == "required":
+                raise AssertionError(
+                    "EVALGATE_OPENAPI=required, but GitHub's REST description is not at "
+                    f"{github_openapi.description_path()} (run scripts/openapi-setup)"
+                )
+            return
+        with self.lock:
+            log = list(self._log)
+        problems = description.all_problems(log, answers=False)
+        assert not problems, "the GitHub stand-in left GitHub's REST description:\n" + "\n".join(
+            problems[:20]
+        )
 
     @property
     def port(self) -> int:
@@ -1079,9 +1107,9 @@ class GitHubServer:
                 if fault.times <= 0:
                     self._faults.remove(fault)
 
-        def record(status: int, forced: bool = False) -> None:
+        def record(status: int, forced: bool = False, answer: bytes = b"") -> None:
             entry = RecordedRequest(
-                role, h.command, raw_path, query, headers, raw_body, status, token, forced
+                role, h.command, raw_path, query, headers, raw_body, status, token, forced, answer
             )
             with self.lock:
                 self._log.append(entry)
@@ -1112,7 +1140,7 @@ class GitHubServer:
                 return
             response = self._fault_response(fault, role)
         assert response is not None
-        record(response.status, forced=fault is not None)
+        record(response.status, forced=fault is not None, answer=response.body)
         self._write(h, response)
 
     def _write(self, h: BaseHTTPRequestHandler, response: _Response) -> None:
