@@ -45,16 +45,15 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.noise import NoiseFloor, measure_noise
 from evalgate.analysis.provenance import differences
+from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
 from evalgate.analysis.stats import (
     CASES_CAP,
     MatchedSet,
     PairedDifference,
     broke_more_than_noise,
     cases_to_rule_out,
-    clustered_test_worse,
     conditional_cases_for,
     conditional_mde,
-    conditional_residuals,
     conditional_test_worse,
     holm_adjust,
     paired_difference,
@@ -336,13 +335,9 @@ def _binary_p(
 ) -> float:
     """One-sided p-value that the candidate passes (or keeps the format) less often."""
     if policy.test == "conditional":
-        sets = [p.matched_set(which) for p in pairs]
         if unit == "group":
-            totals: dict[str, float] = defaultdict(float)
-            for pair, r in zip(pairs, conditional_residuals(sets), strict=True):
-                totals[pair.group()] += r
-            return clustered_test_worse(list(totals.values()))
-        return conditional_test_worse(sets, mid_p=policy.mid_p)
+            return run_permutation_test_worse(_blocks(pairs, which), mid_p=policy.mid_p)
+        return conditional_test_worse([p.matched_set(which) for p in pairs], mid_p=policy.mid_p)
     value: Callable[[_Pair], float] = (
         (lambda p: p.diff) if which == "score" else (lambda p: p.cand_format - p.base_format)
     )
@@ -358,14 +353,31 @@ def _binary_p(
     return sign_test_worse(broken, fixed, mid_p=policy.mid_p)
 
 
+def _blocks(pairs: Sequence[_Pair], which: Literal["score", "format"]) -> list[Block]:
+    """Each scenario group's run totals: per baseline and per candidate repeat, the group's
+    passes (or replies in format) in that repeat, over the repeats every case of the group has
+    (a merged run can give cases unequal repeats)."""
+    by_group: dict[str, list[_Pair]] = defaultdict(list)
+    for pair in pairs:
+        by_group[pair.group()].append(pair)
+    hit: Callable[[Outcome], bool] = _passed if which == "score" else (lambda o: bool(o.format_ok))
+    blocks: list[Block] = []
+    for rows in by_group.values():
+        r, k = min(p.kb for p in rows), min(p.kc for p in rows)
+        base = [sum(hit(p.base.outcomes[i]) for p in rows) for i in range(r)]
+        cand = [sum(hit(p.cand.outcomes[i]) for p in rows) for i in range(k)]
+        blocks.append((base, cand))
+    return blocks
+
+
 def _test_name(policy: GatePolicy, binary: bool, unit: str, units: int, r: int, k: int) -> str:
     mid = " (mid-p)" if policy.mid_p else ""
     if binary and policy.test == "conditional":
         repeats = f"{r} baseline and {k} candidate repeats a case"
         if unit == "group":
             return (
-                f"cluster-level t test of the exact conditional scores over {units} scenario "
-                f"groups ({repeats})"
+                f"exact group-level conditional test{mid} over {units} scenario groups (whole "
+                f"runs permuted within each group; {repeats})"
             )
         return f"exact conditional test{mid} over {repeats}"
     if binary or unit == "group":

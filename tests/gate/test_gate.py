@@ -30,7 +30,6 @@ import yaml
 from conftest import copy_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as scipy_stats
 
 from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
@@ -665,15 +664,14 @@ def test_group_unit_counts_groups() -> None:
     by_case = decide(*groups_pair(), policy(unit="case"))
     assert by_case.n_tested == 15
     assert by_case.p_value == pytest.approx(binom_sf(11, 12, 0.5))  # b = 11, c = 1
-    # The default with groups: conditional scores (candidate passes - s/2 a case) summed per
-    # group are -1 (x5), 0 (m) and 0 (t). One-sample t on them: mean -5/7, sd sqrt(10/42),
-    # t = (-5/7) / (sd / sqrt 7) = -3.8730, on 6 degrees of freedom.
+    # The default with groups: whole runs permuted within each group (R = K = 1). Groups g0..g4
+    # have run totals 2 (baseline) and 0 (candidate): the candidate's is 2 or 0, each 1/2; m
+    # (1 and 1) and t (3 and 3) cannot move. The candidate's total 0 is the least of 2**5
+    # equally likely arrangements: p = 1/32.
     auto = decide(*groups_pair(), policy())
-    t = (-5 / 7) / (math.sqrt(10 / 42) / math.sqrt(7))
-    assert t == pytest.approx(-3.8730, abs=1e-4)
     assert auto.unit == "group" and auto.n_tested == 7
-    assert auto.p_value == pytest.approx(scipy_stats.t.cdf(t, 6))
-    assert auto.test.startswith("cluster-level t test of the exact conditional scores over 7")
+    assert auto.p_value == pytest.approx(1 / 32)
+    assert auto.test.startswith("exact group-level conditional test over 7 scenario groups")
     assert any(w.startswith("only 7 scenario groups") for w in auto.warnings)
     by_group = decide(*groups_pair(), policy(unit="group", test="sign"))
     assert by_group.n_tested == 7
@@ -927,7 +925,7 @@ def test_cli_gate_passes_an_equivalent_prompt(cli: dict[str, Any]) -> None:
     assert code == 0, err
     assert out.startswith("Verdict: PASS\n")
     # The example's cases carry scenario groups: the default test works at the group level.
-    assert "Test      cluster-level t test of the exact conditional scores over " in out
+    assert "Test      exact group-level conditional test over " in out
     assert "Bound     rules out drops above " in out
 
 
