@@ -646,6 +646,29 @@ def test_a_single_candidate_run_is_compared_with_one_baseline_repeat() -> None:
     assert v.broken[0].baseline_score == 1.0
 
 
+def test_a_baseline_whose_cases_have_unequal_repeats_is_compared() -> None:
+    # A merged or edited baseline: 2, 1 and 3 repeats. Each case is its own matched set, its
+    # candidate draw Bernoulli(s / (R + 1)): a "11" | "0" is X1 ~ Ber(2/3), b "1" | "0" is
+    # X2 ~ Ber(1/2), c "101" | "1" is X3 ~ Ber(3/4); observed T = 1. P(T = 3) = 1/4 and
+    # P(T = 2) = (2/3)(1/2)(1/4) + (2/3)(1/2)(3/4) + (1/3)(1/2)(3/4) = 11/24, so
+    # P(T <= 1) = 1 - 6/24 - 11/24 = 7/24.
+    base = run([case("a", "11"), case("b", "1"), case("c", "101")], name="baseline")
+    cand = run([case("a", "0"), case("b", "0"), case("c", "1")])
+    v = decide(base, cand, policy())
+    assert v.p_value == pytest.approx(7 / 24)
+    assert v.noise is not None and v.noise.flip_rate == pytest.approx(2 / 3 / 2)
+    # ... and over groups, the run totals use the repeats every case of the group has.
+    grouped = run([case("a", "11", group="g"), case("b", "1", group="g"), case("c", "101")])
+    v = decide(
+        grouped.model_copy(update={"name": "baseline"}),
+        run([case("a", "0", group="g"), case("b", "0", group="g"), case("c", "1")]),
+        policy(unit="group"),
+    )
+    # Group g over the one repeat both its cases have: totals 2 | 0, the candidate's 2 or 0
+    # (1/2 each); c alone: 1, 0, 1 | 1, the candidate's 1 is never above the least: P = 1/2.
+    assert v.p_value == pytest.approx(1 / 2)
+
+
 def groups_pair() -> tuple[Run, Run]:
     """5 groups of 2 cases that both break, 1 group with one break and one fix, 1 all ties."""
     base, cand = [], []
@@ -971,6 +994,23 @@ def test_cli_gate_markdown_is_the_job_summary(
     code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")
+
+
+@pytest.mark.slow
+def test_cli_gate_refuses_a_run_compared_with_itself(
+    cli: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The baseline is the newest saved run of v2, so latest:v2 picks its own file.
+    monkeypatch.delenv("CI", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    config = str(cli["home"] / "evalgate.yml")
+    argv = ["gate", "--baseline", cli["baseline"], "--candidate", "latest:v2", "--no-save"]
+    code = main([*argv, "--config", config], out=out, err=err)
+    assert code == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"the baseline and the candidate are the same run ({cli['baseline']})" in lines[0]
+    assert out.getvalue() == ""
 
 
 def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
