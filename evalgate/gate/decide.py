@@ -18,9 +18,10 @@ The paired test for pass/fail scores is, by default, the exact conditional test 
 repeat of both runs (stats.conditional_test_worse): given a case's total passes over its R
 baseline and K candidate draws, the candidate's share is hypergeometric under no change,
 whatever the case's own pass rate, so no case needs to be left out as unstable and every
-repeat a baseline paid for is used. With scenario groups the default unit is the group: the
-conditional scores are summed per group and tested with a cluster-level t test, which stays
-valid when phrasings of one scenario move together.
+repeat a baseline paid for is used. With scenario groups the default unit is the group: whole
+runs are permuted within each group (analysis.run_permutation), which stays exact when
+phrasings of one scenario move together. Continuous scores are tested the same way over every
+repeat (the run totals are sums of scores), or by Wilcoxon over matched repeats.
 
 ``test: sign`` keeps the sign test over matched repeats. Why it uses matched repeats: the sign
 test is exact when, for an unchanged prompt, a case's baseline and candidate scores are
@@ -57,7 +58,6 @@ from evalgate.analysis.stats import (
     conditional_test_worse,
     holm_adjust,
     paired_difference,
-    paired_permutation_test,
     sequential_e_value,
     sign_test_worse,
     t_upper_drop,
@@ -353,14 +353,22 @@ def _binary_p(
     return sign_test_worse(broken, fixed, mid_p=policy.mid_p)
 
 
-def _blocks(pairs: Sequence[_Pair], which: Literal["score", "format"]) -> list[Block]:
-    """Each scenario group's run totals: per baseline and per candidate repeat, the group's
-    passes (or replies in format) in that repeat, over the repeats every case of the group has
-    (a merged run can give cases unequal repeats)."""
+def _blocks(
+    pairs: Sequence[_Pair], which: Literal["score", "format", "value"], unit: str = "group"
+) -> list[Block]:
+    """Each scenario group's (or case's) run totals: per baseline and per candidate repeat, the
+    group's passes, replies in format or summed scores in that repeat, over the repeats every
+    case of the group has (a merged run can give cases unequal repeats)."""
     by_group: dict[str, list[_Pair]] = defaultdict(list)
     for pair in pairs:
-        by_group[pair.group()].append(pair)
-    hit: Callable[[Outcome], bool] = _passed if which == "score" else (lambda o: bool(o.format_ok))
+        by_group[pair.group() if unit == "group" else pair.cand.id].append(pair)
+    hit: Callable[[Outcome], float] = (
+        _passed
+        if which == "score"
+        else (lambda o: bool(o.format_ok))
+        if which == "format"
+        else (lambda o: o.score or 0.0)
+    )
     blocks: list[Block] = []
     for rows in by_group.values():
         r, k = min(p.kb for p in rows), min(p.kc for p in rows)
@@ -385,13 +393,12 @@ def _test_name(policy: GatePolicy, binary: bool, unit: str, units: int, r: int, 
         return name + (f", over {units} scenario groups" if unit == "group" else "")
     if policy.continuous_test == "wilcoxon":
         return "Wilcoxon signed-rank (Pratt)"
-    return "paired sign-flip permutation test"
+    over = f"within each of {units} scenario groups" if unit == "group" else "within each case"
+    return f"permutation test of the scores, whole runs permuted {over} ({r} and {k} repeats)"
 
 
 def _continuous_p(diffs: Sequence[float], policy: GatePolicy) -> float:
-    if policy.continuous_test == "wilcoxon":
-        return wilcoxon_pratt(list(diffs), alternative="less")
-    return paired_permutation_test(list(diffs), seed=policy.seed, alternative="less")
+    return wilcoxon_pratt(list(diffs), alternative="less")
 
 
 def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -> tuple[float, str]:
@@ -487,6 +494,8 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     _provenance(baseline, candidate, found)
     binary = _is_binary([baseline, candidate])
     conditional = binary and policy.test == "conditional"
+    # The sign test and Wilcoxon need each side's score over the same number of repeats.
+    matched = policy.test == "sign" if binary else policy.continuous_test == "wilcoxon"
     noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
     if noise is None:
         found.warnings.append(
@@ -494,7 +503,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             "a noise-free model; make baselines with "
             f"--repeats {max(2, policy.baseline_repeats)}"
         )
-    pairing = _pair_cases(baseline, dev, policy, conditional, found)
+    pairing = _pair_cases(baseline, dev, policy, matched, found)
     pairs = pairing.pairs
     unit, groups, n_units = _unit_of(pairs, policy, found)
     r = max((p.kb for p in pairs), default=1)
@@ -631,7 +640,7 @@ def _pair_cases(
     baseline: Run,
     dev: Sequence[CaseResult],
     policy: GatePolicy,
-    conditional: bool,
+    matched: bool,
     found: _Findings,
 ) -> _Pairing:
     """Each dev case with the baseline's case of the same id and content; new, edited,
@@ -651,14 +660,14 @@ def _pair_cases(
         elif base.error is not None or cand.error is not None:
             continue
         else:
-            pair = _Pair.of(base, cand, matched=not conditional)
-            if not conditional and policy.exclude_unstable and pair.held_out_flipped():
+            pair = _Pair.of(base, cand, matched=matched)
+            if matched and policy.exclude_unstable and pair.held_out_flipped():
                 unstable.append(_paired(base, cand, pair))
             else:
                 # Flipped, but only where the held-out repeats cannot show it (too few of them).
                 kept_unstable += base.flipped and len(base.outcomes) - pair.kb < 2
                 pairs.append(pair)
-    if kept_unstable and policy.exclude_unstable and not conditional:
+    if kept_unstable and policy.exclude_unstable and matched:
         k = min((p.kb for p in pairs), default=1)
         found.warnings.append(
             f"{kept_unstable} cases that flipped between the baseline's repeats stay in the test: "
@@ -714,6 +723,9 @@ def _paired_test(
     """The paired test's one-sided p-value that the candidate is worse, and the test's name."""
     if binary:
         p_value = _binary_p(pairs, "score", policy, unit)
+    elif policy.continuous_test == "permutation":
+        # Every repeat of both runs: for R = K = 1 and cases this is the sign-flip test.
+        p_value = run_permutation_test_worse(_blocks(pairs, "value", unit), seed=policy.seed)
     elif unit == "group":
         by_group: dict[str, list[float]] = defaultdict(list)
         for pair in pairs:

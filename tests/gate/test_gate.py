@@ -596,7 +596,10 @@ def test_continuous_scores_use_the_permutation_test_and_are_never_thresholded() 
     base = run([case(f"j{i}", [0.9]) for i in range(8)], name="baseline")
     cand = run([case(f"j{i}", [0.6]) for i in range(8)])
     v = decide(base, cand, policy())
-    assert v.test == "paired sign-flip permutation test"
+    # One repeat a side: whole runs permuted within each case is the sign-flip test.
+    assert v.test == (
+        "permutation test of the scores, whole runs permuted within each case (1 and 1 repeats)"
+    )
     assert v.p_value == pytest.approx(1 / 256)
     assert v.kind == "fail"
     assert v.difference is not None and v.difference.mean == pytest.approx(-0.3)
@@ -604,6 +607,23 @@ def test_continuous_scores_use_the_permutation_test_and_are_never_thresholded() 
     w = decide(base, cand, policy(continuous_test="wilcoxon"))
     assert w.test == "Wilcoxon signed-rank (Pratt)"
     assert w.p_value == pytest.approx(1 / 256)
+
+
+def test_continuous_scores_use_every_baseline_repeat() -> None:
+    # Two baseline repeats a case, one candidate run. a: 0.9, 0.3 | 0.2; b: 0.8, 0.8 | 0.4.
+    # The score each side is its mean over every repeat: a 0.6 -> 0.2, b 0.8 -> 0.4.
+    base = run([case("a", [0.9, 0.3]), case("b", [0.8, 0.8])], name="baseline")
+    cand = run([case("a", [0.2]), case("b", [0.4])])
+    v = decide(base, cand, policy())
+    assert v.baseline_accuracy is not None
+    assert v.baseline_accuracy.hits == pytest.approx(0.6 + 0.8)
+    assert v.difference is not None and v.difference.mean == pytest.approx(-0.4)
+    # Under no change each case's 3 runs are exchangeable: the candidate's score is any one of
+    # them, 1/3 each: a in {0.9, 0.3, 0.2}, b in {0.8, 0.8, 0.4}; observed 0.2 + 0.4 = 0.6.
+    # Of the 9 sums only 0.2 + 0.4 is <= 0.6: p = 1/9. (The first repeat alone, 0.9 | 0.2 and
+    # 0.8 | 0.4, gives the sign-flip p = 1/4.)
+    assert v.p_value == pytest.approx(1 / 9)
+    assert v.test.endswith("(2 and 1 repeats)")
 
 
 def test_a_continuous_score_crossing_one_half_is_a_small_change_not_a_fix() -> None:
