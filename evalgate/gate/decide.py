@@ -38,11 +38,11 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from statistics import fmean
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate.analysis.noise import NoiseFloor, measure_noise
 from evalgate.analysis.provenance import differences
@@ -186,6 +186,11 @@ class Verdict(BaseModel):
     blockers: list[str]
     notes: list[str]
     power_model: PowerModel | None
+    # The bound's numbers at another alpha (the pull request's, when suites set different
+    # alphas): not part of what is reported.
+    rebound: Callable[[float], dict[str, object]] | None = Field(default=None, exclude=True)
+    # Over groups, the case-level test's p-value on the same pairs, for what would decide it.
+    case_level_p: float | None = Field(default=None, exclude=True)
 
 
 def _passed(o: Outcome) -> bool:
@@ -509,6 +514,8 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     r = max((p.kb for p in pairs), default=1)
     k = max((p.kc for p in pairs), default=1)
     p_value, test = _paired_test(pairs, policy, binary, unit, n_units, (r, k), candidate)
+    if conditional and unit == "group":
+        numbers["case_level_p"] = _binary_p(pairs, "score", policy, "case")
     broken = [_paired(p.base, p.cand, p) for p in pairs if p.diff < 0]
     fixed = [_paired(p.base, p.cand, p) for p in pairs if p.diff > 0]
     routes: list[Route] = [
@@ -554,6 +561,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     )
     if pairs:
         numbers.update(_bounds(pairs, binary, unit, groups, policy))
+        numbers["rebound"] = partial(_rebound, pairs, binary, unit, groups, policy)
     else:
         found.blockers.append("no case could be paired with the baseline")
     return result()
@@ -704,9 +712,9 @@ def _unit_of(
     n_units = len(set(groups)) if unit == "group" else len(pairs)
     if unit == "group" and pairs and n_units < FEW_CLUSTERS:
         found.warnings.append(
-            f"only {n_units} scenario groups: cluster-level tests and intervals are unreliable "
-            f"under {FEW_CLUSTERS}; add scenarios, or set gate.unit: case if the groups are "
-            "labels only"
+            f"only {n_units} scenario groups: the cluster-robust bound is unreliable under "
+            f"{FEW_CLUSTERS} and the group-level test has little power; add scenarios, or set "
+            "gate.unit: case if the groups are labels only"
         )
     return unit, groups, n_units
 
@@ -850,6 +858,19 @@ def _bounds(
     return numbers
 
 
+def _rebound(
+    pairs: Sequence[_Pair],
+    binary: bool,
+    unit: Literal["case", "group"],
+    groups: list[str],
+    policy: GatePolicy,
+    alpha: float,
+) -> dict[str, object]:
+    """The bound's numbers at ``alpha`` instead of the suite's own."""
+    numbers = _bounds(pairs, binary, unit, groups, policy.model_copy(update={"alpha": alpha}))
+    return {"cases_to_decide": None} | numbers
+
+
 def _settle(
     v: Verdict,
     weights: Sequence[float],
@@ -933,7 +954,7 @@ def _settle(
         decide_by = (
             f"; about {v.cases_to_decide} cases at the observed rates would rule it out"
             if v.cases_to_decide
-            else "; more cases would more likely show a drop than rule one out"
+            else _what_would_show_it(v, level.get("paired", v.alpha))
             if bound is not None and v.difference is not None and -v.difference.mean >= v.tolerance
             else ""
         )
@@ -952,6 +973,34 @@ def _settle(
             "cases_needed": needed,
         }
     )
+
+
+def _what_would_show_it(v: Verdict, level: float) -> str:
+    """What would decide a verdict whose observed drop is at or over the tolerance but not
+    significant: how many units would show a drop that size, and, over groups, what the cases
+    tested one by one say."""
+    assert v.difference is not None
+    drop = min(1.0, -v.difference.mean)
+    said = (
+        f"; what would decide it: the observed drop of {_pct(drop)} points is not significant "
+        f"over {v.n_tested} {v.unit}s"
+    )
+    pm = v.power_model
+    if pm is not None and drop > 0.0 and pm.flip_rate < 0.5:
+        needed = _cases_for(
+            drop, pm.flip_rate, level, pm.power, pm.baseline_draws, pm.candidate_draws
+        )
+        if needed < CASES_CAP:
+            said += (
+                f"; about {needed} {v.unit}s would show a drop this size "
+                f"{_pct(pm.power)}% of the time"
+            )
+    if v.unit == "group" and v.case_level_p is not None:
+        said += (
+            f"; if the scenario groups are labels only, gate.unit: case tests the cases one by "
+            f"one (p = {v.case_level_p:.2g} here)"
+        )
+    return said
 
 
 class SuiteVerdict(BaseModel):
@@ -988,8 +1037,9 @@ def decide_pull_request(parts: Sequence[tuple[str, Verdict]]) -> PullRequestVerd
 
     Each suite gets an equal share of alpha, split among its routes as in :func:`decide`
     (weighted Holm: a suite whose routes all fail to reject passes its share on). The alpha is
-    the smallest of the suites' alphas. A pass needs every suite to rule out its drop: an
-    intersection-union test, level alpha without adjustment. The pull request fails when any
+    the smallest of the suites' alphas, and a suite that set a larger one has its pass bound
+    computed again at it, so the fail routes and the bounds use one alpha. A pass needs every
+    suite to rule out its drop: an intersection-union test, level alpha without adjustment. The pull request fails when any
     suite fails, else is inconclusive when any suite is, else passes.
     """
     if not parts:
@@ -1004,8 +1054,10 @@ def decide_pull_request(parts: Sequence[tuple[str, Verdict]]) -> PullRequestVerd
         by_suite[i].append(adj)
     suites = []
     for i, (name, v) in enumerate(parts):
+        # One alpha for the whole pull request: the pass bound too, not the suite's own.
+        again = v.rebound(alpha) if v.rebound is not None and v.alpha != alpha else {}
         settled = _settle(
-            v.model_copy(update={"alpha": alpha}),
+            v.model_copy(update={"alpha": alpha, **again}),
             [r.weight * share for r in v.routes],
             adjusted=by_suite[i],
             family=len(family),

@@ -689,6 +689,30 @@ def test_a_baseline_whose_cases_have_unequal_repeats_is_compared() -> None:
     assert v.p_value == pytest.approx(1 / 2)
 
 
+def test_a_big_drop_over_few_groups_says_what_would_decide_it() -> None:
+    # 12 cases in 5 groups (3, 3, 2, 2, 2), every baseline repeat passing; the candidate fails
+    # the 6 cases of g0 and g1: 100% -> 50%. Over groups: g0 and g1 have run totals 3, 3 | 0,
+    # the candidate's total is 0 with chance 1/3 each; the rest cannot move: p = 1/9, not
+    # significant. Case by case each broken case is 1/3: p = 1/3**6 = 0.0014.
+    sizes = [3, 3, 2, 2, 2]
+    members = [(f"g{g}-{i}", f"g{g}") for g, size in enumerate(sizes) for i in range(size)]
+    base = run([case(c, "11", group=g) for c, g in members], name="baseline")
+    cand = run([case(c, "0" if g in ("g0", "g1") else "1", group=g) for c, g in members])
+    v = decide(base, cand, policy(tolerance=0.05))
+    assert v.kind == "inconclusive"
+    assert v.p_value == pytest.approx(1 / 9)
+    reason = v.reasons[0]
+    assert "what would decide it: the observed drop of 50.0 points is not significant over 5 " in (
+        reason
+    )
+    # The power model over groups with no noise: 3 broken groups give p <= 3**-3 = 0.037, so a
+    # 50-point drop needs n with P(Bin(n, 1/2) >= 3) >= 0.8: n = 8 (1 - 37/256 = 0.855; n = 7
+    # gives 1 - 29/128 = 0.773).
+    assert "about 8 groups would show a drop this size 80.0% of the time" in reason
+    assert "gate.unit: case tests the cases one by one (p = 0.0014 here)" in reason
+    assert decide(base, cand, policy(tolerance=0.05, unit="case")).kind == "fail"
+
+
 def groups_pair() -> tuple[Run, Run]:
     """5 groups of 2 cases that both break, 1 group with one break and one fix, 1 all ties."""
     base, cand = [], []
