@@ -45,7 +45,14 @@ from typing import Any
 import numpy as np
 import yaml
 
-from evalgate.analysis.stats import sign_test_worse, wilson_interval
+from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
+from evalgate.analysis.stats import (
+    clustered_test_worse,
+    conditional_residuals,
+    conditional_test_worse,
+    sign_test_worse,
+    wilson_interval,
+)
 from evalgate.backends.base import BackendContext
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import GatePolicy
@@ -579,6 +586,142 @@ def pull_request_table(
     return rows, time.perf_counter() - started
 
 
+# ---------------------------------------------------------------- the group-level test
+
+# The skewed hard-group configuration: 150 scenario groups of 2 phrasings; half the groups are
+# hard (both phrasings pass with the group's rate from U(0.05, 0.15)), half lean pass (0.97).
+# The informative cases are then mostly failing ones, whose conditional scores are skewed.
+HARD_GROUPS = 150
+HARD_SHARE = 0.5
+PAIRED_SHARE = 0.9 * 0.05  # the paired route's alpha share in a one-suite pull request
+
+
+def make_hard_suite(rng: np.random.Generator, groups: int = HARD_GROUPS, size: int = 2) -> Suite:
+    hard = rng.random(groups) < HARD_SHARE
+    rate = np.where(hard, rng.uniform(0.05, 0.15, size=groups), 0.97)
+    member = np.arange(groups * size) // size
+    kind = np.where(hard[member], 1, 0)
+    names = [f"g{m:03d}" for m in member]
+    return Suite(p=rate[member], kind=kind, groups=names)
+
+
+def _draws(rng: np.random.Generator, p: np.ndarray, repeats: int) -> np.ndarray:
+    return rng.random((len(p), repeats)) < p[:, None]
+
+
+def group_p_values(
+    base: np.ndarray, cand: np.ndarray, member: np.ndarray
+) -> tuple[float, float, float]:
+    """On one pull request's draws (cases x repeats), the paired test three ways: the exact
+    group-level test (whole runs permuted within groups), the cluster-level t test of summed
+    conditional scores it replaced, and the case-level exact conditional test."""
+    r, k = base.shape[1], cand.shape[1]
+    units = int(member.max()) + 1
+    base_totals = np.zeros((units, r))
+    cand_totals = np.zeros((units, k))
+    np.add.at(base_totals, member, base)
+    np.add.at(cand_totals, member, cand)
+    blocks: list[Block] = [
+        (b.tolist(), c.tolist()) for b, c in zip(base_totals, cand_totals, strict=True)
+    ]
+    sets = [(int(b.sum()), r, int(c.sum()), k) for b, c in zip(base, cand, strict=True)]
+    residuals = np.zeros(units)
+    np.add.at(residuals, member, conditional_residuals(sets))
+    return (
+        run_permutation_test_worse(blocks),
+        clustered_test_worse(residuals.tolist()),
+        conditional_test_worse(sets),
+    )
+
+
+def skewed_null_table(sims: int, seed: int) -> list[tuple[str, str, Count, str, bool]]:
+    """The skewed hard-group null, at R = 2 and 3: whole pull requests through the gate (every
+    route under one familywise alpha), and the paired route alone three ways on the same draws."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    rows = []
+    for repeats in (2, 3):
+        gate, exact, t_test, by_case = Count(), Count(), Count(), Count()
+        for _ in range(sims):
+            s = make_hard_suite(rng)
+            assert s.groups is not None
+            base = draw_run(rng, s, s.p, repeats, "baseline", "s0")
+            cand = draw_run(rng, s, s.p, 1, "candidate", "s0")
+            gate.add(decide_pull_request([("s0", decide(base, cand, policy))]).kind == "fail")
+            member = np.arange(len(s.p)) // 2
+            b = np.array([[o.score == 1.0 for o in c.outcomes] for c in base.cases])
+            c = np.array([[o.score == 1.0 for o in c_.outcomes] for c_ in cand.cases])
+            p_exact, p_t, p_case = group_p_values(b, c, member)
+            exact.add(p_exact <= PAIRED_SHARE)
+            t_test.add(p_t <= PAIRED_SHARE)
+            by_case.add(p_case <= PAIRED_SHARE)
+        setting = f"R = {repeats}, 150 groups × 2, half hard"
+        rows += [
+            (
+                "skewed null: the gate fails the PR",
+                setting,
+                gate,
+                "<= 5%",
+                gate.hits <= 0.05 * gate.n,
+            ),
+            (
+                "skewed null: group-level exact route",
+                setting,
+                exact,
+                "<= 4.5%",
+                exact.hits <= PAIRED_SHARE * exact.n,
+            ),
+            ("skewed null: the t test it replaced", setting, t_test, "(contrast)", True),
+            ("skewed null: case-level exact test", setting, by_case, "(contrast)", True),
+        ]
+        progress(f"skewed null R={repeats}")
+    churn = Count()
+    for _ in range(sims):
+        s = make_suite(rng, 330, groups=165)
+        churn.add(pull_request(rng, [s], [with_scenario_churn(rng, s)], policy) == "fail")
+    rows.append(
+        (
+            "false fail, scenarios broken = fixed",
+            "165 groups × 2, R = 2 (the churn PR)",
+            churn,
+            "(reported)",
+            True,
+        )
+    )
+    return rows
+
+
+def grouped_power_table(sims: int, seed: int) -> list[tuple[str, str, Count, str, bool]]:
+    """Power of the paired route at its one-suite share on grouped suites, the exact group-level
+    test beside the t test it replaced, on the same draws: 300 cases in 100 groups of 3 with
+    independent noise (the groups are labels: each case its own pass rate), and the same with
+    a group's phrasings sharing their kind, at a 4.7-point drop; R = 2 and 3, K = 1."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for shared in (False, True):
+        for repeats in (2, 3):
+            exact, t_test = Count(), Count()
+            for _ in range(sims):
+                s = make_suite(rng, N_CASES, groups=100 if shared else None)
+                cand_p = with_drop(rng, s, 0.047)
+                member = np.arange(N_CASES) % 100
+                p_exact, p_t, _ = group_p_values(
+                    _draws(rng, s.p, repeats), _draws(rng, cand_p, 1), member
+                )
+                exact.add(p_exact <= PAIRED_SHARE)
+                t_test.add(p_t <= PAIRED_SHARE)
+            setting = (
+                f"R = {repeats}, 100 groups × 3, {'shared kinds' if shared else 'independent'}"
+            )
+            close = exact.hits >= t_test.hits - 0.03 * exact.n
+            rows += [
+                ("power at 4.7 points: group-level exact", setting, exact, "t - 3 pts", close),
+                ("power at 4.7 points: the t test", setting, t_test, "(contrast)", True),
+            ]
+            progress(f"grouped power R={repeats}")
+    return rows
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -638,12 +781,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the broke-more-than-noise check's warnings on unchanged prompts, by repeats",
     )
+    parser.add_argument(
+        "--groups",
+        action="store_true",
+        help="only the group-level test: the skewed hard-group null and power on grouped suites",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
     if args.noise_check:
         started = time.perf_counter()
         rows = noise_check_table(args.sims, args.seed)
+        seconds = time.perf_counter() - started
+    elif args.groups:
+        started = time.perf_counter()
+        rows = skewed_null_table(args.sims, args.seed) + grouped_power_table(args.sims, args.seed)
         seconds = time.perf_counter() - started
     else:
         rows, seconds = pull_request_table(args.sims, args.seed, args.early_sims)

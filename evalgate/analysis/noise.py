@@ -54,11 +54,15 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
     Only cases whose every repeat was scored count; the regression split is left out of every
     estimate, as is the holdout (measured separately).
     """
-    if run.repeats < 2:
-        return None
     cases = [c for c in run.cases if c.error is None and c.split == "dev"]
     outcomes = [[(o.score or 0.0) >= PASS_AT for o in c.outcomes] for c in cases]
-    f = flip_rate(outcomes) if outcomes else 0.0
+    # A merged or edited run can give cases unequal repeats: the rate counts the cases repeated
+    # at least twice, and the power model the repeats every one of them has.
+    counted = [len(o) for o in outcomes if len(o) >= 2]
+    if run.repeats < 2 or (cases and not counted):
+        return None
+    f = flip_rate(outcomes) if counted else 0.0
+    repeats = min(counted, default=run.repeats)
     unstable = [
         UnstableCase(
             id=c.id,
@@ -70,12 +74,12 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
         if len(set(outcome)) > 1
     ]
     return NoiseFloor(
-        repeats=run.repeats,
+        repeats=repeats,
         n=len(cases),
         flip_rate=f,
         flips=len(unstable),
         unstable=unstable,
-        mde=_mde(len(cases), f, alpha, power, run.repeats),
+        mde=_mde(len(cases), f, alpha, power, repeats),
         alpha=alpha,
         power=power,
     )

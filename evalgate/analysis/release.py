@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from statistics import fmean
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -35,6 +35,8 @@ class HoldoutScore(BaseModel):
     hash: str
     group: str | None
     score: float
+    # The share of the case's replies in the asked-for format (None in older records).
+    format_ok: float | None = None
 
 
 class Score(BaseModel):
@@ -81,7 +83,17 @@ class ReleaseRecord(BaseModel):
     mac: str | None = None
 
     def body(self) -> str:
-        return self.model_dump_json(exclude={"mac"})
+        # A record written before holdout cases kept their format share signed a body without
+        # it: leave the field out while it is unset, so such a record still verifies.
+        unset = all(h.format_ok is None for h in self.holdout_cases)
+        fmt: dict[str, Any] = {"holdout_cases": {"__all__": {"format_ok"}}} if unset else {}
+        return self.model_dump_json(exclude={"mac": True, **fmt})
+
+    @property
+    def holdout_format(self) -> float | None:
+        """The share of the holdout's replies in the asked-for format (None: not kept)."""
+        shares = [h.format_ok for h in self.holdout_cases if h.format_ok is not None]
+        return fmean(shares) if shares else None
 
     @property
     def gap(self) -> float:
@@ -125,7 +137,16 @@ def make_record(
         holdout_sha256=holdout_sha256,
         # Sorted by keyed name: in file order, a name's position would tell which case it is.
         holdout_cases=sorted(
-            (HoldoutScore(id=c.id, hash=c.hash, group=c.group, score=c.score or 0.0) for c in hold),
+            (
+                HoldoutScore(
+                    id=c.id,
+                    hash=c.hash,
+                    group=c.group,
+                    score=c.score or 0.0,
+                    format_ok=fmean(bool(o.format_ok) for o in c.outcomes) if c.outcomes else None,
+                )
+                for c in hold
+            ),
             key=lambda h: h.id,
         ),
         holdout_keyed=key is not None and key.keyed,
@@ -159,6 +180,8 @@ class Comparison(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     against: str
+    # What is compared: the holdout's scores, or its replies' format validity.
+    measure: Literal["score", "format"] = "score"
     paired: int
     broken: int
     fixed: int
@@ -318,15 +341,26 @@ def usable_history(
 
 
 def _compare(
-    before: ReleaseRecord, after: ReleaseRecord, mid_p: bool
+    before: ReleaseRecord, after: ReleaseRecord, mid_p: bool, measure: str = "score"
 ) -> tuple[Comparison, list[tuple[HoldoutScore, HoldoutScore]]]:
     earlier = {h.hash: h for h in before.holdout_cases}
     pairs = [(earlier[h.hash], h) for h in after.holdout_cases if h.hash in earlier]
-    broken = sum(1 for a, b in pairs if b.score < a.score)
-    fixed = sum(1 for a, b in pairs if b.score > a.score)
+    if measure == "format":
+        kept = [(a.format_ok, b.format_ok) for a, b in pairs]
+        values = [(x, y) for x, y in kept if x is not None and y is not None]
+    else:
+        values = [(a.score, b.score) for a, b in pairs]
+    broken = sum(1 for x, y in values if y < x)
+    fixed = sum(1 for x, y in values if y > x)
     p = sign_test_worse(broken, fixed, mid_p=mid_p)
     made = Comparison(
-        against=before.name, paired=len(pairs), broken=broken, fixed=fixed, p_value=p, p_adjusted=p
+        against=before.name,
+        measure="format" if measure == "format" else "score",
+        paired=len(values),
+        broken=broken,
+        fixed=fixed,
+        p_value=p,
+        p_adjusted=p,
     )
     return made, pairs
 
@@ -370,6 +404,12 @@ def release_report(
     else:
         warnings.append("no previous release to compare the holdout with: this is the first")
     _release_rules(current, split, reads, reasons, warnings)
+    if gate.critical_categories:
+        warnings.append(
+            "critical categories are not checked at release: a release record keeps the "
+            "holdout's cases without their categories, so none can be named; the pull "
+            "request's gate checks them on dev"
+        )
     records = [*past, current]
     reading = read_gap(current, past, gate.tolerance) if current.holdout.rate.n else "unknown"
     head = comparisons[0] if comparisons else None
@@ -424,9 +464,20 @@ def _holdout_drop(
     comparisons = [first]
     if reference is not None and reference.name != previous.name:
         comparisons.append(_compare(reference, current, gate.mid_p)[0])
+    # Format validity, the PR gate's route, against the previous release once both kept it.
+    formats = _compare(previous, current, gate.mid_p, "format")[0]
+    if formats.paired:
+        comparisons.append(formats)
     comparisons = _holm(comparisons)
     for c in comparisons:
-        if c.p_adjusted < gate.alpha:
+        if c.p_adjusted < gate.alpha and c.measure == "format":
+            holm = f", Holm-adjusted {c.p_adjusted:.2g}" if len(comparisons) > 1 else ""
+            reasons.append(
+                f"format validity dropped on the holdout since {c.against}: {c.broken} cases "
+                f"lost the asked-for format, {c.fixed} gained it of {c.paired} paired "
+                f"(one-sided sign test, p = {c.p_value:.2g}{holm})"
+            )
+        elif c.p_adjusted < gate.alpha:
             holm = f", Holm-adjusted {c.p_adjusted:.2g}" if len(comparisons) > 1 else ""
             reasons.append(
                 f"the holdout dropped significantly since {c.against}: {c.broken} cases "

@@ -367,23 +367,24 @@ def broke_more_than_noise(broken: int, flips: int, repeats: int) -> float:
 def flip_rate(outcomes: Sequence[Sequence[bool]]) -> float:
     """Share of cases whose pass/fail differs between two runs of the same prompt.
 
-    ``outcomes[case][repeat]``. For every pair of repeats ``(i, j)`` take the fraction of cases
-    with ``outcome_i != outcome_j``, then average over the ``R(R-1)/2`` pairs. A case with ``k``
-    passes out of ``R`` differs in ``k(R-k)`` pairs, so the average is
-    ``sum_cases k(R-k) / (cases * R(R-1)/2)``. No cases: ``0.0``. Needs at least two repeats,
-    the same number for every case.
+    ``outcomes[case][repeat]``: the chance that two repeats of a case, drawn at random, differ,
+    averaged over the cases. A case with ``k`` passes out of ``R`` differs in ``k(R - k)`` of its
+    ``R(R - 1)/2`` pairs of repeats. With every case repeated R times this is the average over
+    the pairs of repeats of the share of cases that differ, ``sum k(R - k) / (cases R(R-1)/2)``.
+    Cases may have unequal repeats (a merged or edited run): one with fewer than two says
+    nothing of its noise and is left out. No cases: ``0.0``; none with two repeats: ValueError.
     """
     if len(outcomes) == 0:
         return 0.0
-    repeats = {len(row) for row in outcomes}
-    if len(repeats) != 1:
-        raise ValueError(f"every case needs the same number of repeats, got {sorted(repeats)}")
-    r = repeats.pop()
-    if r < 2:
-        raise ValueError(f"flip_rate needs at least 2 repeats per case, got {r}")
-    passes = np.array([sum(bool(x) for x in row) for row in outcomes], dtype=np.float64)
-    pairs = r * (r - 1) / 2.0
-    return float(np.sum(passes * (r - passes)) / (len(outcomes) * pairs))
+    rates = []
+    for row in outcomes:
+        r = len(row)
+        if r >= 2:
+            k = sum(bool(x) for x in row)
+            rates.append(k * (r - k) / (r * (r - 1) / 2.0))
+    if not rates:
+        raise ValueError("flip_rate needs at least 2 repeats of some case")
+    return float(np.mean(rates))
 
 
 class BootstrapInterval(BaseModel):

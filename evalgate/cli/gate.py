@@ -127,6 +127,13 @@ def cmd_gate(ctx: Context) -> int:
         else:
             name, _ = loaded.suite(candidate.suite)
         parts.append((name, base, candidate))
+    for _, base, cand in parts:
+        if base is not None and (base.name, base.created_at) == (cand.name, cand.created_at):
+            raise UserError(
+                f"the baseline and the candidate are the same run ({base.name})",
+                where="--candidate",
+                fix="compare it with another run, or name a prompt version to run now",
+            )
     for suite_name in sorted(set(by_suite) - {c.suite for c in cand_runs}):
         ctx.warn(f"the baseline has suite {suite_name!r} but the candidate does not")
     verdicts = []

@@ -18,9 +18,10 @@ The paired test for pass/fail scores is, by default, the exact conditional test 
 repeat of both runs (stats.conditional_test_worse): given a case's total passes over its R
 baseline and K candidate draws, the candidate's share is hypergeometric under no change,
 whatever the case's own pass rate, so no case needs to be left out as unstable and every
-repeat a baseline paid for is used. With scenario groups the default unit is the group: the
-conditional scores are summed per group and tested with a cluster-level t test, which stays
-valid when phrasings of one scenario move together.
+repeat a baseline paid for is used. With scenario groups the default unit is the group: whole
+runs are permuted within each group (analysis.run_permutation), which stays exact when
+phrasings of one scenario move together. Continuous scores are tested the same way over every
+repeat (the run totals are sums of scores), or by Wilcoxon over matched repeats.
 
 ``test: sign`` keeps the sign test over matched repeats. Why it uses matched repeats: the sign
 test is exact when, for an unchanged prompt, a case's baseline and candidate scores are
@@ -37,28 +38,26 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from statistics import fmean
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate.analysis.noise import NoiseFloor, measure_noise
 from evalgate.analysis.provenance import differences
+from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
 from evalgate.analysis.stats import (
     CASES_CAP,
     MatchedSet,
     PairedDifference,
     broke_more_than_noise,
     cases_to_rule_out,
-    clustered_test_worse,
     conditional_cases_for,
     conditional_mde,
-    conditional_residuals,
     conditional_test_worse,
     holm_adjust,
     paired_difference,
-    paired_permutation_test,
     sequential_e_value,
     sign_test_worse,
     t_upper_drop,
@@ -187,6 +186,11 @@ class Verdict(BaseModel):
     blockers: list[str]
     notes: list[str]
     power_model: PowerModel | None
+    # The bound's numbers at another alpha (the pull request's, when suites set different
+    # alphas): not part of what is reported.
+    rebound: Callable[[float], dict[str, object]] | None = Field(default=None, exclude=True)
+    # Over groups, the case-level test's p-value on the same pairs, for what would decide it.
+    case_level_p: float | None = Field(default=None, exclude=True)
 
 
 def _passed(o: Outcome) -> bool:
@@ -336,13 +340,9 @@ def _binary_p(
 ) -> float:
     """One-sided p-value that the candidate passes (or keeps the format) less often."""
     if policy.test == "conditional":
-        sets = [p.matched_set(which) for p in pairs]
         if unit == "group":
-            totals: dict[str, float] = defaultdict(float)
-            for pair, r in zip(pairs, conditional_residuals(sets), strict=True):
-                totals[pair.group()] += r
-            return clustered_test_worse(list(totals.values()))
-        return conditional_test_worse(sets, mid_p=policy.mid_p)
+            return run_permutation_test_worse(_blocks(pairs, which), mid_p=policy.mid_p)
+        return conditional_test_worse([p.matched_set(which) for p in pairs], mid_p=policy.mid_p)
     value: Callable[[_Pair], float] = (
         (lambda p: p.diff) if which == "score" else (lambda p: p.cand_format - p.base_format)
     )
@@ -358,14 +358,39 @@ def _binary_p(
     return sign_test_worse(broken, fixed, mid_p=policy.mid_p)
 
 
+def _blocks(
+    pairs: Sequence[_Pair], which: Literal["score", "format", "value"], unit: str = "group"
+) -> list[Block]:
+    """Each scenario group's (or case's) run totals: per baseline and per candidate repeat, the
+    group's passes, replies in format or summed scores in that repeat, over the repeats every
+    case of the group has (a merged run can give cases unequal repeats)."""
+    by_group: dict[str, list[_Pair]] = defaultdict(list)
+    for pair in pairs:
+        by_group[pair.group() if unit == "group" else pair.cand.id].append(pair)
+    hit: Callable[[Outcome], float] = (
+        _passed
+        if which == "score"
+        else (lambda o: bool(o.format_ok))
+        if which == "format"
+        else (lambda o: o.score or 0.0)
+    )
+    blocks: list[Block] = []
+    for rows in by_group.values():
+        r, k = min(p.kb for p in rows), min(p.kc for p in rows)
+        base = [sum(hit(p.base.outcomes[i]) for p in rows) for i in range(r)]
+        cand = [sum(hit(p.cand.outcomes[i]) for p in rows) for i in range(k)]
+        blocks.append((base, cand))
+    return blocks
+
+
 def _test_name(policy: GatePolicy, binary: bool, unit: str, units: int, r: int, k: int) -> str:
     mid = " (mid-p)" if policy.mid_p else ""
     if binary and policy.test == "conditional":
         repeats = f"{r} baseline and {k} candidate repeats a case"
         if unit == "group":
             return (
-                f"cluster-level t test of the exact conditional scores over {units} scenario "
-                f"groups ({repeats})"
+                f"exact group-level conditional test{mid} over {units} scenario groups (whole "
+                f"runs permuted within each group; {repeats})"
             )
         return f"exact conditional test{mid} over {repeats}"
     if binary or unit == "group":
@@ -373,13 +398,12 @@ def _test_name(policy: GatePolicy, binary: bool, unit: str, units: int, r: int, 
         return name + (f", over {units} scenario groups" if unit == "group" else "")
     if policy.continuous_test == "wilcoxon":
         return "Wilcoxon signed-rank (Pratt)"
-    return "paired sign-flip permutation test"
+    over = f"within each of {units} scenario groups" if unit == "group" else "within each case"
+    return f"permutation test of the scores, whole runs permuted {over} ({r} and {k} repeats)"
 
 
 def _continuous_p(diffs: Sequence[float], policy: GatePolicy) -> float:
-    if policy.continuous_test == "wilcoxon":
-        return wilcoxon_pratt(list(diffs), alternative="less")
-    return paired_permutation_test(list(diffs), seed=policy.seed, alternative="less")
+    return wilcoxon_pratt(list(diffs), alternative="less")
 
 
 def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -> tuple[float, str]:
@@ -475,6 +499,8 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     _provenance(baseline, candidate, found)
     binary = _is_binary([baseline, candidate])
     conditional = binary and policy.test == "conditional"
+    # The sign test and Wilcoxon need each side's score over the same number of repeats.
+    matched = policy.test == "sign" if binary else policy.continuous_test == "wilcoxon"
     noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
     if noise is None:
         found.warnings.append(
@@ -482,12 +508,14 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             "a noise-free model; make baselines with "
             f"--repeats {max(2, policy.baseline_repeats)}"
         )
-    pairing = _pair_cases(baseline, dev, policy, conditional, found)
+    pairing = _pair_cases(baseline, dev, policy, matched, found)
     pairs = pairing.pairs
     unit, groups, n_units = _unit_of(pairs, policy, found)
     r = max((p.kb for p in pairs), default=1)
     k = max((p.kc for p in pairs), default=1)
     p_value, test = _paired_test(pairs, policy, binary, unit, n_units, (r, k), candidate)
+    if conditional and unit == "group":
+        numbers["case_level_p"] = _binary_p(pairs, "score", policy, "case")
     broken = [_paired(p.base, p.cand, p) for p in pairs if p.diff < 0]
     fixed = [_paired(p.base, p.cand, p) for p in pairs if p.diff > 0]
     routes: list[Route] = [
@@ -533,6 +561,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     )
     if pairs:
         numbers.update(_bounds(pairs, binary, unit, groups, policy))
+        numbers["rebound"] = partial(_rebound, pairs, binary, unit, groups, policy)
     else:
         found.blockers.append("no case could be paired with the baseline")
     return result()
@@ -619,7 +648,7 @@ def _pair_cases(
     baseline: Run,
     dev: Sequence[CaseResult],
     policy: GatePolicy,
-    conditional: bool,
+    matched: bool,
     found: _Findings,
 ) -> _Pairing:
     """Each dev case with the baseline's case of the same id and content; new, edited,
@@ -639,14 +668,14 @@ def _pair_cases(
         elif base.error is not None or cand.error is not None:
             continue
         else:
-            pair = _Pair.of(base, cand, matched=not conditional)
-            if not conditional and policy.exclude_unstable and pair.held_out_flipped():
+            pair = _Pair.of(base, cand, matched=matched)
+            if matched and policy.exclude_unstable and pair.held_out_flipped():
                 unstable.append(_paired(base, cand, pair))
             else:
                 # Flipped, but only where the held-out repeats cannot show it (too few of them).
                 kept_unstable += base.flipped and len(base.outcomes) - pair.kb < 2
                 pairs.append(pair)
-    if kept_unstable and policy.exclude_unstable and not conditional:
+    if kept_unstable and policy.exclude_unstable and matched:
         k = min((p.kb for p in pairs), default=1)
         found.warnings.append(
             f"{kept_unstable} cases that flipped between the baseline's repeats stay in the test: "
@@ -683,9 +712,9 @@ def _unit_of(
     n_units = len(set(groups)) if unit == "group" else len(pairs)
     if unit == "group" and pairs and n_units < FEW_CLUSTERS:
         found.warnings.append(
-            f"only {n_units} scenario groups: cluster-level tests and intervals are unreliable "
-            f"under {FEW_CLUSTERS}; add scenarios, or set gate.unit: case if the groups are "
-            "labels only"
+            f"only {n_units} scenario groups: the cluster-robust bound is unreliable under "
+            f"{FEW_CLUSTERS} and the group-level test has little power; add scenarios, or set "
+            "gate.unit: case if the groups are labels only"
         )
     return unit, groups, n_units
 
@@ -702,6 +731,9 @@ def _paired_test(
     """The paired test's one-sided p-value that the candidate is worse, and the test's name."""
     if binary:
         p_value = _binary_p(pairs, "score", policy, unit)
+    elif policy.continuous_test == "permutation":
+        # Every repeat of both runs: for R = K = 1 and cases this is the sign-flip test.
+        p_value = run_permutation_test_worse(_blocks(pairs, "value", unit), seed=policy.seed)
     elif unit == "group":
         by_group: dict[str, list[float]] = defaultdict(list)
         for pair in pairs:
@@ -826,6 +858,19 @@ def _bounds(
     return numbers
 
 
+def _rebound(
+    pairs: Sequence[_Pair],
+    binary: bool,
+    unit: Literal["case", "group"],
+    groups: list[str],
+    policy: GatePolicy,
+    alpha: float,
+) -> dict[str, object]:
+    """The bound's numbers at ``alpha`` instead of the suite's own."""
+    numbers = _bounds(pairs, binary, unit, groups, policy.model_copy(update={"alpha": alpha}))
+    return {"cases_to_decide": None} | numbers
+
+
 def _settle(
     v: Verdict,
     weights: Sequence[float],
@@ -909,7 +954,7 @@ def _settle(
         decide_by = (
             f"; about {v.cases_to_decide} cases at the observed rates would rule it out"
             if v.cases_to_decide
-            else "; more cases would more likely show a drop than rule one out"
+            else _what_would_show_it(v, level.get("paired", v.alpha))
             if bound is not None and v.difference is not None and -v.difference.mean >= v.tolerance
             else ""
         )
@@ -928,6 +973,34 @@ def _settle(
             "cases_needed": needed,
         }
     )
+
+
+def _what_would_show_it(v: Verdict, level: float) -> str:
+    """What would decide a verdict whose observed drop is at or over the tolerance but not
+    significant: how many units would show a drop that size, and, over groups, what the cases
+    tested one by one say."""
+    assert v.difference is not None
+    drop = min(1.0, -v.difference.mean)
+    said = (
+        f"; what would decide it: the observed drop of {_pct(drop)} points is not significant "
+        f"over {v.n_tested} {v.unit}s"
+    )
+    pm = v.power_model
+    if pm is not None and drop > 0.0 and pm.flip_rate < 0.5:
+        needed = _cases_for(
+            drop, pm.flip_rate, level, pm.power, pm.baseline_draws, pm.candidate_draws
+        )
+        if needed < CASES_CAP:
+            said += (
+                f"; about {needed} {v.unit}s would show a drop this size "
+                f"{_pct(pm.power)}% of the time"
+            )
+    if v.unit == "group" and v.case_level_p is not None:
+        said += (
+            f"; if the scenario groups are labels only, gate.unit: case tests the cases one by "
+            f"one (p = {v.case_level_p:.2g} here)"
+        )
+    return said
 
 
 class SuiteVerdict(BaseModel):
@@ -964,8 +1037,9 @@ def decide_pull_request(parts: Sequence[tuple[str, Verdict]]) -> PullRequestVerd
 
     Each suite gets an equal share of alpha, split among its routes as in :func:`decide`
     (weighted Holm: a suite whose routes all fail to reject passes its share on). The alpha is
-    the smallest of the suites' alphas. A pass needs every suite to rule out its drop: an
-    intersection-union test, level alpha without adjustment. The pull request fails when any
+    the smallest of the suites' alphas, and a suite that set a larger one has its pass bound
+    computed again at it, so the fail routes and the bounds use one alpha. A pass needs every
+    suite to rule out its drop: an intersection-union test, level alpha without adjustment. The pull request fails when any
     suite fails, else is inconclusive when any suite is, else passes.
     """
     if not parts:
@@ -980,8 +1054,10 @@ def decide_pull_request(parts: Sequence[tuple[str, Verdict]]) -> PullRequestVerd
         by_suite[i].append(adj)
     suites = []
     for i, (name, v) in enumerate(parts):
+        # One alpha for the whole pull request: the pass bound too, not the suite's own.
+        again = v.rebound(alpha) if v.rebound is not None and v.alpha != alpha else {}
         settled = _settle(
-            v.model_copy(update={"alpha": alpha}),
+            v.model_copy(update={"alpha": alpha, **again}),
             [r.weight * share for r in v.routes],
             adjusted=by_suite[i],
             family=len(family),

@@ -33,6 +33,17 @@ def test_ten_cases_two_repeats_three_flipped() -> None:
     ]
 
 
+def test_a_run_whose_cases_have_unequal_repeats_is_measured() -> None:
+    # A merged baseline: "10" flipped in its one pair, "110" in 2 of 3 pairs, "11" and "1" not
+    # ("1" has no pair and is left out of the rate): (1 + 2/3 + 0) / 3 = 5/9.
+    noise = measure_noise(run("10 110 11 1"))
+    assert noise is not None
+    assert noise.flip_rate == pytest.approx(5 / 9)
+    assert noise.flips == 2 and noise.n == 4
+    # The repeats every counted case has: the power model's R.
+    assert noise.repeats == 2
+
+
 def test_three_repeats_average_over_the_three_pairs() -> None:
     # "111" never differs; "110" differs in pairs (1,3) and (2,3); "100" in (1,2) and (1,3).
     # Share of cases that differ: pair (1,2) 1/4, pair (1,3) 2/4, pair (2,3) 1/4.

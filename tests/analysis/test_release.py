@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CliResult
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from evalgate.analysis.release import (
     READINGS,
@@ -753,6 +754,58 @@ def test_a_release_record_edited_on_the_history_is_refused(
     code, _, err = release(cli, bike_shop, "r2", env=secret)
     assert code == 2
     assert "release record 'r1' was changed after it was written" in err
+
+
+# --- the pull request's other routes at release ----------------------------------------------
+
+
+def test_a_release_that_loses_the_format_fails_and_the_report_shows_it() -> None:
+    # Scores unchanged (a label read from free text still scores), but 8 of 10 holdout replies
+    # lost the asked-for format: 8 lost, 0 gained, P(Bin(8, 1/2) >= 8) = 1/256. Holm over the
+    # two comparisons (score, format): 2/256 = 0.0078 < 0.05.
+    before = [h.model_copy(update={"format_ok": 1.0}) for h in scores([1.0] * 10)]
+    after = [
+        h.model_copy(update={"format_ok": 0.0 if i < 8 else 1.0})
+        for i, h in enumerate(scores([1.0] * 10))
+    ]
+    previous = record("r1", 1, 800, 800, cases=before)
+    current = record("r2", 2, 800, 800, cases=after)
+    report = release_report(current, [previous], gate=GATE, split=SPLIT, reads=2)
+    assert report.kind == "fail"
+    assert report.reasons == [
+        "format validity dropped on the holdout since r1: 8 cases lost the asked-for format, "
+        "0 gained it of 10 paired (one-sided sign test, p = 0.0039, Holm-adjusted 0.0078)"
+    ]
+    text = render("release.txt.j2", s=report)
+    assert "Format validity: 20% of the holdout's replies in the asked-for format (100% at r1)" in (
+        text
+    )
+    assert "Holdout format vs r1: 10 paired, 8 lost the format, 0 gained it" in text
+    markdown = render("release.md.j2", s=report)
+    assert "Format validity: 20% of the holdout's replies in the asked-for format" in markdown
+
+
+def test_critical_categories_at_release_are_said_not_to_be_checked() -> None:
+    report = gate([1.0] * 10, [1.0] * 10, policy=GatePolicy(critical_categories=["refund"]))
+    assert report.kind == "pass"
+    assert any(
+        w.startswith("critical categories are not checked at release") for w in report.warnings
+    )
+
+
+def test_a_record_signed_before_formats_were_kept_still_verifies() -> None:
+    key = HoldoutKey(X25519PrivateKey.generate())
+    old = record("r1", 1, 800, 800, cases=scores([1.0] * 3))
+    # The body such a record was signed over had no format_ok field at all.
+    assert "format_ok" not in old.body()
+    signed = old.model_copy(update={"mac": key.sign(old.body())})
+    current = record("r2", 2, 800, 800, cases=scores([1.0] * 3))
+    report = release_report(current, [signed], gate=GATE, split=SPLIT, reads=1, key=key)
+    assert report.previous is not None and report.previous.name == "r1"
+    with_format = record(
+        "r3", 3, 800, 800, cases=[h.model_copy(update={"format_ok": 1.0}) for h in scores([1.0])]
+    )
+    assert '"format_ok":1.0' in with_format.body()
 
 
 # --- slow drift ---------------------------------------------------------------------------------

@@ -200,8 +200,12 @@ def test_flip_rate_known_answers() -> None:
 def test_flip_rate_rejects_bad_shapes() -> None:
     with pytest.raises(ValueError):
         s.flip_rate([[True], [False]])
-    with pytest.raises(ValueError):
-        s.flip_rate([[True, False], [True, False, True]])
+
+
+def test_flip_rate_with_unequal_repeats_is_the_chance_two_repeats_of_a_case_differ() -> None:
+    # A merged or edited run: "10" differs in its 1 pair (1), "101" in 2 of its 3 pairs (2/3),
+    # "1" has no pair and says nothing: the mean over the two cases that can flip is 5/6.
+    assert s.flip_rate([[True, False], [True, False, True], [True]]) == pytest.approx(5 / 6)
 
 
 @PROPERTY

@@ -30,7 +30,6 @@ import yaml
 from conftest import copy_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as scipy_stats
 
 from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
@@ -597,7 +596,10 @@ def test_continuous_scores_use_the_permutation_test_and_are_never_thresholded() 
     base = run([case(f"j{i}", [0.9]) for i in range(8)], name="baseline")
     cand = run([case(f"j{i}", [0.6]) for i in range(8)])
     v = decide(base, cand, policy())
-    assert v.test == "paired sign-flip permutation test"
+    # One repeat a side: whole runs permuted within each case is the sign-flip test.
+    assert v.test == (
+        "permutation test of the scores, whole runs permuted within each case (1 and 1 repeats)"
+    )
     assert v.p_value == pytest.approx(1 / 256)
     assert v.kind == "fail"
     assert v.difference is not None and v.difference.mean == pytest.approx(-0.3)
@@ -605,6 +607,23 @@ def test_continuous_scores_use_the_permutation_test_and_are_never_thresholded() 
     w = decide(base, cand, policy(continuous_test="wilcoxon"))
     assert w.test == "Wilcoxon signed-rank (Pratt)"
     assert w.p_value == pytest.approx(1 / 256)
+
+
+def test_continuous_scores_use_every_baseline_repeat() -> None:
+    # Two baseline repeats a case, one candidate run. a: 0.9, 0.3 | 0.2; b: 0.8, 0.8 | 0.4.
+    # The score each side is its mean over every repeat: a 0.6 -> 0.2, b 0.8 -> 0.4.
+    base = run([case("a", [0.9, 0.3]), case("b", [0.8, 0.8])], name="baseline")
+    cand = run([case("a", [0.2]), case("b", [0.4])])
+    v = decide(base, cand, policy())
+    assert v.baseline_accuracy is not None
+    assert v.baseline_accuracy.hits == pytest.approx(0.6 + 0.8)
+    assert v.difference is not None and v.difference.mean == pytest.approx(-0.4)
+    # Under no change each case's 3 runs are exchangeable: the candidate's score is any one of
+    # them, 1/3 each: a in {0.9, 0.3, 0.2}, b in {0.8, 0.8, 0.4}; observed 0.2 + 0.4 = 0.6.
+    # Of the 9 sums only 0.2 + 0.4 is <= 0.6: p = 1/9. (The first repeat alone, 0.9 | 0.2 and
+    # 0.8 | 0.4, gives the sign-flip p = 1/4.)
+    assert v.p_value == pytest.approx(1 / 9)
+    assert v.test.endswith("(2 and 1 repeats)")
 
 
 def test_a_continuous_score_crossing_one_half_is_a_small_change_not_a_fix() -> None:
@@ -647,6 +666,53 @@ def test_a_single_candidate_run_is_compared_with_one_baseline_repeat() -> None:
     assert v.broken[0].baseline_score == 1.0
 
 
+def test_a_baseline_whose_cases_have_unequal_repeats_is_compared() -> None:
+    # A merged or edited baseline: 2, 1 and 3 repeats. Each case is its own matched set, its
+    # candidate draw Bernoulli(s / (R + 1)): a "11" | "0" is X1 ~ Ber(2/3), b "1" | "0" is
+    # X2 ~ Ber(1/2), c "101" | "1" is X3 ~ Ber(3/4); observed T = 1. P(T = 3) = 1/4 and
+    # P(T = 2) = (2/3)(1/2)(1/4) + (2/3)(1/2)(3/4) + (1/3)(1/2)(3/4) = 11/24, so
+    # P(T <= 1) = 1 - 6/24 - 11/24 = 7/24.
+    base = run([case("a", "11"), case("b", "1"), case("c", "101")], name="baseline")
+    cand = run([case("a", "0"), case("b", "0"), case("c", "1")])
+    v = decide(base, cand, policy())
+    assert v.p_value == pytest.approx(7 / 24)
+    assert v.noise is not None and v.noise.flip_rate == pytest.approx(2 / 3 / 2)
+    # ... and over groups, the run totals use the repeats every case of the group has.
+    grouped = run([case("a", "11", group="g"), case("b", "1", group="g"), case("c", "101")])
+    v = decide(
+        grouped.model_copy(update={"name": "baseline"}),
+        run([case("a", "0", group="g"), case("b", "0", group="g"), case("c", "1")]),
+        policy(unit="group"),
+    )
+    # Group g over the one repeat both its cases have: totals 2 | 0, the candidate's 2 or 0
+    # (1/2 each); c alone: 1, 0, 1 | 1, the candidate's 1 is never above the least: P = 1/2.
+    assert v.p_value == pytest.approx(1 / 2)
+
+
+def test_a_big_drop_over_few_groups_says_what_would_decide_it() -> None:
+    # 12 cases in 5 groups (3, 3, 2, 2, 2), every baseline repeat passing; the candidate fails
+    # the 6 cases of g0 and g1: 100% -> 50%. Over groups: g0 and g1 have run totals 3, 3 | 0,
+    # the candidate's total is 0 with chance 1/3 each; the rest cannot move: p = 1/9, not
+    # significant. Case by case each broken case is 1/3: p = 1/3**6 = 0.0014.
+    sizes = [3, 3, 2, 2, 2]
+    members = [(f"g{g}-{i}", f"g{g}") for g, size in enumerate(sizes) for i in range(size)]
+    base = run([case(c, "11", group=g) for c, g in members], name="baseline")
+    cand = run([case(c, "0" if g in ("g0", "g1") else "1", group=g) for c, g in members])
+    v = decide(base, cand, policy(tolerance=0.05))
+    assert v.kind == "inconclusive"
+    assert v.p_value == pytest.approx(1 / 9)
+    reason = v.reasons[0]
+    assert "what would decide it: the observed drop of 50.0 points is not significant over 5 " in (
+        reason
+    )
+    # The power model over groups with no noise: 3 broken groups give p <= 3**-3 = 0.037, so a
+    # 50-point drop needs n with P(Bin(n, 1/2) >= 3) >= 0.8: n = 8 (1 - 37/256 = 0.855; n = 7
+    # gives 1 - 29/128 = 0.773).
+    assert "about 8 groups would show a drop this size 80.0% of the time" in reason
+    assert "gate.unit: case tests the cases one by one (p = 0.0014 here)" in reason
+    assert decide(base, cand, policy(tolerance=0.05, unit="case")).kind == "fail"
+
+
 def groups_pair() -> tuple[Run, Run]:
     """5 groups of 2 cases that both break, 1 group with one break and one fix, 1 all ties."""
     base, cand = [], []
@@ -665,15 +731,14 @@ def test_group_unit_counts_groups() -> None:
     by_case = decide(*groups_pair(), policy(unit="case"))
     assert by_case.n_tested == 15
     assert by_case.p_value == pytest.approx(binom_sf(11, 12, 0.5))  # b = 11, c = 1
-    # The default with groups: conditional scores (candidate passes - s/2 a case) summed per
-    # group are -1 (x5), 0 (m) and 0 (t). One-sample t on them: mean -5/7, sd sqrt(10/42),
-    # t = (-5/7) / (sd / sqrt 7) = -3.8730, on 6 degrees of freedom.
+    # The default with groups: whole runs permuted within each group (R = K = 1). Groups g0..g4
+    # have run totals 2 (baseline) and 0 (candidate): the candidate's is 2 or 0, each 1/2; m
+    # (1 and 1) and t (3 and 3) cannot move. The candidate's total 0 is the least of 2**5
+    # equally likely arrangements: p = 1/32.
     auto = decide(*groups_pair(), policy())
-    t = (-5 / 7) / (math.sqrt(10 / 42) / math.sqrt(7))
-    assert t == pytest.approx(-3.8730, abs=1e-4)
     assert auto.unit == "group" and auto.n_tested == 7
-    assert auto.p_value == pytest.approx(scipy_stats.t.cdf(t, 6))
-    assert auto.test.startswith("cluster-level t test of the exact conditional scores over 7")
+    assert auto.p_value == pytest.approx(1 / 32)
+    assert auto.test.startswith("exact group-level conditional test over 7 scenario groups")
     assert any(w.startswith("only 7 scenario groups") for w in auto.warnings)
     by_group = decide(*groups_pair(), policy(unit="group", test="sign"))
     assert by_group.n_tested == 7
@@ -927,7 +992,7 @@ def test_cli_gate_passes_an_equivalent_prompt(cli: dict[str, Any]) -> None:
     assert code == 0, err
     assert out.startswith("Verdict: PASS\n")
     # The example's cases carry scenario groups: the default test works at the group level.
-    assert "Test      cluster-level t test of the exact conditional scores over " in out
+    assert "Test      exact group-level conditional test over " in out
     assert "Bound     rules out drops above " in out
 
 
@@ -973,6 +1038,23 @@ def test_cli_gate_markdown_is_the_job_summary(
     code = main([*argv, "--config", config, "--format", "markdown"], out=out, err=err)
     assert code == 0, err.getvalue()
     assert out.getvalue().startswith("> [!TIP]\n> **bike-shop passed")
+
+
+@pytest.mark.slow
+def test_cli_gate_refuses_a_run_compared_with_itself(
+    cli: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The baseline is the newest saved run of v2, so latest:v2 picks its own file.
+    monkeypatch.delenv("CI", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    config = str(cli["home"] / "evalgate.yml")
+    argv = ["gate", "--baseline", cli["baseline"], "--candidate", "latest:v2", "--no-save"]
+    code = main([*argv, "--config", config], out=out, err=err)
+    assert code == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"the baseline and the candidate are the same run ({cli['baseline']})" in lines[0]
+    assert out.getvalue() == ""
 
 
 def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:

@@ -48,6 +48,24 @@ def test_suites_share_one_alpha() -> None:
     assert decision6.suites[0].verdict.routes[0].p_adjusted == pytest.approx((1 / 64) / 0.45)
 
 
+def test_suites_with_different_alphas_pass_at_the_pull_requests_alpha_too() -> None:
+    # Nothing changed in n cases bounds the drop at z²/(n + z²) (Tango, see test_gate). Suite a
+    # (alpha 0.05, 60 cases): z = 1.6449, 2.7055/62.7055 = 4.3 points, under the 5-point
+    # tolerance. Suite b sets alpha 0.01, so the pull request's alpha is 0.01, and at it a's
+    # bound is z = 2.3263: 5.4119/65.4119 = 8.3 points: not ruled out, so a is inconclusive
+    # (its own alpha would have passed it).
+    a = decide(*sign_pair(same=60), policy(tolerance=0.05))
+    b = decide(*sign_pair(same=400), policy(tolerance=0.05, alpha=0.01))
+    assert a.kind == "pass" and a.drop_bound == pytest.approx(2.7055 / 62.7055, abs=1e-4)
+    decision = decide_pull_request([("a", a), ("b", b)])
+    settled = decision.suites[0].verdict
+    assert settled.alpha == 0.01
+    assert settled.drop_bound == pytest.approx(5.4119 / 65.4119, abs=1e-4)
+    assert settled.kind == "inconclusive"
+    assert "one-sided 99.0%" in settled.reasons[0]
+    assert decision.kind == "inconclusive"
+
+
 def test_ten_suites_at_p_one_in_32_do_not_fail() -> None:
     # Weight 0.09 each: (1/32)/0.09 = 0.35; Holm's later steps only grow it.
     worse = decide(*sign_pair(broken=5, same=20), policy())
