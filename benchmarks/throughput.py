@@ -169,7 +169,27 @@ class ThreadProfiles:
         stats = self.stats()
         stats.stream = out  # type: ignore[attr-defined]
         stats.sort_stats("tottime").print_stats(limit)
-        return "\n".join(lines) + "\n\ntop functions by own CPU time:\n" + out.getvalue()
+        # evalgate's own functions apart: what it adds on top of the SDK, function by function
+        own = sorted(
+            (
+                (tottime, cumtime, nc, f"{Path(f).name}:{line}({name})")
+                for (f, line, name), (_cc, nc, tottime, cumtime, _c) in raw.items()
+                if "/evalgate/" in f
+            ),
+            reverse=True,
+        )[:limit]
+        mine = [f"{'own ms/case':>11} {'cum ms/case':>11} {'calls':>7}  function"]
+        for tottime, cumtime, nc, where in own:
+            mine.append(
+                f"{1000 * tottime / cases:11.3f} {1000 * cumtime / cases:11.3f} {nc:7d}  {where}"
+            )
+        return (
+            "\n".join(lines)
+            + "\n\nevalgate's own functions by own CPU time:\n"
+            + "\n".join(mine)
+            + "\n\ntop functions by own CPU time:\n"
+            + out.getvalue()
+        )
 
 
 def package_of(filename: str) -> str:

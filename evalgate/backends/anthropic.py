@@ -9,6 +9,7 @@ price (backends/batch.py orchestrates; the calls are here).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from evalgate.errors import BackendError
 from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
+RATELIMIT_PREFIX = "anthropic-ratelimit-"
 BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
 
 
@@ -215,8 +217,12 @@ class AnthropicBackend:
             else:
                 raw = self.client.messages.with_raw_response.create(**params)
                 self._observe(ticket, raw.headers)
-                message = raw.parse()
-            if not isinstance(message, anthropic.types.Message):
+                # Not a well-formed message: the SDK's own reading decides, as it always did.
+                data = message_data(raw.http_response)
+                message = data if data is not None else raw.parse()
+            if isinstance(message, anthropic.types.Message):
+                message = _as_data(message)
+            elif not isinstance(message, dict):
                 # The SDK returns a non-JSON 200 body (an HTML error page) as a bare str.
                 raise MalformedReply(f"the reply is not a message: {str(message)[:100]!r}")
         except (anthropic.APIError, ValueError) as exc:
@@ -235,18 +241,23 @@ class AnthropicBackend:
                 elapsed_s=time.perf_counter() - started,
             )
         if ticket is not None and self.pacer is not None:
-            usage = message.usage
+            usage = message["usage"]
             self.pacer.observe(
                 ticket,
                 {},
-                input_tokens=usage.input_tokens + (usage.cache_creation_input_tokens or 0),
-                output_tokens=usage.output_tokens,
+                input_tokens=usage["input_tokens"]
+                + (usage.get("cache_creation_input_tokens") or 0),
+                output_tokens=usage["output_tokens"],
             )
         return Attempt(value=message, elapsed_s=time.perf_counter() - started)
 
     def _observe(self, ticket: Ticket | None, headers: Any) -> None:
         if ticket is not None and self.pacer is not None:
-            self.pacer.observe(ticket, headers)
+            # The few headers the pacer reads, looked up once (a lookup in the SDK's headers
+            # decodes every header it passes).
+            limits = {k: v for k, v in headers.items() if k.startswith(RATELIMIT_PREFIX)}
+            if limits:  # none: nothing to correct the pace by
+                self.pacer.observe(ticket, limits)
 
     def complete(self, request: Request) -> Reply:
         if request.agent is not None:
@@ -268,7 +279,7 @@ class AnthropicBackend:
                 latency_s=latency,
                 attempts=attempts,
             )
-        return _reply(result.value, latency, attempts)
+        return _reply(cast(dict[str, Any], result.value), latency, attempts)
 
     # ------------------------------------------------------------ message batches
 
@@ -336,15 +347,14 @@ class _Session:
         result, attempts = self.backend.retrier.run(lambda: self.backend._once(self.params))
         if result.kind is not None:
             return Turn.failed(result.message, result.kind, result.elapsed_s, attempts)
-        message: Any = result.value
+        message: dict[str, Any] = cast(dict[str, Any], result.value)
         reply = _reply(message, result.elapsed_s, attempts)
-        self.content = [
-            block.model_dump(mode="json", exclude_none=True) for block in message.content
-        ]
+        # What the model said goes back as it came, without the fields it left empty.
+        self.content = [_without_none(block) for block in message["content"]]
         calls = [
-            ToolCall(name=block.name, input=dict(block.input), id=block.id)
-            for block in message.content
-            if getattr(block, "type", "") == "tool_use"
+            ToolCall(name=block["name"], input=dict(block["input"]), id=block["id"])
+            for block in message["content"]
+            if block.get("type") == "tool_use"
         ]
         return Turn.of(reply, calls, attempts)
 
@@ -365,17 +375,76 @@ class _Session:
         ]
 
 
-def _reply(message: Any, latency: float, attempts: int) -> Reply:
-    text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
-    usage = message.usage
+def message_data(response: Any) -> dict[str, Any] | None:
+    """The message in a response's body, read as plain JSON, or None when it is not a
+    well-formed message (then the SDK's own parse decides what it is).
+
+    Building the SDK's models of a message costs about 1 ms of CPU a call, more than all the
+    rest evalgate does with it: the reply needs a few fields, which the checks below vouch for.
+    """
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not media_type.endswith("json"):
+        return None
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "message":
+        return None
+    content, usage = data.get("content"), data.get("usage")
+    if not isinstance(content, list) or not isinstance(usage, dict):
+        return None
+    for block in content:
+        if not isinstance(block, dict) or not _well_formed(block):
+            return None
+    for name in ("input_tokens", "output_tokens"):
+        if type(usage.get(name)) is not int:
+            return None
+    for name in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        if usage.get(name) is not None and type(usage[name]) is not int:
+            return None
+    stop = data.get("stop_reason")
+    return data if stop is None or isinstance(stop, str) else None
+
+
+def _well_formed(block: dict[str, Any]) -> bool:
+    kind = block.get("type")
+    if kind == "text":
+        return isinstance(block.get("text"), str)
+    if kind == "tool_use":
+        return (
+            isinstance(block.get("name"), str)
+            and isinstance(block.get("id"), str)
+            and isinstance(block.get("input"), dict)
+        )
+    return isinstance(kind, str)
+
+
+def _as_data(message: Any) -> dict[str, Any]:
+    """An SDK message (streamed, or in a batch's results) as the plain JSON it came as."""
+    data: dict[str, Any] = message.model_dump(mode="json", exclude_none=True)
+    return data
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def _reply(message: dict[str, Any], latency: float, attempts: int) -> Reply:
+    text = "".join(block["text"] for block in message["content"] if block.get("type") == "text")
+    usage = message["usage"]
     return Reply(
         text=text,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_write_tokens=usage.cache_creation_input_tokens or 0,
-        cache_read_tokens=usage.cache_read_input_tokens or 0,
+        input_tokens=usage["input_tokens"],
+        output_tokens=usage["output_tokens"],
+        cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
         latency_s=latency,
-        stop_reason=message.stop_reason,
+        stop_reason=message.get("stop_reason"),
         attempts=attempts,
     )
 
@@ -397,7 +466,7 @@ def _batch_reply(result: Any) -> Reply:
     """A batch result as a reply: a message has no latency of its own in a batch."""
     kind = getattr(result, "type", None)
     if kind == "succeeded":
-        return _reply(result.message, 0.0, 1)
+        return _reply(_as_data(result.message), 0.0, 1)
     if kind == "errored":
         error = getattr(getattr(result, "error", None), "error", None)
         etype = str(getattr(error, "type", "api_error"))

@@ -167,7 +167,17 @@ class PaceState:
     ) -> None:
         """Correct the mirrors by an answer to the call with ``ticket``, sent at ``sent_at``
         (``charged``: the server took the call's cost, as it does unless it answered 429)."""
-        own = next((c for n, _, c in self.sent if n == ticket), {}) if charged else {}
+        # The calls sent after this one, found from the newest back: an answer is seldom more
+        # than the calls in flight behind, and ``sent`` holds thousands.
+        later: list[tuple[int, float, dict[str, float]]] = []
+        own: dict[str, float] = {}
+        for entry in reversed(self.sent):
+            if entry[0] <= ticket:
+                if entry[0] == ticket and charged:
+                    own = entry[2]
+                break
+            later.append(entry)
+        later.reverse()
         for name, reading in readings.items():
             old = self.buckets.get(name)
             if old is not None and ticket < old.seen:
@@ -189,10 +199,9 @@ class PaceState:
             # with the refill between them. A new mirror gets no refill before the answer came:
             # the bucket may have been full (refilling nothing) until the server got the call.
             level, t = base, sent_at if old is not None else now
-            for n, when, costs in self.sent:
-                if n > ticket:
-                    level = min(capacity, level + rate * max(0.0, when - t)) - costs.get(name, 0.0)
-                    t = max(t, when)
+            for _, when, costs in later:
+                level = min(capacity, level + rate * max(0.0, when - t)) - costs.get(name, 0.0)
+                t = max(t, when)
             level = min(capacity, level + rate * max(0.0, now - t))
             if old is not None:
                 level = min(level, old.level_at(now))

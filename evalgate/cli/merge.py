@@ -12,7 +12,7 @@ from evalgate.cli.options import SHOW_FAILED_HELP, Subcommands
 from evalgate.cli.run import run_exit, run_summary
 from evalgate.report.render import render_model
 from evalgate.runs.merge import merge_runs
-from evalgate.runs.schema import find_run, save_run
+from evalgate.runs.schema import find_run, save_run, write_run
 
 
 def cmd_merge(ctx: Context) -> int:
@@ -21,7 +21,7 @@ def cmd_merge(ctx: Context) -> int:
     if ctx.args.output:
         path = Path(ctx.args.output)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(merged.model_dump_json(indent=1), encoding="utf-8")
+        write_run(merged, path)
     else:
         path = save_run(merged, loaded.state_dir)
     ctx.err.write(f"merged {len(ctx.args.runs)} shards into {path}\n")

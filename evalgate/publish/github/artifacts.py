@@ -22,7 +22,7 @@ from github.GithubException import (
 )
 from github.Repository import Repository
 from github.WorkflowRun import WorkflowRun
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from evalgate import __version__
 from evalgate.errors import RunFileError
@@ -34,7 +34,7 @@ from evalgate.publish.github.client import (
     calling,
     describe,
 )
-from evalgate.runs.schema import Run, read_run
+from evalgate.runs.schema import Run, parse_run, read_run
 
 
 class BaselineRef(BaseModel):
@@ -400,8 +400,8 @@ def load_baseline_run(folder: Path) -> Run:
     runs: list[tuple[Path, Run]] = []
     for path in found:
         try:
-            runs.append((path, Run.model_validate_json(path.read_bytes())))
-        except (ValidationError, OSError):
+            runs.append((path, parse_run(path.read_bytes())))
+        except (ValueError, OSError):
             continue
     if len(runs) == 1:
         return runs[0][1]

@@ -1,0 +1,164 @@
+"""The run file's forms: compact JSON, gzip-compressed JSON for large runs, and the indented
+JSON of every field that earlier versions wrote; every command reads all three."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import CliResult
+
+from evalgate.errors import RunFileError
+from evalgate.runs import schema
+from evalgate.runs.schema import (
+    COMPRESS_OVER,
+    CaseResult,
+    Run,
+    find_run,
+    iter_runs,
+    parse_run,
+    read_run,
+    runs_dir,
+    save_run,
+    write_run,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "bike-shop"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def many(make_case: Callable[..., CaseResult], n: int) -> list[CaseResult]:
+    """n cases, every fourth one wrong, one in a hundred an error."""
+    cases = []
+    for i in range(n):
+        if i % 100 == 99:
+            cases.append(make_case(f"c{i:05d}", error="529 overloaded_error: Overloaded"))
+        else:
+            cases.append(make_case(f"c{i:05d}", "booking", "quote" if i % 4 == 3 else "booking"))
+    return cases
+
+
+def test_a_small_run_is_compact_plain_json(tmp_path: Path, make_run: Callable[..., Run]) -> None:
+    run = make_run()
+    path = save_run(run, tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert "\n" not in text  # no indentation
+    data = json.loads(text)
+    # The run's own fields are all there, defaults too; a case's defaults are left out.
+    assert data["schema_version"] == 1 and data["interrupted"] is False
+    outcome = data["cases"][0]["outcomes"][0]
+    assert "cached" not in outcome and "steps" not in outcome and "error" not in outcome
+    assert "split" not in data["cases"][0]  # "dev", the default
+    assert read_run(path) == run
+
+
+def test_the_old_indented_form_still_reads(tmp_path: Path, make_run: Callable[..., Run]) -> None:
+    """Earlier versions wrote ``model_dump_json(indent=1)``: every field, one a line."""
+    run = make_run()
+    old = tmp_path / "old.json"
+    old.write_text(run.model_dump_json(indent=1), encoding="utf-8")
+    assert old.read_text(encoding="utf-8").count("\n") > 40
+    assert read_run(old) == run
+    assert parse_run(old.read_bytes()) == run
+
+
+def test_a_large_run_is_compressed_and_reads_back(
+    tmp_path: Path, make_run: Callable[..., Run], make_case: Callable[..., CaseResult]
+) -> None:
+    run = make_run(cases=many(make_case, 3000))
+    plain = run.model_dump_json()
+    assert len(plain) > COMPRESS_OVER  # this run is past the threshold
+    path = save_run(run, tmp_path)
+    data = path.read_bytes()
+    assert data.startswith(GZIP_MAGIC)
+    assert len(data) < len(plain) / 8
+    assert json.loads(gzip.decompress(data))["schema_version"] == 1
+    assert read_run(path) == run
+    # found and listed like any run file
+    assert find_run(run.name, tmp_path) == run
+    assert [r.name for _, r in iter_runs(tmp_path)] == [run.name]
+    # the same run gives the same bytes (no time stamp in the gzip header)
+    again = tmp_path / "again.json"
+    write_run(run, again)
+    assert again.read_bytes() == data
+    assert not list(runs_dir(tmp_path).glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],  # cut short
+        lambda data: data[:20] + bytes(b ^ 0x55 for b in data[20:60]) + data[60:],  # corrupt
+        lambda data: gzip.compress(b"\xff\xfe not utf-8", mtime=0),
+        lambda data: gzip.compress(b'{"name": "x"}', mtime=0),  # not a run
+    ],
+    ids=["truncated", "corrupt", "not-utf8", "not-a-run"],
+)
+def test_a_damaged_compressed_run_file_is_a_run_file_error(
+    tmp_path: Path,
+    make_run: Callable[..., Run],
+    make_case: Callable[..., CaseResult],
+    damage: Callable[[bytes], bytes],
+) -> None:
+    path = save_run(make_run(cases=many(make_case, 3000)), tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(RunFileError) as caught:
+        read_run(path)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+def test_a_compressed_file_that_inflates_past_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bomb.json"
+    # 64 MiB of spaces compress to about 64 KiB; the limit is lowered to 1 MiB for the test.
+    path.write_bytes(gzip.compress(b" " * (64 << 20), mtime=0))
+    monkeypatch.setattr(schema, "MAX_RUN_BYTES", 1 << 20)
+    with pytest.raises(RunFileError, match="over 1 MiB uncompressed"):
+        read_run(path)
+
+
+def test_every_command_reads_the_compressed_form(
+    tmp_path: Path,
+    cli: Callable[..., CliResult],
+    make_run: Callable[..., Run],
+    make_case: Callable[..., CaseResult],
+) -> None:
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root)
+    config = str(root / "evalgate.yml")
+    state = root / ".evalgate"
+    cases = many(make_case, 3000)
+    base = make_run(cases=cases, name="bike-shop-v1-20250601T120000-aaaa")
+    worse = [
+        c.model_copy(update={"outcomes": [o.model_copy(update={"score": 0.0}) for o in c.outcomes]})
+        if i % 3 == 0
+        else c
+        for i, c in enumerate(cases)
+    ]
+    cand = make_run(cases=worse, name="bike-shop-v2-20250601T120000-bbbb", prompt={"name": "v2"})
+    base_path, cand_path = save_run(base, state), save_run(cand, state)
+    assert base_path.read_bytes().startswith(GZIP_MAGIC)
+
+    code, out, err = cli("report", str(base_path), "--config", config)
+    assert code == 0, err
+    assert "3000" in out
+
+    code, out, err = cli("list", "--config", config)
+    assert code == 0, err
+    assert base.name in out and cand.name in out
+
+    code, out, err = cli(
+        "gate", "--baseline", str(base_path), "--candidate", str(cand_path), "--config", config
+    )
+    assert code == 1, err  # a third of the right answers lost: the gate fails
+    assert "FAIL" in out
+
+    code, out, err = cli("compare", base.name, cand.name, "--config", config, "--format", "json")
+    assert code in (0, 1), err
+    assert json.loads(out)
