@@ -12,6 +12,7 @@ from evalgate.cases.importers import convert
 from evalgate.cli import main
 from evalgate.config.load import load_config
 from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import read_run
 
 # The items of the article's agent dataset, as Langfuse exports them.
 ITEMS = [
@@ -326,11 +327,13 @@ def test_an_imported_transcript_runs_with_its_recorded_results(tmp_path: Path) -
     code, _, err = cli("run", "v1", "--config", str(tmp_path / "evalgate.yml"))
     assert code == 0, err
     (saved,) = (tmp_path / ".evalgate" / "runs").glob("*.json")
-    outcome = json.loads(saved.read_text())["cases"][0]["outcomes"][0]
-    call = outcome["steps"][0]["calls"][0]
+    # Read as every command reads a run file (the compact form leaves default fields out).
+    outcome = read_run(saved).cases[0].outcomes[0]
+    assert outcome.steps is not None
+    call = outcome.steps[0].calls[0]
     # The recorded result answered the same call again.
-    assert (call["status"], call["result"]) == ("ok", '{"status": "delivered"}')
-    assert outcome["score"] == 1.0
+    assert (call.status, call.result) == ("ok", '{"status": "delivered"}')
+    assert outcome.score == 1.0
 
 
 def test_a_promptfoo_csv_cell_reads_a_trajectory_assertion(tmp_path: Path) -> None:
