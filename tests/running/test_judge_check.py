@@ -33,6 +33,7 @@ from evalgate.config.load import load_config
 from evalgate.config.models import JudgeScorer as JudgeConfig
 from evalgate.errors import BackendError, CaseFileError, ConfigError
 from evalgate.running.judge_check import floor_reasons, read_report
+from evalgate.runs.schema import read_run
 from evalgate.scorers.judge import JudgeScorer
 
 Z975 = 1.959963984540054
@@ -487,9 +488,9 @@ def test_a_runs_accuracy_corrected_for_the_judges_errors(
     code, _, err = cli("run", "v1", "--config", str(root / "judge.yml"))
     assert code == 0, err
     (path,) = (root / ".evalgate" / "runs").glob("*.json")
-    run = json.loads(path.read_text(encoding="utf-8"))
-    dev = [c for c in run["cases"] if c["split"] == "dev"]
-    passed = sum(1 for c in dev if c["outcomes"][0]["score"] >= 0.5)
+    # Read as every command reads a run file (the compact form leaves default fields out).
+    dev = [c for c in read_run(path).cases if c.split == "dev"]
+    passed = sum(1 for c in dev if c.outcomes[0].score >= 0.5)
     report = example_check(root, cli, "--run", "latest:v1")
     corrected = report["corrected"]["corrected"]
     table = report["splits"][1]["agreement"]["table"]  # the floor's split: the holdout
