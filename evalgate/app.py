@@ -46,6 +46,7 @@ from evalgate.errors import UserError
 from evalgate.gate.decide import SequentialMonitor
 from evalgate.running.batch import BatchExecutor
 from evalgate.running.cache import ResponseCache
+from evalgate.running.estimate import Estimate, estimate_run
 from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
@@ -170,14 +171,13 @@ def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
     return suite.price_as if suite else None
 
 
-def run_version(
+def plan_run(
     world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
-) -> Run:
-    """Run one prompt version (or ``options.prompt``) of a suite; record holdout reads."""
+) -> RunSpec:
+    """What a run of one prompt version would send: the suite, prompt, cases and repeats."""
     name, suite = loaded.suite(suite_name)
     prompt = options.prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
-    key = HoldoutKey(secret)
     cases = load_suite_cases(
         loaded,
         suite,
@@ -187,7 +187,7 @@ def run_version(
         assign=options.assign,
     )
     commit, ref = git_info(loaded.root)
-    spec = RunSpec(
+    return RunSpec(
         suite_name=name,
         suite=suite,
         prompt=prompt,
@@ -199,8 +199,51 @@ def run_version(
         git_ref=ref,
         splits=options.splits,
         shard=options.shard,
-        holdout_key=key,
+        holdout_key=HoldoutKey(secret),
     )
+
+
+def estimate_version(
+    world: World,
+    loaded: LoadedConfig,
+    suite_name: str,
+    version: str,
+    options: RunOptions,
+    baseline: Run | None = None,
+) -> Estimate:
+    """What running one prompt version would cost, without calling a model: the backend is
+    built only to count input tokens where that is free (see running/estimate.py)."""
+    spec = plan_run(world, loaded, suite_name, version, options)
+    suite = spec.suite
+    backend: Backend | None
+    try:
+        backend = build_backend(world.env, loaded, suite.model)
+    except UserError:
+        backend = None  # no key, say: the input tokens are approximated
+    try:
+        return estimate_run(
+            spec,
+            loaded.root,
+            counter=getattr(backend, "count_tokens", None),
+            baseline=baseline,
+            offline=bool(getattr(backend, "offline", suite.model.backend == "fake")),
+            batch=options.batch or bool(getattr(backend, "batch_by_default", False)),
+            price_as=suite.price_as,
+            caches_system=bool(getattr(backend, "caches_system", False)),
+        )
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+
+
+def run_version(
+    world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
+) -> Run:
+    """Run one prompt version (or ``options.prompt``) of a suite; record holdout reads."""
+    spec = plan_run(world, loaded, suite_name, version, options)
+    suite, prompt, cases, key = spec.suite, spec.prompt, spec.cases, spec.holdout_key
+    commit, ref = spec.git_commit, spec.git_ref
     backend = build_backend(world.env, loaded, suite.model)
     judge = None
     if suite.scorer.kind == "judge":

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalgate.analysis.summary import RunSummary, summarise
+from evalgate.cli import estimate
 from evalgate.cli.context import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -31,6 +32,15 @@ def cmd_run(ctx: Context) -> int:
     loaded = ctx.config()
     files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
     splits = frozenset(ctx.args.split or DEFAULT_SPLITS)
+    if ctx.args.estimate:
+        options = ctx.run_options(
+            repeats=ctx.args.repeats,
+            limit=ctx.args.limit,
+            case_files=files,
+            splits=splits,
+            shard=ctx.args.shard,
+        )
+        return estimate.print_estimate(ctx, loaded, ctx.args.suite, ctx.args.version, None, options)
     run = ctx.run_version(
         loaded,
         ctx.args.suite,
@@ -122,4 +132,5 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
     run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
+    estimate.add_argument(run)
     run.set_defaults(func=cmd_run)
