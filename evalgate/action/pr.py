@@ -50,6 +50,7 @@ from evalgate.report.comment import (
 )
 from evalgate.report.escape import escape
 from evalgate.report.render import render_model
+from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
@@ -136,7 +137,7 @@ def run_pr(
         return None
     assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
-    options = RunOptions(cache=True, assign=assign)
+    options = RunOptions(cache=True, assign=assign, budget_parent=job_budget(runner))
     merge = (
         gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
         if runner.repo is not None and pull is not None
@@ -203,6 +204,14 @@ def run_pr(
     return PendingSuite(
         name, suite, candidate, verdict, found, number, version, fork, markdown, estimate
     )
+
+
+def job_budget(runner: ActionJob) -> BudgetGuard | None:
+    """The job's total budget (inputs max_calls, max_usd), made once and shared by its suites."""
+    inputs = runner.inputs
+    if runner.budget is None and (inputs.max_calls is not None or inputs.max_usd is not None):
+        runner.budget = BudgetGuard(inputs.max_calls, inputs.max_usd, None, "the job's ")
+    return runner.budget
 
 
 def publish_pull_request(
