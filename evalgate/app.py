@@ -45,7 +45,9 @@ from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.gate.decide import SequentialMonitor
 from evalgate.running.batch import BatchExecutor
+from evalgate.running.budget import BudgetGuard
 from evalgate.running.cache import ResponseCache
+from evalgate.running.estimate import Estimate, estimate_run
 from evalgate.running.judge_check import (
     Graded,
     JudgeReport,
@@ -66,6 +68,7 @@ from evalgate.running.suite import (
     load_suite_cases,
     run_suite,
 )
+from evalgate.runs.resume import check_resumable, fill, unsent
 from evalgate.runs.schema import Run
 from evalgate.scorers.judge import JudgeScorer
 
@@ -119,6 +122,12 @@ class RunOptions:
     cache: bool | None = None
     batch: bool = False
     force_reason: str | None = None
+    # The action's per-job total, which every suite's budget also answers to.
+    budget_parent: BudgetGuard | None = None
+    # A run the budget stopped: send its unsent calls and return it filled in.
+    resume: Run | None = None
+    # Send only these (case id, repeat) jobs (the adaptive design's extra repeats).
+    only: frozenset[tuple[str, int]] | None = None
 
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
@@ -170,14 +179,13 @@ def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
     return suite.price_as if suite else None
 
 
-def run_version(
+def plan_run(
     world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
-) -> Run:
-    """Run one prompt version (or ``options.prompt``) of a suite; record holdout reads."""
+) -> RunSpec:
+    """What a run of one prompt version would send: the suite, prompt, cases and repeats."""
     name, suite = loaded.suite(suite_name)
     prompt = options.prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
-    key = HoldoutKey(secret)
     cases = load_suite_cases(
         loaded,
         suite,
@@ -187,7 +195,7 @@ def run_version(
         assign=options.assign,
     )
     commit, ref = git_info(loaded.root)
-    spec = RunSpec(
+    return RunSpec(
         suite_name=name,
         suite=suite,
         prompt=prompt,
@@ -199,9 +207,64 @@ def run_version(
         git_ref=ref,
         splits=options.splits,
         shard=options.shard,
-        holdout_key=key,
+        holdout_key=HoldoutKey(secret),
     )
+
+
+def estimate_version(
+    world: World,
+    loaded: LoadedConfig,
+    suite_name: str,
+    version: str,
+    options: RunOptions,
+    baseline: Run | None = None,
+) -> Estimate:
+    """What running one prompt version would cost, without calling a model: the backend is
+    built only to count input tokens where that is free (see running/estimate.py)."""
+    spec = plan_run(world, loaded, suite_name, version, options)
+    suite = spec.suite
+    backend: Backend | None
+    try:
+        backend = build_backend(world.env, loaded, suite.model)
+    except UserError:
+        backend = None  # no key, say: the input tokens are approximated
+    try:
+        return estimate_run(
+            spec,
+            loaded.root,
+            counter=getattr(backend, "count_tokens", None),
+            baseline=baseline,
+            offline=bool(getattr(backend, "offline", suite.model.backend == "fake")),
+            batch=options.batch or bool(getattr(backend, "batch_by_default", False)),
+            price_as=suite.price_as,
+            caches_system=bool(getattr(backend, "caches_system", False)),
+        )
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+
+
+def run_version(
+    world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
+) -> Run:
+    """Run one prompt version (or ``options.prompt``) of a suite; record holdout reads."""
+    spec = plan_run(world, loaded, suite_name, version, options)
+    suite, prompt, cases, key = spec.suite, spec.prompt, spec.cases, spec.holdout_key
+    commit, ref = spec.git_commit, spec.git_ref
+    if options.resume is not None:
+        check_resumable(options.resume, spec.suite_name, prompt.sha256)
+        spec = replace(spec, only=unsent(options.resume), repeats=options.resume.repeats)
+    elif options.only is not None:
+        spec = replace(spec, only=options.only)
     backend = build_backend(world.env, loaded, suite.model)
+    offline = bool(getattr(backend, "offline", False))
+    guard = BudgetGuard.of(
+        suite.budget,
+        None if offline else suite.model.name,
+        "budget.",
+        parent=options.budget_parent,
+    )
     judge = None
     if suite.scorer.kind == "judge":
         judge = build_backend(world.env, loaded, suite.scorer.model)
@@ -216,6 +279,12 @@ def run_version(
             on_status=world.status,
         )
         cache = None  # a batch is sent whole: nothing is looked up
+        if guard is not None:
+            raise UserError(
+                "a budget cannot stop a message batch, which is sent whole",
+                where=str(loaded.path),
+                fix="drop the budget or model.options.batch (--batch) for this suite",
+            )
     monitor = None
     if options.early_stop_against is not None:
         hashes = {c.id: c.hash for c in cases_to_run(spec)}
@@ -231,12 +300,17 @@ def run_version(
             judge=judge,
             stop_when=_watch(monitor),
             batch=batch,
+            budget=guard,
         )
     finally:
         for used in (backend, judge):
             close = getattr(used, "close", None)
             if close is not None:
                 close()
+    if guard is not None and guard.line() is not None:
+        run = run.model_copy(update={"budget_stop": guard.line()})
+    if options.resume is not None:
+        run = fill(options.resume, run)
     if monitor is not None:
         # The gate splits the paired test's alpha with the e-value the run was watched by.
         run = run.model_copy(update={"sequential_e_max": monitor.e_max})

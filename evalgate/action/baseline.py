@@ -3,7 +3,7 @@ workflow's upload step and kept in the data branch's history; and how a pull req
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -118,6 +118,32 @@ class Baseline:
     no_baseline: bool = False
 
 
+def _candidate_warnings(run: Run, candidate: Run | None) -> list[str]:
+    """What makes the baseline a poor match for the candidate: other cases, another model."""
+    d = differences(run, candidate) if candidate is not None else None
+    warnings = []
+    if d is not None and d.cases_changed:
+        warnings.append("other-cases")
+    if d is not None and d.model is not None:
+        warnings.append("other-model")
+    return warnings
+
+
+def with_candidate(found: Baseline, candidate: Run) -> Baseline:
+    """A baseline found before the candidate ran, with the warnings the candidate adds."""
+    if found.run is None or found.provenance is None:
+        return found
+    more = [
+        w for w in _candidate_warnings(found.run, candidate) if w not in found.provenance.warnings
+    ]
+    if not more:
+        return found
+    provenance = found.provenance.model_copy(
+        update={"warnings": [*found.provenance.warnings, *more]}
+    )
+    return replace(found, provenance=provenance)
+
+
 def find_baseline_run(
     runner: ActionJob,
     loaded: LoadedConfig,
@@ -168,11 +194,7 @@ def find_baseline_run(
         )
     if merge_base and ref.head_sha != merge_base:
         warnings.append("other-commit")
-    d = differences(run, candidate) if candidate is not None else None
-    if d is not None and d.cases_changed:
-        warnings.append("other-cases")
-    if d is not None and d.model is not None:
-        warnings.append("other-model")
+    warnings += _candidate_warnings(run, candidate)
     provenance = BaselineProvenance(
         run=run.name,
         commit=ref.head_sha,

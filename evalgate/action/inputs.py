@@ -41,6 +41,9 @@ class Inputs(BaseModel):
     fitted_score: float | None = Field(default=None, ge=0.0, le=1.0)
     searched: int | None = Field(default=None, ge=1)
     tuning_cases: int | None = Field(default=None, ge=1)
+    # The job's total across its suites, beside each suite's own budget: (calls, US dollars).
+    max_calls: int | None = Field(default=None, gt=0)
+    max_usd: float | None = Field(default=None, gt=0)
 
     @field_validator("fail_on", mode="before")
     @classmethod

@@ -16,6 +16,7 @@ from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.redact import hold_environment
 from evalgate.report.escape import escape
+from evalgate.running.budget import BudgetGuard
 
 
 @dataclass
@@ -40,6 +41,8 @@ class ActionJob:
     # The pull request's check run: annotations on the case files, and whether to make one.
     annotations: list[dict[str, Any]] = field(default_factory=list)
     check: bool = False
+    # The job's total budget (inputs max_calls, max_usd), shared by every suite's run.
+    budget: BudgetGuard | None = None
 
     # --- the GitHub environment ------------------------------------------------------------
 

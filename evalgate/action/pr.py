@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.action.baseline import Baseline, find_baseline_run
+from evalgate.action.baseline import Baseline, find_baseline_run, with_candidate
 from evalgate.action.fork import MANIFEST, Refused, collect, overlay, read_manifest
 from evalgate.action.inputs import VerdictKind, output_number
 from evalgate.action.job import ActionJob, pr_number
@@ -20,6 +20,7 @@ from evalgate.action.modes import suites_to_run
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
+    estimate_version,
     run_version,
 )
 from evalgate.cases.base_split import (
@@ -48,6 +49,9 @@ from evalgate.report.comment import (
     render_job_summary,
 )
 from evalgate.report.escape import escape
+from evalgate.report.render import render_model
+from evalgate.running.budget import BudgetGuard
+from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
 
@@ -67,6 +71,8 @@ class PendingSuite:
     fork: bool
     # The judge's agreement section of the comment (suites with labels).
     judge: str | None = None
+    # What the candidate's run was expected to cost, before it started.
+    estimate: Estimate | None = None
 
 
 def read_pr_base(runner: ActionJob, loaded: LoadedConfig) -> BaseSplit:
@@ -131,15 +137,19 @@ def run_pr(
         return None
     assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
-    options = RunOptions(cache=True, assign=assign)
-    candidate = run_version(runner.world(), loaded, name, version, options)
-    change = holdout_change()
+    options = RunOptions(cache=True, assign=assign, budget_parent=job_budget(runner))
     merge = (
         gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
         if runner.repo is not None and pull is not None
         else None
     )
-    found = find_baseline_run(runner, loaded, name, suite, candidate, merge)
+    # The baseline first: its replies tell the estimate, made before any call, what to expect.
+    found = find_baseline_run(runner, loaded, name, suite, None, merge)
+    estimate = estimate_version(runner.world(), loaded, name, version, options, found.run)
+    runner.log(render_model("estimate", estimate, "text").rstrip())
+    candidate = run_version(runner.world(), loaded, name, version, options)
+    found = with_candidate(found, candidate)
+    change = holdout_change()
     if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
         found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
     verdict = decide(found.run, candidate, suite.gate)
@@ -191,7 +201,17 @@ def run_pr(
             }
         )
     markdown = judge.markdown if judge else None
-    return PendingSuite(name, suite, candidate, verdict, found, number, version, fork, markdown)
+    return PendingSuite(
+        name, suite, candidate, verdict, found, number, version, fork, markdown, estimate
+    )
+
+
+def job_budget(runner: ActionJob) -> BudgetGuard | None:
+    """The job's total budget (inputs max_calls, max_usd), made once and shared by its suites."""
+    inputs = runner.inputs
+    if runner.budget is None and (inputs.max_calls is not None or inputs.max_usd is not None):
+        runner.budget = BudgetGuard(inputs.max_calls, inputs.max_usd, None, "the job's ")
+    return runner.budget
 
 
 def publish_pull_request(
@@ -411,6 +431,8 @@ def publish_pr(
         pull_request_tests=decision.tests if decision else None,
         suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if decision else [],
         judge=pending.judge,
+        estimated=pending.estimate is not None and not summary.offline,
+        expected_usd=pending.estimate.usd if pending.estimate else None,
     )
     runner.add_summary(render_job_summary(context))
     comment_url = None

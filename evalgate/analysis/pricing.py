@@ -17,6 +17,8 @@ class Price(BaseModel):
     output: float
     cache_write: float
     cache_read: float
+    # The shortest prompt prefix the provider caches (shorter ones are sent at input price).
+    cache_min_tokens: int = 0
 
 
 class Usage(BaseModel):

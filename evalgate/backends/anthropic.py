@@ -281,6 +281,27 @@ class AnthropicBackend:
             )
         return _reply(cast(dict[str, Any], result.value), latency, attempts)
 
+    @property
+    def caches_system(self) -> bool:
+        """Whether the system prompt is sent marked for prompt caching (options.cache_system)."""
+        return self.options.cache_system
+
+    def count_tokens(self, request: Request) -> int:
+        """The request's input tokens, from the free ``POST /v1/messages/count_tokens``; an
+        agent case's first step only. Raises ``BackendError`` when the endpoint fails."""
+        params = self.params(request)
+        # The endpoint counts what is sent, not how a reply is sampled: it refuses these.
+        for name in ("max_tokens", "extra_body"):
+            params.pop(name, None)
+        try:
+            counted = self.client.messages.count_tokens(**params)
+        except (anthropic.APIError, ValueError) as exc:
+            raise BackendError(
+                f"counting tokens failed: {_message(exc)}",
+                fix="the estimate falls back to about four characters a token",
+            ) from None
+        return int(counted.input_tokens)
+
     # ------------------------------------------------------------ message batches
 
     def batch_params(self, request: Request) -> dict[str, Any]:

@@ -67,6 +67,8 @@ ErrorKind = Literal[
     "interrupted",
     "tool",
     "max_steps",
+    # Not sent: the run's budget had no room for the call (running/budget.py).
+    "budget",
     "other",
 ]
 

@@ -10,6 +10,7 @@ from evalgate.analysis.summary import summarise
 from evalgate.cases.base_split import HoldoutChange, guard, read_tree, relative_config
 from evalgate.cases.gitrepo import GitTree, toplevel
 from evalgate.cases.read import CaseSet
+from evalgate.cli import estimate
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
     EXIT_OK,
@@ -107,6 +108,8 @@ def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
     by suite name), with one familywise alpha: the same decision the action makes."""
     loaded = ctx.config()
+    if ctx.args.estimate:
+        return _estimate(ctx, loaded)
     guards: dict[str, Guard] = {}
     base_runs = _folder_runs(ctx.args.baseline)
     cand_runs = _folder_runs(ctx.args.candidate)
@@ -201,6 +204,21 @@ def cmd_gate(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _estimate(ctx: Context, loaded: LoadedConfig) -> int:
+    """The candidate's run, estimated against the baseline's replies; nothing is called."""
+    baseline = find_run(ctx.args.baseline, loaded.state_dir)
+    name, suite = loaded.suite(ctx.args.suite or baseline.suite)
+    versions = sorted(loaded.prompt_files(suite))
+    if ctx.args.candidate not in versions:
+        raise UserError(
+            f"--estimate needs --candidate to be a prompt version to run, not {ctx.args.candidate!r}",
+            fix=f"prompt versions of suite {name}: {', '.join(versions)}",
+        )
+    return estimate.print_estimate(
+        ctx, loaded, name, ctx.args.candidate, baseline, ctx.run_options()
+    )
+
+
 def base_guard(
     loaded: LoadedConfig, name: str, ref: str, raw_config: str
 ) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
@@ -245,4 +263,5 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         "the action does; a change of the holdout since then makes the verdict inconclusive",
     )
     gate.add_argument("--concurrency", type=positive, help="calls in flight")
+    estimate.add_argument(gate)
     gate.set_defaults(func=cmd_gate, verbose=False, cache=None)

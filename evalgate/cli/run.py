@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalgate.analysis.summary import RunSummary, summarise
+from evalgate.cli import estimate
 from evalgate.cli.context import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -19,7 +20,7 @@ from evalgate.report.render import render_model
 from evalgate.running.suite import (
     DEFAULT_SPLITS,
 )
-from evalgate.runs.schema import Run, save_run
+from evalgate.runs.schema import Run, find_run, save_run
 
 HTML_HELP = (
     "write the report as one self-contained HTML page (searchable, no network) to PATH and "
@@ -31,10 +32,21 @@ def cmd_run(ctx: Context) -> int:
     loaded = ctx.config()
     files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
     splits = frozenset(ctx.args.split or DEFAULT_SPLITS)
+    if ctx.args.estimate:
+        options = ctx.run_options(
+            repeats=ctx.args.repeats,
+            limit=ctx.args.limit,
+            case_files=files,
+            splits=splits,
+            shard=ctx.args.shard,
+        )
+        return estimate.print_estimate(ctx, loaded, ctx.args.suite, ctx.args.version, None, options)
+    resume = find_run(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
     run = ctx.run_version(
         loaded,
-        ctx.args.suite,
+        ctx.args.suite or (resume.suite if resume else ctx.args.suite),
         ctx.args.version,
+        resume=resume,
         repeats=ctx.args.repeats,
         limit=ctx.args.limit,
         case_files=files,
@@ -58,7 +70,9 @@ def run_exit(ctx: Context, run: Run) -> int:
     if not run.incomplete:
         return EXIT_OK
     why = (
-        "it was interrupted"
+        run.budget_stop
+        if run.budget_stop is not None
+        else "it was interrupted"
         if run.interrupted
         else (
             f"{run.errors} of {len(run.cases)} cases errored (max_error_share "
@@ -122,4 +136,10 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
     run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
+    estimate.add_argument(run)
+    run.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="send only the calls a budget kept this run from sending, and save it whole",
+    )
     run.set_defaults(func=cmd_run)

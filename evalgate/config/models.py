@@ -420,6 +420,15 @@ class JudgeCalibration(Strict):
     interval: Literal["bootstrap", "analytic"] = "bootstrap"
 
 
+class Budget(Strict):
+    """The most one run of the suite may spend; the run stops before a call that would pass it."""
+
+    # Calls to the model (retries included; cached replies are free and do not count).
+    max_calls: int | None = Field(default=None, gt=0)
+    # US dollars at the price table's prices (each call reserved at its max_tokens reply).
+    max_usd: float | None = Field(default=None, gt=0)
+
+
 class Suite(Strict):
     prompts: list[str] = Field(min_length=1, description="prompt files or globs")
     # The prompt version the product ships: the one pull requests and releases are gated on.
@@ -458,6 +467,8 @@ class Suite(Strict):
     agent: AgentSettings = AgentSettings()
     # Human labels for the judge scorer: `evalgate judge check` and the floor before it gates.
     judge: JudgeCalibration | None = None
+    # The most one run may spend (calls, dollars): past it the run stops, incomplete (exit 3).
+    budget: Budget = Budget()
 
     @field_validator("prompts", "cases", mode="before")
     @classmethod

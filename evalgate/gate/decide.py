@@ -576,7 +576,12 @@ def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:
             f"regression case {failure.id} failed (expected {failure.expected}, answered "
             f"{failure.candidate_answer}); regression cases must never fail"
         )
-    if candidate.incomplete:
+    if candidate.budget_stop is not None:
+        found.blockers.append(
+            f"the candidate run is incomplete: {candidate.budget_stop}; raise the budget and "
+            "resume it with `evalgate run VERSION --resume RUN`"
+        )
+    elif candidate.incomplete:
         found.blockers.append(
             f"the candidate run is incomplete: {candidate.errors} of {len(candidate.cases)} "
             f"cases errored{' (interrupted)' if candidate.interrupted else ''}; re-run it"

@@ -22,7 +22,7 @@ from evalgate.analysis.summary import RunSummary
 from evalgate.defaults import COMMENT_LIMIT
 from evalgate.gate.decide import Verdict, VerdictKind
 from evalgate.report.escape import fence, visible
-from evalgate.report.render import macros
+from evalgate.report.render import macros, money
 
 # GITHUB_STEP_SUMMARY takes at most 1 MiB per step.
 SUMMARY_LIMIT = 1_048_576
@@ -116,6 +116,10 @@ class CommentContext(BaseModel):
     suite_parts: list[tuple[str, VerdictKind]] = []
     # The judge's agreement with human labels (judge.md.j2), for suites that have labels.
     judge: str | None = None
+    # What the run was expected to cost before it started (``estimated``: an estimate was
+    # made; its ``expected_usd`` None when the model has no price).
+    estimated: bool = False
+    expected_usd: float | None = None
     version: str = __version__
 
     @model_validator(mode="after")
@@ -317,7 +321,7 @@ def _parts(ctx: CommentContext, m: Any, where: str) -> list[_Part]:
         _Part(
             "Reasons", lambda k: m.verdict(ctx, v, k, advice, where), rows=bullets, droppable=False
         ),
-        fixed(m.summary(v, s, _notes(v, s))),
+        fixed(m.summary(v, s, _notes(v, s), money(ctx.expected_usd) if ctx.estimated else None)),
         fixed(m.provenance(baseline, _baseline_lines(ctx))),
         fixed(ctx.judge or ""),
         _Part(

@@ -41,6 +41,17 @@ class Cache(Protocol):
     def put(self, request: Request, backend: str, reply: Reply) -> None: ...
 
 
+class Budget(Protocol):
+    """Asked before each call the backend is sent (running/budget.py); told what it cost."""
+
+    def admit(self, request: Request) -> bool: ...
+    def settle(self, request: Request, reply: Reply) -> None: ...
+
+
+# What a job the budget had no room for comes back as: an error outcome, never sent.
+NOT_SENT = Reply(error="not sent: the run's budget had no room for this call", error_kind="budget")
+
+
 @dataclass
 class Progress:
     total: int
@@ -106,15 +117,21 @@ def score_reply(job: Job, reply: Reply, scorer: Scorer, cached: bool = False) ->
     )
 
 
-def _call(backend: Backend, job: Job, cache: Cache | None) -> tuple[Reply, bool]:
+def _call(
+    backend: Backend, job: Job, cache: Cache | None, budget: Budget | None = None
+) -> tuple[Reply, bool]:
     if not job.cacheable:
         cache = None
     if cache is not None:
         hit = cache.get(job.request, backend.name)
         if hit is not None:
             return hit, True
+    if budget is not None and not budget.admit(job.request):
+        return NOT_SENT.model_copy(), False
     started = time.perf_counter()
     reply = backend.complete(job.request)
+    if budget is not None:
+        budget.settle(job.request, reply)
     if not reply.latency_s:
         reply.latency_s = time.perf_counter() - started
     if cache is not None and reply.error is None:
@@ -132,6 +149,7 @@ def execute(
     on_progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
     stop_when: Callable[[Job, Outcome], bool] | None = None,
+    budget: Budget | None = None,
 ) -> tuple[list[Outcome], bool]:
     """Run every job; returns one outcome per job (same order) and whether it was interrupted.
 
@@ -139,6 +157,8 @@ def execute(
     instead of one per case. ``stop_when`` sees each scored job and may end the run early (a
     sequential test that has decided): jobs not yet sent then come back as ``skipped``
     outcomes, which the pipeline leaves out, and the run is not counted as interrupted.
+    ``budget`` is asked before each call (a cached reply is no call): a call it refuses comes
+    back as a ``budget`` error outcome, not sent.
 
     Kept whole: the first call, the pool, the interrupt and the early stop share the running
     futures, the completion queue and the stop events; split up, that state would be passed
@@ -150,7 +170,7 @@ def execute(
 
     def work(index: int) -> Outcome:
         # Calls and scoring both happen in the worker: a judge scorer makes calls too.
-        reply, cached = _call(backend, jobs[index], cache)
+        reply, cached = _call(backend, jobs[index], cache, budget)
         return score_reply(jobs[index], reply, scorer, cached)
 
     decided = threading.Event()
@@ -167,7 +187,7 @@ def execute(
 
     interrupted = False
     if jobs:
-        reply, cached = _call(backend, jobs[0], cache)
+        reply, cached = _call(backend, jobs[0], cache, budget)
         if reply.error is not None and reply.error_kind in FATAL_KINDS:
             raise BackendError(
                 f"the API refused the first request (case {jobs[0].case_id!r}): {reply.error}",

@@ -21,7 +21,7 @@ from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ScorerConfig, Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.running.batch import BatchExecutor
-from evalgate.running.execute import Cache, Job, ProgressCallback, execute
+from evalgate.running.execute import Budget, Cache, Job, ProgressCallback, execute
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.trajectory import AgentSpec, ToolSpec
@@ -267,6 +267,8 @@ class RunSpec:
     shard: tuple[int, int] | None = None
     # Names the holdout's cases in the run file (keyed when the holdout secret is known).
     holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
+    # Send only these (case id, repeat) jobs: a resumed run's unsent calls, or extra repeats.
+    only: frozenset[tuple[str, int]] | None = None
 
 
 def cases_to_run(spec: RunSpec) -> list[Case]:
@@ -289,8 +291,10 @@ def run_suite(
     judge: Backend | None = None,
     stop_when: Callable[[Job, Outcome], bool] | None = None,
     batch: BatchExecutor | None = None,
+    budget: Budget | None = None,
 ) -> Run:
-    """``batch``: send every call in one message batch (half price, no cache, no early stop)."""
+    """``batch``: send every call in one message batch (half price, no cache, no early stop).
+    ``budget`` is asked before each call (see running/budget.py)."""
     suite = spec.suite
     cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
     if not cases:
@@ -303,6 +307,8 @@ def run_suite(
     scorer = build_scorer(suite.scorer, base_dir, judge)
     tools = tools_sha(suite, base_dir)
     jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools)
+    if spec.only is not None:
+        jobs = [j for j in jobs if (cases[j.case_index].id, j.repeat) in spec.only]
     started = time.perf_counter()
     if batch is not None and suite.tools:
         raise UserError(
@@ -323,6 +329,7 @@ def run_suite(
             cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
             on_progress=on_progress,
             stop_when=stop_when,
+            budget=budget,
         )
     wall = time.perf_counter() - started
     results = _case_results(cases, jobs, outcomes, spec.holdout_key)
@@ -384,6 +391,8 @@ def _case_results(
             outcomes=per_case[i],
         )
         for i, case in enumerate(cases)
+        # A case none of whose jobs was asked for (``RunSpec.only``) has no result.
+        if per_case[i]
     ]
     # The holdout keeps only hashes, groups and scores, from here on.
     results = redact_all(results, key)

@@ -188,6 +188,9 @@ class Run(BaseModel):
     sequential_e_max: float | None = None
     # Sent through the Message Batches API: every call at half price.
     batch: bool = False
+    # Why the budget stopped the run, with the calls and dollars spent (None: it did not).
+    # Its unsent calls are ``budget`` error outcomes, which `evalgate run --resume` sends.
+    budget_stop: str | None = None
     max_error_share: float = 0.02
     cases: list[CaseResult]
 
@@ -201,7 +204,7 @@ class Run(BaseModel):
     @property
     def incomplete(self) -> bool:
         """Too many errors (or an interrupted run): a gate must not pass on it."""
-        if self.interrupted:
+        if self.interrupted or self.budget_stop is not None:
             return True
         return bool(self.cases) and self.errors / len(self.cases) > self.max_error_share
 

@@ -32,7 +32,7 @@ from evalgate.config.load import load_config
 from evalgate.errors import UserError
 from evalgate.runs.schema import Run, read_run
 from tests.support.github_server import Artifact, GitHubServer, WorkflowRun
-from tests.support.messages_server import MessagesServer
+from tests.support.messages_server import Knobs, MessagesServer
 
 REPO = "acme/widgets"
 FORK = "forker/widgets"
@@ -917,3 +917,37 @@ def test_with_several_suites_the_outputs_explain_the_worst_verdict(
     for comment in gh.comments(REPO, 7):
         assert "**This pull request: INCONCLUSIVE** (2 suites, " in comment.body
         assert "bike-shop pass, second inconclusive). This suite's part:" in comment.body
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def test_the_pr_job_estimates_first_and_the_comment_shows_cost_and_expected(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer
+) -> None:
+    key = {"anthropic_api_key": "sk-ant-test-key"}
+    env = {"ANTHROPIC_BASE_URL": messages.url}
+    # As the API: Haiku 4.5 caches no prompt prefix under 4,096 tokens (data/prices.json).
+    messages.knobs = Knobs(cache_min_tokens=4096)
+    base = make_workspace(tmp_path / "base")
+    use_anthropic(base)
+    made = run_action(base, "push", push_event(), ref="refs/heads/main", inputs=key, env=env)
+    assert made.code == 0, made.out + made.err
+    upload(gh, Path(made.outputs["run_file"]).read_text(encoding="utf-8"))
+    open_pull(gh, {PROMPT: HARMLESS})
+    workspace = make_workspace(tmp_path, HARMLESS)
+    use_anthropic(workspace)
+    messages.reset()
+    job = pr_job(workspace, gh, inputs=key, env=env)
+
+    assert job.code == 0, job.out + job.err
+    # The estimate comes first: every token count before the first reply asked for.
+    paths = [r.path for r in messages.requests]
+    first = paths.index("/v1/messages")
+    assert first > 0 and set(paths[:first]) == {"/v1/messages/count_tokens"}
+    assert "/v1/messages/count_tokens" not in paths[first:]
+    assert "Estimate · bike-shop on anthropic/claude-haiku-4-5, before any call" in job.out
+    [comment] = comments(gh)
+    [row] = [line for line in comment.splitlines() if "(expected $" in line]
+    cost, expected = re.findall(r"\$([0-9.]+)", row.split("|")[-3])
+    assert abs(float(expected) - float(cost)) <= 0.25 * float(cost)

@@ -1398,6 +1398,11 @@ class MessagesServer:
 # ---------------------------------------------------------------------- functions
 
 
+# Sampling fields that ``POST /v1/messages/count_tokens`` refuses (400) where ``/v1/messages``
+# takes them.
+_NOT_COUNTED = ("max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream")
+
+
 def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
     """The body as the fake's Request, with the cacheable system prefix."""
     model = body.get("model")
@@ -1405,6 +1410,11 @@ def _parse(body: dict[str, Any], counting: bool = False) -> _Parsed:
         raise _Invalid(
             "model: Field required" if model is None else "model: Input should be a valid string"
         )
+    if counting:
+        # The token-counting endpoint takes the request's content, not how to sample a reply.
+        for name in _NOT_COUNTED:
+            if name in body:
+                raise _Invalid(f"{name}: Extra inputs are not permitted")
     max_tokens = body.get("max_tokens", 1024 if counting else None)
     if max_tokens is None:
         raise _Invalid("max_tokens: Field required")

@@ -1,0 +1,66 @@
+"""A run stopped by its budget, resumed: its unsent calls sent, every paid-for outcome kept.
+
+A call the budget refused is a ``budget`` error outcome at its place (case, repeat) in the run
+file; resuming sends exactly those calls (``RunSpec.only``) and puts each reply in its place.
+Pure: the caller runs the calls.
+"""
+
+from __future__ import annotations
+
+from evalgate.errors import UserError
+from evalgate.runs.schema import Run
+
+UNSENT = "budget"
+
+
+def unsent(run: Run) -> frozenset[tuple[str, int]]:
+    """The (case id, repeat) of every call the budget kept from being sent."""
+    return frozenset(
+        (c.id, r) for c in run.cases for r, o in enumerate(c.outcomes) if o.error_kind == UNSENT
+    )
+
+
+def check_resumable(run: Run, suite: str, prompt_sha256: str) -> None:
+    """A run can be resumed by the same suite and prompt, and only where names are plain."""
+    if run.suite != suite or run.prompt.sha256 != prompt_sha256:
+        raise UserError(
+            f"run {run.name} is of suite {run.suite} with another prompt text than this one",
+            fix="resume it with the prompt version (and text) it was made with",
+        )
+    if not unsent(run):
+        raise UserError(
+            f"run {run.name} has no unsent calls to resume",
+            fix="only a run the budget stopped (exit 3) can be resumed",
+        )
+    if any(c.split == "holdout" and c.input is None for c in run.cases):
+        raise UserError(
+            f"run {run.name} holds holdout cases under keyed names, which cannot be resumed",
+            fix="run it again whole",
+        )
+
+
+def fill(run: Run, more: Run) -> Run:
+    """``run`` with each unsent call replaced by ``more``'s outcome for it (in repeat order);
+    calls ``more`` could not send either stay unsent, and its budget line is the run's."""
+    pending: dict[str, list[int]] = {}
+    for case_id, repeat in sorted(unsent(run)):
+        pending.setdefault(case_id, []).append(repeat)
+    sent = more.by_id()
+    cases = []
+    for case in run.cases:
+        got = sent.get(case.id)
+        if got is None or case.id not in pending:
+            cases.append(case)
+            continue
+        outcomes = list(case.outcomes)
+        for repeat, outcome in zip(pending[case.id], got.outcomes, strict=False):
+            outcomes[repeat] = outcome
+        cases.append(case.model_copy(update={"outcomes": outcomes}))
+    return run.model_copy(
+        update={
+            "cases": cases,
+            "budget_stop": more.budget_stop,
+            "interrupted": more.interrupted,
+            "wall_s": round(run.wall_s + more.wall_s, 4),
+        }
+    )
