@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
+from evalgate.config import yamlcore
 from evalgate.config.load import load_yaml
 from evalgate.config.models import Fields
 from evalgate.errors import CaseFileError
@@ -109,7 +110,7 @@ def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
     text = files.decode(data, path, CaseFileError)
     # Duplicate keys are refused, as in evalgate.yml: YAML would let the last one win silently.
     loaded = load_yaml(text, path, CaseFileError)
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    root = yamlcore.compose(text)
     if isinstance(loaded, dict) and list(loaded) == ["cases"]:
         loaded = loaded["cases"]
         assert isinstance(root, yaml.MappingNode)
