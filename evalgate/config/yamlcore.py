@@ -16,12 +16,6 @@ import re
 from typing import Any
 
 import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.parser import Parser
-from yaml.reader import Reader
-from yaml.resolver import BaseResolver
-from yaml.scanner import Scanner
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -32,8 +26,20 @@ _FLOAT = re.compile(
 )
 
 
-class CoreResolver(BaseResolver):
-    """Plain scalars resolved by the YAML 1.2 core schema (and ``<<`` as a merge key)."""
+class CoreLoader(yaml.SafeLoader):
+    """A safe loader (no Python objects) that reads plain scalars by the YAML 1.2 core schema
+    (and ``<<`` as a merge key); ``012`` is twelve, ``0o12`` ten."""
+
+    # PyYAML's resolvers are YAML 1.1's: start from none, add the core schema's below.
+    yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML copies it on the first add
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = str(self.construct_scalar(node))
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        if value.startswith("0x"):
+            return int(value[2:], 16)
+        return int(value, 10)
 
 
 for _tag, _pattern, _first in (
@@ -43,34 +49,8 @@ for _tag, _pattern, _first in (
     ("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789")),
     ("tag:yaml.org,2002:merge", re.compile(r"^<<$"), ["<"]),
 ):
-    CoreResolver.add_implicit_resolver(_tag, _pattern, _first)
-
-
-class CoreConstructor(SafeConstructor):
-    """SafeConstructor with the core schema's integers (``012`` is twelve, ``0o12`` ten)."""
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:  # type: ignore[override]
-        value = str(self.construct_scalar(node))
-        if value.startswith("0o"):
-            return int(value[2:], 8)
-        if value.startswith("0x"):
-            return int(value[2:], 16)
-        return int(value, 10)
-
-
-CoreConstructor.add_constructor("tag:yaml.org,2002:int", CoreConstructor.construct_yaml_int)
-
-
-class CoreLoader(Reader, Scanner, Parser, Composer, CoreConstructor, CoreResolver):
-    """A safe loader (no Python objects) that reads plain scalars by the YAML 1.2 core schema."""
-
-    def __init__(self, stream: Any) -> None:
-        Reader.__init__(self, stream)
-        Scanner.__init__(self)
-        Parser.__init__(self)
-        Composer.__init__(self)
-        CoreConstructor.__init__(self)
-        CoreResolver.__init__(self)
+    CoreLoader.add_implicit_resolver(_tag, _pattern, _first)
+CoreLoader.add_constructor("tag:yaml.org,2002:int", CoreLoader.construct_yaml_int)
 
 
 def load(text: str) -> Any:
