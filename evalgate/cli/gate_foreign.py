@@ -70,6 +70,7 @@ def cmd_gate_foreign(ctx: Context) -> int:
             fix="gate two runs of the same tests (the same files, vars and descriptions)",
         )
     verdict = decide(baseline, candidate, policy)
+    notes += _unpaired(verdict, candidate)
     verdict = verdict.model_copy(update={"warnings": [*notes, *verdict.warnings]})
     _print(ctx, verdict, baseline, candidate)
     if verdict.kind == "fail":
@@ -82,6 +83,24 @@ def cmd_gate_foreign(ctx: Context) -> int:
         )
         return policy.inconclusive_exit
     return EXIT_OK
+
+
+def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
+    """How many cases the pairing left out, and why (never silently)."""
+    told = _identity(candidate)
+    lines = []
+    for count, why in (
+        (len(verdict.only_baseline), "are in the baseline only (no candidate result with"),
+        (len(verdict.only_candidate), "are in the candidate only (no baseline result with"),
+    ):
+        if count:
+            lines.append(f"{count} cases {why} {told}): left out of the pairing")
+    if verdict.edited:
+        lines.append(
+            f"{len(verdict.edited)} cases changed their test (the same {told}, other "
+            "assertions or target): left out of the pairing"
+        )
+    return lines
 
 
 def _identity(run: Run) -> str:
