@@ -76,6 +76,16 @@ def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, An
                 raise RunFileError(f"{name} is over 64 MiB", where=str(path))
             try:
                 return json.loads(archive.read(name))
+            except NotImplementedError:
+                # inspect_ai 0.3.2xx compresses its archives with zstd (zipfile-zstd), which
+                # Python's own zipfile cannot open before 3.14.
+                raise RunFileError(
+                    f"{name} in the .eval archive is compressed in a way Python's zipfile "
+                    "cannot read (zstd)",
+                    where=str(path),
+                    fix="write the log as JSON: inspect eval --log-format json, or "
+                    "`inspect log convert --to json --output-dir DIR LOG`",
+                ) from None
             except (zipfile.BadZipFile, OSError, ValueError) as exc:
                 raise RunFileError(
                     f"{name} in the archive cannot be read ({exc})"[:300],
