@@ -290,6 +290,8 @@ def _policy_changes(base: Suite, head: Suite) -> list[str]:
     ]
     if base.cases_format != head.cases_format:
         changed.append("cases_format")
+    if base.cases_format_fields != head.cases_format_fields:
+        changed.append("cases_format_fields")
     if base.sealed_holdout != head.sealed_holdout:
         changed.append("sealed_holdout")
     return changed

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
+from evalgate.config import yamlcore
 from evalgate.config.load import load_yaml
 from evalgate.config.models import Fields
 from evalgate.errors import CaseFileError
@@ -109,7 +110,7 @@ def _records_yaml(path: Path, data: bytes) -> list[tuple[int, Any]]:
     text = files.decode(data, path, CaseFileError)
     # Duplicate keys are refused, as in evalgate.yml: YAML would let the last one win silently.
     loaded = load_yaml(text, path, CaseFileError)
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    root = yamlcore.compose(text)
     if isinstance(loaded, dict) and list(loaded) == ["cases"]:
         loaded = loaded["cases"]
         assert isinstance(root, yaml.MappingNode)
@@ -147,7 +148,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             )
     if fields.id not in record:
         raise CaseFileError(
-            f"missing id field {fields.id!r}",
+            f"missing id field {fields.id!r} (fields found: {_names(record)})",
             where=where,
             fix="add it, or map another field with fields.id in evalgate.yml",
         )
@@ -157,9 +158,17 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     expected = record.get(fields.expected)
     if need_expected and expected is None:
         raise CaseFileError(
-            f"case {case_id!r} has no expected answer (field {fields.expected!r})",
+            f"case {case_id!r} has no expected answer (field {fields.expected!r}; fields "
+            f"found: {_names(record)})",
             where=where,
             fix="add it, or map another field with fields.expected in evalgate.yml",
+        )
+    if need_expected and isinstance(expected, str) and not expected.strip():
+        # An empty answer is in every reply (contains) or in none (exact): never a test.
+        raise CaseFileError(
+            f"case {case_id!r} has an empty expected answer (field {fields.expected!r})",
+            where=where,
+            fix="write the answer the reply must give, or drop the case",
         )
     optional: dict[str, str | None] = {}
     for key in ("group", "category", "split"):
@@ -185,7 +194,8 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         missing = [name for name in fields.input if name not in record]
         if missing:
             raise CaseFileError(
-                f"case {case_id!r} lacks input field {missing[0]!r}",
+                f"case {case_id!r} lacks input field {missing[0]!r} (fields found: "
+                f"{_names(record)})",
                 where=where,
                 fix="add it, or change fields.input in evalgate.yml",
             )
@@ -206,6 +216,11 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         ),
         source=where,
     )
+
+
+def _names(record: dict[str, Any]) -> str:
+    shown = [str(k) for k in list(record)[:12]]
+    return ", ".join(shown) + (", ..." if len(record) > 12 else "") if shown else "none"
 
 
 def parse_messages(value: Any, where: str) -> tuple[dict[str, str], ...]:

@@ -106,7 +106,12 @@ def _with_holdout_guard(verdict: Verdict, guards: dict[str, Guard], name: str) -
 
 def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
-    by suite name), with one familywise alpha: the same decision the action makes."""
+    by suite name), with one familywise alpha: the same decision the action makes. Results
+    other harnesses made (promptfoo, Inspect, JUnit XML) are gated by gate_foreign."""
+    from evalgate.cli.gate_foreign import cmd_gate_foreign, wants_foreign
+
+    if wants_foreign(ctx):
+        return cmd_gate_foreign(ctx)
     loaded = ctx.config()
     if ctx.args.estimate:
         return _estimate(ctx, loaded)
@@ -241,13 +246,19 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     gate.add_argument(
         "--baseline",
         required=True,
-        help="baseline run (name, prefix, path), or a folder of run files, one per suite",
+        help="baseline run (name, prefix, path), a folder of run files, one per suite, or "
+        "another harness's results (promptfoo -o FILE.json, an Inspect log, JUnit XML)",
     )
     gate.add_argument(
         "--candidate",
         required=True,
         help="candidate run, a prompt version to run now, or a folder of run files (matched "
         "to the baseline's by suite name; one decision over every suite)",
+    )
+    gate.add_argument(
+        "--results-format",
+        choices=["promptfoo", "inspect", "junit"],
+        help="the format of foreign results files (default: told by their content)",
     )
     gate.add_argument("--no-save", action="store_true", help="do not save a candidate run")
     gate.add_argument(

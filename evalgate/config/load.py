@@ -24,6 +24,7 @@ from evalgate.config.models import (
     file_arguments,
     valid_name,
 )
+from evalgate.config.yamlcore import CoreLoader
 from evalgate.config.yamlpos import line_of
 from evalgate.errors import (
     ConfigError,
@@ -155,8 +156,9 @@ class LoadedConfig(BaseModel):
         return [p.resolve() for p in paths]
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys, which YAML would let the last one win."""
+class UniqueKeyLoader(CoreLoader):
+    """A safe loader that refuses duplicate keys, which YAML would let the last one win, and
+    reads plain scalars by YAML 1.2's core schema (``Yes``, ``NO``, ``on`` stay strings)."""
 
 
 def _no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -218,7 +220,7 @@ def load_yaml(text: str, path: Path, error: type[UserError] = ConfigError) -> An
     try:
         if files.yaml_depth(text) > files.MAX_DEPTH:
             raise error(f"YAML nested too deeply (over {files.MAX_DEPTH} levels)", where=str(path))
-        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a safe loader (no Python objects)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

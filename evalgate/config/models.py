@@ -440,6 +440,11 @@ class Suite(Strict):
     cases_format: Literal["evalgate", "promptfoo", "openai-evals", "inspect", "langfuse"] = (
         "evalgate"
     )
+    # A foreign format's own field names for its dataset's fields (inspect: input, target, id,
+    # choices; openai-evals: input, ideal), as `evalgate import --input-field` names them.
+    cases_format_fields: dict[Literal["input", "target", "ideal", "id", "choices"], str] = Field(
+        default_factory=dict
+    )
     # How the case files' fields map onto evalgate's.
     fields: Fields = Fields()
     # The user turn (jinja2, StrictUndefined), the same for every prompt version.

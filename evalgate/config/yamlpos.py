@@ -6,11 +6,13 @@ from collections.abc import Sequence
 
 import yaml
 
+from evalgate.config import yamlcore
+
 
 def line_of(text: str, path: Sequence[str | int]) -> int | None:
     """The 1-based line of the deepest node of ``path`` found in the YAML ``text``."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlcore.compose(text)
     except yaml.YAMLError:
         return None
     line = None

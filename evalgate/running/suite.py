@@ -136,6 +136,7 @@ def read_suite_cases(
             root=loaded.root,
             need_expected=need,
             on_note=on_note,
+            rename={str(k): v for k, v in suite.cases_format_fields.items()},
         )
     cases = list(plain.cases)
     hashes = dict(plain.file_hashes)

@@ -205,6 +205,26 @@ def test_a_bad_jsonl_file_gets_one_message_naming_file_and_line(
         assert word in message
 
 
+def test_yaml_case_values_are_the_strings_the_file_shows(write: Callable[..., Path]) -> None:
+    # YAML 1.1 (PyYAML's default) reads Yes, NO, on, 012 and 2025-01-31 as True, False, True,
+    # 10 and a date; YAML 1.2's core schema, which case files are read by, keeps them strings
+    # and 012 the integer twelve. true and null are still the boolean and null.
+    path = write(
+        "- {id: a, category: Yes, message: NO}\n"
+        "- {id: b, category: 'no', message: on, when: 2025-01-31, n: 012, t: true, z: null}\n",
+        "cases.yml",
+    )
+    cases = load_case_file(path, Fields(expected="category"))
+    assert cases[0].expected == "Yes"
+    assert cases[0].input["message"] == "NO"
+    second = cases[1].input
+    assert second["message"] == "on"
+    assert second["when"] == "2025-01-31"
+    assert second["n"] == 12
+    assert second["t"] is True
+    assert second["z"] is None
+
+
 @pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["empty", "blank-lines"])
 def test_an_empty_file_is_named(write: Callable[..., Path], content: str) -> None:
     path = write(content)
@@ -229,10 +249,11 @@ BAD_YAML = [
         ":2",
         ["'split' is 'later'"],
     ),
-    # YAML has values JSON has not: each names its field.
+    # YAML has values JSON has not: each names its field. (A plain 2025-01-31 is a string by
+    # YAML 1.2's core schema; only an explicit tag makes a date.)
     (
         "date",
-        "- {id: a, category: x, message: hi, when: 2025-01-31}\n",
+        "- {id: a, category: x, message: hi, when: !!timestamp 2025-01-31}\n",
         ":1",
         ["field 'when'", "date"],
     ),

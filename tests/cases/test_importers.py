@@ -390,7 +390,7 @@ def test_malformed_input_names_file_and_line(
 
 def test_a_record_that_is_not_plain_json_is_refused_with_its_line(tmp_path: Path) -> None:
     path = tmp_path / "tests.yaml"
-    path.write_text("- vars: {q: 2024-01-01}\n  assert: [{type: contains, value: x}]\n")
+    path.write_text("- vars: {q: !!timestamp 2024-01-01}\n  assert: [{type: contains, value: x}]\n")
     code, _, err = cli("import", "promptfoo", str(path), "--out", str(tmp_path / "c.jsonl"))
     assert code == 2
     assert f"{path}:1" in err and "not plain JSON data" in err

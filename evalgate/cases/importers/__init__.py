@@ -126,13 +126,14 @@ def load_foreign(
     root: Path | None = None,
     need_expected: bool = True,
     on_note: Callable[[str], None] | None = None,
+    rename: dict[str, str] | None = None,
 ) -> CaseSet:
     """A suite's cases read from foreign files, as ``evalgate.cases.load_cases`` reads its own."""
     cases: list[Case] = []
     seen: dict[str, str] = {}
     hashes: dict[str, str] = {}
     for path in paths:
-        conversion = convert(format, path, scorer=scorer)
+        conversion = convert(format, path, scorer=scorer, rename=rename)
         for case in validate(conversion, fields, need_expected=need_expected):
             add_unique(case, cases, seen)
         for file in conversion.source.files:

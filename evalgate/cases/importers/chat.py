@@ -14,6 +14,8 @@ from typing import Any
 from evalgate.cases.importers.core import Draft, Notes, Source
 from evalgate.errors import CaseFileError
 
+# OpenAI evals' names of few-shot system messages -> the turn they stand for.
+FEW_SHOT = {"example_user": "user", "example_assistant": "assistant"}
 HISTORY_FIX = (
     "kept as the case's 'history' field, not sent; to send it, add history to fields.input and "
     "{{ history }} to the template"
@@ -62,22 +64,49 @@ def user_turn(
                 where=where,
                 fix='write messages as {"role": "user", "content": "..."}',
             )
-        turns.append((str(message["role"]), content_text(message["content"], where, notes)))
+        role = str(message["role"])
+        # OpenAI evals' few-shot turns: system messages named example_user / example_assistant
+        # (evals' chat prompts), sent to the model as the user's and the assistant's turns.
+        named = FEW_SHOT.get(str(message.get("name"))) if role == "system" else None
+        turns.append(
+            (f"few-shot {named}" if named else role, content_text(message["content"], where, notes))
+        )
+    if all(role in ("system", "developer") for role, _ in turns):
+        # A sample of system messages only (evals' logic samples): they are the question.
+        notes.add(
+            "sample of system messages only",
+            "its text is the case's input, sent as the user turn (evalgate's system prompt is "
+            "the prompt file)",
+            where,
+        )
+        return "\n\n".join(text for _, text in turns), {}
     system = [text for role, text in turns if role in ("system", "developer")]
     if system:
         systems["\n\n".join(system)] += 1
     rest = [(role, text) for role, text in turns if role not in ("system", "developer")]
-    if not rest or rest[-1][0] != "user":
+    if not rest or rest[-1][0] not in ("user", "few-shot user"):
         raise CaseFileError(
             "the chat messages do not end with a user turn",
             where=where,
             fix="the last message should be the user's, the one the model answers",
         )
     extra: dict[str, Any] = {}
-    if len(rest) > 1:
-        extra["history"] = "\n".join(f"{role}: {text}" for role, text in rest[:-1])
+    prior = [(role.removeprefix("few-shot "), text) for role, text in rest[:-1]]
+    few_shot = any(role.startswith("few-shot ") for role, _ in rest[:-1])
+    if few_shot and _alternate(prior):
+        extra["messages"] = [{"role": role, "content": text} for role, text in prior]
+        notes.map("few-shot example_user / example_assistant", "messages (sent as turns)")
+    elif prior:
+        extra["history"] = "\n".join(f"{role}: {text}" for role, text in prior)
         notes.add("earlier turns (few-shot or multi-turn)", HISTORY_FIX, where)
     return rest[-1][1], extra
+
+
+def _alternate(turns: list[tuple[str, str]]) -> bool:
+    """Turns evalgate can send before the user turn: user, assistant, ... ending assistant."""
+    roles = [role for role, _ in turns]
+    want = ["user", "assistant"] * (len(roles) // 2)
+    return bool(roles) and roles == want
 
 
 def report_systems(source: Source, systems: Counter[str]) -> None:

@@ -581,6 +581,14 @@ def finish(source: Source, plan: Plan) -> Conversion:
                 "filled with an empty string, as the source's template would render it",
                 draft.where,
             )
+        for name, value in draft.inputs.items():
+            if isinstance(value, dict):
+                # A template would render it as a Python repr: no model was ever sent that.
+                raise CaseFileError(
+                    f"input {name!r} is an object, not text",
+                    where=draft.where,
+                    fix="write the input as text (JSON inside a string, if the prompt wants JSON)",
+                )
         scored, expected, reason = _expected(draft, plan, notes)
         _note_other_checks(draft, plan, scored, notes)
         record: dict[str, Any] = {"id": case_id}

@@ -5,8 +5,10 @@ counts), ``id`` and ``metadata``; a CSV has columns input, target, id and more, 
 as metadata. A sample whose input is a transcript with tool calls becomes an agent case (see
 transcript.py). A dataset with other names (read through a FieldSpec) maps them with
 ``evalgate import inspect FILE --input-field question --target-field answer`` (and --id-field,
---choices-field). Samples with ``choices`` and a letter target (``multiple_choice()``) send the
-choices as ``A) ...`` lines and are scored by the exact letter.
+--choices-field; ``cases_format_fields`` in evalgate.yml). Samples with ``choices`` (a list, or
+a CSV cell split at commas as Inspect's read_choices splits it) and a letter target
+(``multiple_choice()``) send the choices as ``A) ...`` lines and are scored by the exact letter.
+Targets are compared stripped of surrounding whitespace, as Inspect's match() compares them.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def _records(path: Path, notes: Notes, rename: dict[str, str]) -> list[tuple[int
         records = []
         for line, row in rows:
             record: dict[str, Any] = {k: row[k] for k in ("input", "target", "id") if row.get(k)}
-            metadata = {k: v for k, v in row.items() if k not in ("input", "target", "id") and v}
+            if row.get("choices", "").strip():
+                record["choices"] = read_choices(row["choices"])
+            own = ("input", "target", "id", "choices")
+            metadata = {k: v for k, v in row.items() if k not in own and v}
             if metadata:
                 record["metadata"] = metadata
             records.append((line, record))
@@ -62,6 +67,15 @@ def _records(path: Path, notes: Notes, rename: dict[str, str]) -> list[tuple[int
     if suffix == ".json":
         return rename_fields(read.json_items(path), rename, path, notes)
     return rename_fields(read.jsonl_records(path), rename, path, notes)
+
+
+def read_choices(cell: str) -> list[str]:
+    """A CSV cell of choices as Inspect's read_choices splits it: at commas, or at whitespace
+    when there is no comma; each stripped, empty ones dropped."""
+    parts = cell.split(",")
+    if len(parts) == 1:
+        parts = cell.split()
+    return [part.strip() for part in parts if part.strip()]
 
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -151,7 +165,17 @@ def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
         elif target in (None, "", []):
             notes.add("sample without target", "add a target, or score with a judge", where)
         else:
-            answers = [str(t) for t in target] if isinstance(target, list) else [str(target)]
+            # Inspect's match() compares the target stripped of surrounding whitespace.
+            given = target if isinstance(target, list) else [target]
+            answers = [str(t).strip() for t in given]
+            if any(not a for a in answers):
+                raise CaseFileError(
+                    "a target is empty once stripped of whitespace, so no reply could match it",
+                    where=where,
+                    fix="write the expected answer, or leave the target out",
+                )
+            if answers != [str(t) for t in given]:
+                notes.map("target (surrounding whitespace)", "stripped, as Inspect's scorers")
             draft.checks.append(Check("target", ANSWER, answers, case_sensitive=False))
         from_metadata(draft, sample.get("metadata"), notes)
         for key, value in sample.items():

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from evalgate.cases.read import _records_jsonl, read_case_bytes
+from evalgate.config import yamlcore
 from evalgate.errors import CaseFileError
 
 _BOM = b"\xef\xbb\xbf"
@@ -144,8 +145,8 @@ def yaml_document(path: Path) -> tuple[Any, yaml.Node | None]:
     """The loaded YAML document and its node tree (for line numbers)."""
     text = _text(path, read_bytes(path))
     try:
-        node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
-        return yaml.safe_load(text), node
+        node: yaml.Node | None = yamlcore.compose(text)
+        return yamlcore.load(text), node
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

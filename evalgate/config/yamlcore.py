@@ -1,0 +1,63 @@
+"""YAML 1.2's core schema for every YAML file evalgate reads (evalgate.yml and case files).
+
+PyYAML resolves plain scalars by YAML 1.1, where ``yes``, ``No``, ``on`` and ``off`` are
+booleans, ``012`` is octal, ``1:30`` is a base-60 number and ``2024-01-01`` a date: a case whose
+answer is ``Yes`` or whose input is the country code ``NO`` would reach the model, or be expected,
+as ``True`` or ``False``. YAML 1.2's core schema (what promptfoo's js-yaml reads, and what the
+YAML spec has said since 2009) keeps them strings: only ``true``/``false`` (also ``True``,
+``TRUE``...) are booleans, only ``null``, ``~`` and the empty value are null, integers are
+decimal, ``0o`` octal or ``0x`` hex, floats as JSON writes them plus ``.inf`` and ``.nan``.
+The merge key ``<<`` is kept, as js-yaml keeps it. Dates stay strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+class CoreLoader(yaml.SafeLoader):
+    """A safe loader (no Python objects) that reads plain scalars by the YAML 1.2 core schema
+    (and ``<<`` as a merge key); ``012`` is twelve, ``0o12`` ten."""
+
+    # PyYAML's resolvers are YAML 1.1's: start from none, add the core schema's below.
+    yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML copies it on the first add
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = str(self.construct_scalar(node))
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        if value.startswith("0x"):
+            return int(value[2:], 16)
+        return int(value, 10)
+
+
+for _tag, _pattern, _first in (
+    ("tag:yaml.org,2002:bool", _BOOL, list("tTfF")),
+    ("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", _INT, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789")),
+    ("tag:yaml.org,2002:merge", re.compile(r"^<<$"), ["<"]),
+):
+    CoreLoader.add_implicit_resolver(_tag, _pattern, _first)
+CoreLoader.add_constructor("tag:yaml.org,2002:int", CoreLoader.construct_yaml_int)
+
+
+def load(text: str) -> Any:
+    """A YAML document by the core schema (duplicate keys not checked: see config.load)."""
+    return yaml.load(text, Loader=CoreLoader)  # a safe loader (no Python objects)
+
+
+def compose(text: str) -> yaml.Node | None:
+    """The node tree of a YAML document (for line numbers), tags by the core schema."""
+    return yaml.compose(text, Loader=CoreLoader)

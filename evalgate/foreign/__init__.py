@@ -1,0 +1,78 @@
+"""Results other harnesses made, read into evalgate's run model so the gate decides on them.
+
+``evalgate gate --baseline A --candidate B`` reads promptfoo's output (``promptfoo eval -o
+FILE.json``), Inspect's logs (``.eval`` archives and ``.json``) and JUnit XML (``pytest
+--junitxml``), told apart by their content or named with ``--format``. Each reader is one
+module; build.py makes the run. A file that cannot be read (truncated, of an unknown version,
+from an unfinished run, with nothing to pair) is one line naming it and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, get_args
+
+from evalgate import files
+from evalgate.errors import RunFileError
+from evalgate.foreign import inspect, junit, promptfoo
+from evalgate.foreign.build import ForeignRun
+from evalgate.runs.schema import Run
+
+Format = Literal["promptfoo", "inspect", "junit"]
+FORMATS: tuple[str, ...] = get_args(Format)
+_READERS = {"promptfoo": promptfoo.read, "inspect": inspect.read, "junit": junit.read}
+
+__all__ = ["FORMATS", "Format", "detect", "read_results"]
+
+
+def detect(path: Path, data: bytes) -> str | None:
+    """The foreign format of a file by its content, or None (an evalgate run file, or unknown)."""
+    if data[:4] == b"PK\x03\x04" or path.suffix.lower() == ".eval":
+        return "inspect"
+    if junit.looks_like(data):
+        return "junit"
+    head = data.lstrip()[:1]
+    if head != b"{":
+        return None
+    try:
+        whole = json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # A JSON file cut short: tell its format by the words near its start, to name it.
+        start = data[:4096]
+        if b'"evalId"' in start:
+            return "promptfoo"
+        if b'"eval"' in start and b'"status"' in start:
+            return "inspect"
+        return None
+    if promptfoo.looks_like(whole):
+        return "promptfoo"
+    if inspect.looks_like(whole):
+        return "inspect"
+    return None
+
+
+def is_foreign(path: Path) -> bool:
+    """Whether ``path`` is a file of another harness's results (not an evalgate run file)."""
+    if not path.is_file():
+        return False
+    return detect(path, files.read_bytes(path, "results file", RunFileError)) is not None
+
+
+def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
+    data = files.read_bytes(path, "results file", RunFileError)
+    found = format or detect(path, data)
+    if found is None:
+        raise RunFileError(
+            "not a results file evalgate reads (promptfoo output, an Inspect log, JUnit XML)",
+            where=str(path),
+            fix="name its format with --format promptfoo|inspect|junit, or pass an evalgate run",
+        )
+    if found not in _READERS:
+        raise RunFileError(f"unknown results format {found!r}", fix=f"use {', '.join(FORMATS)}")
+    return _READERS[found](path, data)
+
+
+def read_results(path: Path, format: str | None = None) -> Run:
+    """The run a foreign results file stands for."""
+    return read_foreign(path, format).run()

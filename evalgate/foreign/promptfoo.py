@@ -1,0 +1,162 @@
+"""promptfoo's results (``promptfoo eval -o FILE.json``), as its TypeScript types say them.
+
+``OutputFile`` (src/types): ``{evalId, results, config, shareableUrl, metadata}``, ``results``
+an ``EvaluateSummaryV3`` (``version: 3``, ``results``, ``prompts``, ``stats``) or the older
+``EvaluateSummaryV2`` (``version: 2``, ``table`` too). Each ``EvaluateResult`` is one test, one
+prompt, one provider and one repeat: ``testCase`` (its vars, description, assert), ``vars``,
+``promptId`` and ``prompt`` (label; raw is the text rendered for the test), ``provider`` (id,
+label), ``success``, ``score``, ``failureReason``
+(0 none, 1 an assertion failed, 2 an error), ``error``, ``response.output``.
+
+A test is told by its vars and description (promptfoo gives repeats their own ``testIdx``, so
+the index names no test across runs); its repeats are the results that share them. A pass is
+promptfoo's own ``success`` (its assertions, weights and threshold); an error is an error, not
+a failure. One file gates one prompt and one provider: a file of several is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import RunFileError
+from evalgate.foreign.build import (
+    ForeignCase,
+    ForeignRun,
+    digest,
+    errored,
+    load_json,
+    passed,
+)
+
+VERSIONS = (2, 3)
+_ERROR = 2
+
+
+def looks_like(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), dict)
+        and "evalId" in data
+        and "results" in data["results"]
+    )
+
+
+def _identity_vars(result: dict[str, Any]) -> dict[str, Any]:
+    test: dict[str, Any] = result["testCase"] if isinstance(result.get("testCase"), dict) else {}
+    given = test.get("vars") if isinstance(test.get("vars"), dict) else result.get("vars")
+    # promptfoo adds its runtime vars (__evalId, __evalStepId, __repeatIndex) to what it renders.
+    return {k: v for k, v in (given or {}).items() if not str(k).startswith("__")}
+
+
+def read(path: Path, data: bytes) -> ForeignRun:
+    whole = load_json(path, data, "promptfoo output")
+    if not looks_like(whole):
+        raise RunFileError(
+            "not promptfoo output (no evalId and results.results)",
+            where=str(path),
+            fix="write it with `promptfoo eval -o FILE.json`",
+        )
+    summary = whole["results"]
+    version = summary.get("version")
+    if version not in VERSIONS:
+        raise RunFileError(
+            f"promptfoo output of version {version!r}: evalgate reads versions 2 and 3",
+            where=str(path),
+            fix="write it with a promptfoo of 0.50 or later (`promptfoo eval -o FILE.json`)",
+        )
+    results = summary.get("results")
+    if not isinstance(results, list):
+        raise RunFileError("promptfoo output without a list of results", where=str(path))
+    combos = {(_provider(r), _prompt(r)) for r in results if isinstance(r, dict)}
+    if len(combos) > 1:
+        shown = "; ".join(sorted(f"{p} with prompt {q[:30]!r}" for p, q in combos)[:3])
+        raise RunFileError(
+            f"the file holds {len(combos)} prompt and provider pairs ({shown}): the gate "
+            "compares one with one",
+            where=str(path),
+            fix="run promptfoo with one prompt and one provider per output file (--filter-"
+            "providers, --filter-prompts)",
+        )
+    config = whole.get("config") if isinstance(whole.get("config"), dict) else {}
+    first = next((r for r in results if isinstance(r, dict)), {})
+    provider, prompt = combos.pop() if combos else ("unknown", "")
+    asserts = sorted(
+        {
+            str(a.get("type"))
+            for r in results
+            if isinstance(r, dict)
+            for a in ((r.get("testCase") or {}).get("assert") or [])
+            if isinstance(a, dict)
+        }
+    )
+    default = config.get("defaultTest") if isinstance(config.get("defaultTest"), dict) else {}
+    grader = (default.get("options") or {}).get("provider") if default else None
+    run = ForeignRun(
+        format="promptfoo",
+        path=path,
+        suite=str(config.get("description") or "promptfoo"),
+        model=provider,
+        model_settings=(first.get("provider") or {}),
+        prompt_name=str((first.get("prompt") or {}).get("label") or "prompt"),
+        prompt_text=prompt,
+        scorer={"kind": "promptfoo", "assertions": asserts, "grader": grader},
+    )
+    for result in results:
+        if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
+            run.drop("results without a success flag")
+            continue
+        test: dict[str, Any] = (
+            result["testCase"] if isinstance(result.get("testCase"), dict) else {}
+        )
+        variables = _identity_vars(result)
+        description = test.get("description") or result.get("description")
+        identity = {"vars": variables, "description": description}
+        case = ForeignCase(
+            id="pf-" + digest(identity)[:12],
+            input={str(k): v for k, v in variables.items()},
+            expected=_expected(test),
+            hash=digest({**identity, "assert": test.get("assert")}),
+            category=_category(test),
+        )
+        output = (result.get("response") or {}).get("output")
+        answer = output if isinstance(output, str) else None
+        if result.get("failureReason") == _ERROR or (result.get("error") and not result["success"]):
+            outcome = errored(str(result.get("error") or "error"), answer)
+        else:
+            reason = (result.get("gradingResult") or {}).get("reason")
+            outcome = passed(result["success"], answer, str(reason) if reason else None)
+        run.add(case, outcome)
+    return run
+
+
+def _expected(test: dict[str, Any]) -> Any:
+    """What the report shows as expected: the first assertion's value (as promptfoo rendered
+    it into the result's test case), with its type when it is not an equality."""
+    asserts = test.get("assert")
+    first = asserts[0] if isinstance(asserts, list) and asserts else None
+    if not isinstance(first, dict) or first.get("value") is None:
+        return None
+    value = first["value"]
+    return value if first.get("type") == "equals" else f"{first.get('type')}: {value}"
+
+
+def _provider(result: dict[str, Any]) -> str:
+    provider = result.get("provider")
+    if isinstance(provider, dict):
+        return str(provider.get("id") or provider.get("label") or "unknown")
+    return str(provider or "unknown")
+
+
+def _prompt(result: dict[str, Any]) -> str:
+    """The prompt's identity: ``promptId`` (a hash of the prompt as written; ``prompt.raw`` is
+    the text rendered for this test), else its label."""
+    prompt = result.get("prompt")
+    label = prompt.get("label") if isinstance(prompt, dict) else None
+    return str(result.get("promptId") or label or "")
+
+
+def _category(test: dict[str, Any]) -> str | None:
+    metadata = test.get("metadata")
+    value = metadata.get("category") if isinstance(metadata, dict) else None
+    return str(value) if isinstance(value, str | int) else None

@@ -1,0 +1,349 @@
+"""Results other harnesses made, gated: promptfoo's output (written here in the shape of its
+TypeScript types, src/types: OutputFile, EvaluateSummaryV3, EvaluateResult), Inspect logs
+(.eval archives and .json, in inspect_ai.log's shape) and JUnit XML, read into the run model;
+pairing by test identity, repeats, provenance, and one line for each kind of bad file."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from evalgate.errors import RunFileError
+from evalgate.foreign import detect, read_foreign, read_results
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+# ------------------------------------------------------------------------------------------
+# promptfoo
+# ------------------------------------------------------------------------------------------
+
+
+def pf_result(
+    i: int,
+    ok: bool,
+    *,
+    repeat: int = 0,
+    provider: str = "anthropic:messages:m",
+    prompt_id: str = "p1",
+    error: str | None = None,
+) -> dict[str, Any]:
+    vars_ = {"q": f"question {i}"}
+    return {
+        "promptIdx": 0,
+        "testIdx": i + 100 * repeat,  # promptfoo numbers every repeat apart
+        "testCase": {
+            "vars": vars_,
+            "description": f"case {i}",
+            "assert": [{"type": "equals", "value": "yes"}],
+        },
+        "promptId": prompt_id,
+        "provider": {"id": provider, "label": None},
+        "prompt": {"raw": f"Answer: question {i}", "label": "prompt.txt"},
+        "vars": {**vars_, "__repeatIndex": repeat},
+        "response": {"output": "yes" if ok else "no"},
+        "error": error,
+        "failureReason": 2 if error else (0 if ok else 1),
+        "success": ok and not error,
+        "score": 1 if ok else 0,
+        "latencyMs": 3,
+        "namedScores": {},
+    }
+
+
+def pf_output(results: list[dict[str, Any]], version: int = 3) -> dict[str, Any]:
+    return {
+        "evalId": "eval-1",
+        "results": {
+            "version": version,
+            "timestamp": "2026-11-30T00:00:00Z",
+            "results": results,
+            "prompts": [],
+            "stats": {"successes": 0, "failures": 0, "errors": 0, "tokenUsage": {}},
+        },
+        "config": {"description": "triage"},
+        "shareableUrl": None,
+    }
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_promptfoo_tests_pair_by_vars_and_description_with_repeats(tmp_path: Path) -> None:
+    results = [pf_result(i, True, repeat=r) for r in range(2) for i in range(3)]
+    results.append(pf_result(3, True, error="HTTP 529 overloaded"))
+    run = read_results(write_json(tmp_path / "out.json", pf_output(results)))
+    assert len(run.cases) == 4
+    assert [len(c.outcomes) for c in run.cases] == [2, 2, 2, 1]
+    assert run.cases[0].input == {"q": "question 0"}  # the runtime var __repeatIndex is not
+    assert run.cases[0].expected == "yes"
+    assert run.cases[3].error == "HTTP 529 overloaded"  # an error, not a failure
+    assert (run.model.backend, run.model.name, run.suite) == (
+        "promptfoo",
+        "anthropic:messages:m",
+        "triage",
+    )
+    assert run.repeats == 2
+
+
+def test_promptfoo_version_2_output_is_read_too(tmp_path: Path) -> None:
+    data = pf_output([pf_result(0, True)], version=2)
+    data["results"]["table"] = {"head": {"prompts": [], "vars": ["q"]}, "body": []}
+    assert len(read_results(write_json(tmp_path / "v2.json", data)).cases) == 1
+
+
+def test_a_file_of_several_providers_is_refused(tmp_path: Path) -> None:
+    results = [pf_result(0, True), pf_result(0, True, provider="openai:gpt-x")]
+    path = write_json(tmp_path / "two.json", pf_output(results))
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert "2 prompt and provider pairs" in str(caught.value)
+
+
+def gate_files(
+    tmp_path: Path, base: list[dict[str, Any]], cand: list[dict[str, Any]]
+) -> tuple[int, str, str]:
+    a = write_json(tmp_path / "base.json", pf_output(base))
+    b = write_json(tmp_path / "cand.json", pf_output(cand))
+    return cli(
+        "gate",
+        "--baseline",
+        str(a),
+        "--candidate",
+        str(b),
+        "--config",
+        str(tmp_path / "evalgate.yml"),
+    )
+
+
+def test_a_candidate_that_breaks_12_percent_fails_without_an_evalgate_yml(tmp_path: Path) -> None:
+    # 50 cases, 6 broken (12%), none fixed: the exact conditional test's p is 2 * 0.5**6
+    # = 0.03125 two-sided... one-sided 0.5**6 = 0.0156 (binomial, 6 of 6 discordant pairs
+    # broken), under the paired test's share of alpha.
+    base = [pf_result(i, True) for i in range(50)]
+    cand = [pf_result(i, i >= 6) for i in range(50)]
+    code, out, err = gate_files(tmp_path, base, cand)
+    assert code == 1, err
+    assert out.startswith("Verdict: FAIL")
+    assert "broke 6, fixed 0" in out
+    assert "the gate's defaults decided" in out
+
+
+def test_an_unchanged_candidate_does_not_fail(tmp_path: Path) -> None:
+    base = [pf_result(i, True) for i in range(50)]
+    code, out, _ = gate_files(tmp_path, base, base)
+    assert code == 0
+    assert "Verdict: FAIL" not in out
+
+
+def test_another_model_is_reported_and_another_scorer_is_inconclusive(tmp_path: Path) -> None:
+    base = [pf_result(i, True) for i in range(50)]
+    other_model = [pf_result(i, True, provider="anthropic:messages:other") for i in range(50)]
+    _, out, _ = gate_files(tmp_path, base, other_model)
+    assert "different models" in out
+    other_scorer = [pf_result(i, True) for i in range(50)]
+    for result in other_scorer:
+        result["testCase"]["assert"] = [{"type": "icontains", "value": "yes"}]
+    _, out, _ = gate_files(tmp_path, base, other_scorer)
+    assert "Verdict: INCONCLUSIVE" in out, out
+    assert "scorer" in out
+
+
+def test_the_evalgate_yml_gate_settings_are_used_when_there_is_one(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "v1.txt").write_text("x")
+    (tmp_path / "cases.jsonl").write_text('{"id": "a", "input": "x", "expected": "y"}\n')
+    (tmp_path / "evalgate.yml").write_text(
+        "suites:\n  s:\n    prompts: [prompts/v1.txt]\n    cases: [cases.jsonl]\n"
+        "    scorer: {kind: exact}\n    gate: {alpha: 0.001}\n"
+    )
+    base = [pf_result(i, True) for i in range(50)]
+    cand = [pf_result(i, i >= 6) for i in range(50)]
+    code, out, _ = gate_files(tmp_path, base, cand)
+    # At alpha 0.001 six broken cases (p = 0.0156) are not enough to fail.
+    assert code == 0
+    assert "Verdict: FAIL" not in out
+    assert "defaults" not in out
+
+
+def test_dropped_and_unpaired_cases_are_counted(tmp_path: Path) -> None:
+    base = [pf_result(i, True) for i in range(50)]
+    cand = [pf_result(i, True) for i in range(45)]
+    broken = pf_result(49, True)
+    del broken["success"]
+    cand.append(broken)
+    _, out, _ = gate_files(tmp_path, base, cand)
+    assert "1 results without a success flag left out" in out
+    assert "5 cases are in the baseline only" in out
+    assert "its vars and description" in out
+
+
+def test_nothing_to_pair_is_one_line(tmp_path: Path) -> None:
+    base = [pf_result(i, True) for i in range(5)]
+    cand = [pf_result(i + 10, True) for i in range(5)]
+    code, _, err = gate_files(tmp_path, base, cand)
+    assert code == 2
+    assert "pairs with one of" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (lambda: json.dumps(pf_output([pf_result(0, True)]))[:200], "truncated"),
+        (lambda: json.dumps(pf_output([pf_result(0, True)], version=9)), "version 9"),
+        (lambda: "[1, 2]", "not a results file"),
+    ],
+    ids=["truncated", "unknown-version", "unknown"],
+)
+def test_a_bad_promptfoo_file_is_one_line_naming_it(
+    tmp_path: Path, content: Any, words: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content())
+    good = write_json(tmp_path / "good.json", pf_output([pf_result(0, True)]))
+    code, _, err = cli("gate", "--baseline", str(bad), "--candidate", str(good))
+    assert code == 2
+    assert str(bad) in err and words in err, err
+    assert err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Inspect
+# ------------------------------------------------------------------------------------------
+
+
+def inspect_header(status: str = "success", version: int = 2) -> dict[str, Any]:
+    return {
+        "version": version,
+        "status": status,
+        "eval": {
+            "task": "triage",
+            "model": "anthropic/m",
+            "created": "2026-11-30T00:00:00+00:00",
+            "dataset": {"name": "d"},
+            "config": {"epochs": 2},
+            "model_generate_config": {},
+        },
+        "plan": {"steps": [{"solver": "generate", "params": {}}]},
+        "results": {"scores": [{"name": "match", "scorer": "match", "params": {}}]},
+    }
+
+
+def inspect_sample(i: int, epoch: int, value: Any) -> dict[str, Any]:
+    return {
+        "id": i,
+        "epoch": epoch,
+        "input": f"question {i}",
+        "target": "yes",
+        "output": {"model": "m", "completion": "yes"},
+        "scores": {"match": {"value": value, "answer": "yes"}},
+    }
+
+
+def write_eval(path: Path, header: dict[str, Any] | None, samples: list[dict[str, Any]]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("_journal/start.json", json.dumps({"version": 2}))
+        for s in samples:
+            archive.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+        if header is not None:
+            archive.writestr("header.json", json.dumps(header))
+    return path
+
+
+def test_an_eval_archive_reads_samples_with_epochs_as_repeats(tmp_path: Path) -> None:
+    samples = [inspect_sample(i, e, v) for i, v in ((1, "C"), (2, "I"), (3, "P")) for e in (1, 2)]
+    run = read_results(write_eval(tmp_path / "log.eval", inspect_header(), samples))
+    assert [c.id for c in run.cases] == ["1", "2", "3"]
+    assert [len(c.outcomes) for c in run.cases] == [2, 2, 2]
+    assert [c.score for c in run.cases] == [1.0, 0.0, 0.5]  # value_to_float: C, I, P
+    assert (run.model.name, run.suite) == ("anthropic/m", "triage")
+
+
+def test_a_json_log_is_read_and_the_same_as_its_archive(tmp_path: Path) -> None:
+    samples = [inspect_sample(i, 1, "C") for i in range(3)]
+    archive = read_results(write_eval(tmp_path / "log.eval", inspect_header(), samples))
+    whole = read_results(
+        write_json(tmp_path / "log.json", {**inspect_header(), "samples": samples})
+    )
+    assert [c.model_dump() for c in whole.cases] == [c.model_dump() for c in archive.cases]
+    assert detect(tmp_path / "log.json", (tmp_path / "log.json").read_bytes()) == "inspect"
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: write_eval(p, None, [inspect_sample(1, 1, "C")]), "unfinished"),
+        (lambda p: write_eval(p, inspect_header("started"), []), "unfinished"),
+        (lambda p: write_eval(p, inspect_header(version=7), []), "version 7"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 cut short") and p, "truncated"),
+    ],
+    ids=["no-header", "status-started", "unknown-version", "truncated"],
+)
+def test_a_bad_inspect_log_is_one_line_naming_it(tmp_path: Path, make: Any, words: str) -> None:
+    path = tmp_path / "log.eval"
+    make(path)
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert words in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_cancelled_log_is_an_interrupted_run(tmp_path: Path) -> None:
+    run = read_results(
+        write_eval(tmp_path / "l.eval", inspect_header("cancelled"), [inspect_sample(1, 1, "C")])
+    )
+    assert run.interrupted and run.incomplete
+
+
+# ------------------------------------------------------------------------------------------
+# JUnit XML
+# ------------------------------------------------------------------------------------------
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="evals" tests="4">
+<properties><property name="model" value="claude-x"/></properties>
+<testcase classname="test_triage" name="test_case[a]" time="0.1"/>
+<testcase classname="test_triage" name="test_case[b]" time="0.1"><failure message="wrong">x</failure></testcase>
+<testcase classname="test_triage" name="test_case[c]" time="0.1">
+  <rerunFailure message="flaky">x</rerunFailure></testcase>
+<testcase classname="test_triage" name="test_case[d]" time="0.1"><error message="boom"/></testcase>
+<testcase classname="test_triage" name="test_case[e]" time="0.1"><skipped message="no key"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_junit_cases_reruns_and_skips(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    foreign = read_foreign(path)
+    run = foreign.run()
+    by_id = run.by_id()
+    assert by_id["test_triage::test_case[a]"].passed is True
+    assert by_id["test_triage::test_case[b]"].passed is False
+    assert [o.score for o in by_id["test_triage::test_case[c]"].outcomes] == [0.0, 1.0]
+    assert by_id["test_triage::test_case[d]"].error == "boom"
+    assert "test_triage::test_case[e]" not in by_id
+    assert foreign.dropped == {"skipped test cases": 1}
+    assert run.model.name == "claude-x"
+
+
+def test_junit_with_a_doctype_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.xml"
+    path.write_text(
+        '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]>'
+        "<testsuite><testcase name='&a;'/></testsuite>"
+    )
+    with pytest.raises(RunFileError) as caught:
+        read_results(path, "junit")
+    assert "DOCTYPE" in str(caught.value)

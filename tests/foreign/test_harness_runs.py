@@ -1,0 +1,216 @@
+"""Real result files: promptfoo (npm) and inspect-ai (PyPI), at the versions scripts/harness-setup
+pins, run against the Messages stand-in, and their outputs gated. A model that answers 12% of
+the cases wrongly (6 of 50) fails; an unchanged one does not.
+
+Without the harnesses these tests skip, unless EVALGATE_HARNESS=required (set by .ci/run once
+scripts/harness-setup succeeded): then they fail. EVALGATE_HARNESS_DIR names the install folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.messages_server import MessagesServer
+
+from evalgate.backends.fake import FakeRules
+from evalgate.cli import main
+
+HARNESS = Path(
+    os.environ.get("EVALGATE_HARNESS_DIR", Path.home() / ".cache" / "evalgate" / "harness")
+)
+REQUIRED = os.environ.get("EVALGATE_HARNESS", "").strip().lower() == "required"
+PROMPTFOO = HARNESS / "promptfoo" / "node_modules" / ".bin" / "promptfoo"
+INSPECT = HARNESS / "inspect" / "bin" / "inspect"
+N = 50
+WRONG = 6  # 12% of 50
+
+
+def need(tool: Path) -> Path:
+    if not tool.exists():
+        if REQUIRED:
+            pytest.fail(f"EVALGATE_HARNESS=required, but {tool} is missing")
+        pytest.skip(f"{tool} missing: run scripts/harness-setup to install it")
+    return tool
+
+
+def rules(wrong: int) -> FakeRules:
+    """Every message is a booking; the first ``wrong`` tickets are answered 'other'."""
+    listed = []
+    if wrong:
+        listed.append({"label": "other", "phrases": [f"ticket-{i:02d}." for i in range(wrong)]})
+    listed.append({"label": "booking", "phrases": ["book"]})
+    return FakeRules.model_validate({"rules": listed})
+
+
+def message(i: int) -> str:
+    return f"Can I book a service? ticket-{i:02d}."
+
+
+def gate(baseline: Path, candidate: Path, folder: Path) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        [
+            "gate",
+            "--baseline",
+            str(baseline),
+            "--candidate",
+            str(candidate),
+            "--config",
+            str(folder / "evalgate.yml"),
+        ],
+        out=out,
+        err=err,
+    )
+    return code, out.getvalue() + err.getvalue()
+
+
+# ------------------------------------------------------------------------------------------
+# promptfoo
+# ------------------------------------------------------------------------------------------
+
+
+def run_promptfoo(folder: Path, wrong: int, name: str) -> Path:
+    tool = need(PROMPTFOO)
+    (folder / "tests.csv").write_text(
+        "message,__expected\n" + "".join(f'"{message(i)}",contains: booking\n' for i in range(N))
+    )
+    out = folder / f"{name}.json"
+    with MessagesServer(rules(wrong)) as server:
+        (folder / "promptfooconfig.yaml").write_text(
+            "description: triage\n"
+            "prompts: ['<message>\n{{message}}\n</message>']\n"
+            "providers:\n  - id: anthropic:messages:claude-stand-in\n"
+            f"    config: {{apiBaseUrl: '{server.url}', max_tokens: 64}}\n"
+            "tests: file://tests.csv\n"
+        )
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_KEY": "test",
+            "ANTHROPIC_BASE_URL": server.url,
+            "PROMPTFOO_CONFIG_DIR": str(folder / ".promptfoo"),
+            "PROMPTFOO_DISABLE_TELEMETRY": "1",
+            "PROMPTFOO_DISABLE_UPDATE": "1",
+            "PROMPTFOO_DISABLE_SHARING": "1",
+        }
+        done = subprocess.run(
+            [
+                str(tool),
+                "eval",
+                "-c",
+                "promptfooconfig.yaml",
+                "--no-cache",
+                "-o",
+                str(out),
+                "--no-progress-bar",
+                "--no-table",
+            ],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    # promptfoo exits 100 when assertions fail; its output file is written either way.
+    assert out.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
+    return out
+
+
+def test_promptfoo_outputs_gated_12_percent_worse_fails_unchanged_does_not(tmp_path: Path) -> None:
+    base = run_promptfoo(tmp_path, 0, "base")
+    results = json.loads(base.read_text())["results"]["results"]
+    assert len(results) == N and all(r["success"] for r in results)
+    same = run_promptfoo(tmp_path, 0, "same")
+    worse = run_promptfoo(tmp_path, WRONG, "worse")
+    code, text = gate(base, worse, tmp_path)
+    assert code == 1, text
+    assert f"broke {WRONG}, fixed 0" in text
+    code, text = gate(base, same, tmp_path)
+    assert code == 0, text
+    assert "Verdict: FAIL" not in text
+
+
+# ------------------------------------------------------------------------------------------
+# Inspect
+# ------------------------------------------------------------------------------------------
+
+TASK = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import json_dataset
+from inspect_ai.scorer import includes
+from inspect_ai.solver import generate
+
+
+@task
+def triage():
+    return Task(dataset=json_dataset("samples.jsonl"), solver=[generate()], scorer=includes())
+"""
+
+
+def run_inspect(folder: Path, wrong: int, name: str, log_format: str = "json") -> Path:
+    tool = need(INSPECT)
+    (folder / "task.py").write_text(TASK)
+    (folder / "samples.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"s{i:02d}",
+                    "input": f"<message>\n{message(i)}\n</message>",
+                    "target": "booking",
+                }
+            )
+            + "\n"
+            for i in range(N)
+        )
+    )
+    logs = folder / f"logs-{name}"
+    with MessagesServer(rules(wrong)) as server:
+        env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url}
+        done = subprocess.run(
+            [
+                str(tool),
+                "eval",
+                "task.py",
+                "--model",
+                "anthropic/claude-stand-in",
+                "--display",
+                "none",
+                "--log-dir",
+                str(logs),
+                "--log-format",
+                log_format,
+            ],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    found = sorted(logs.glob(f"*.{log_format}"))
+    assert done.returncode == 0 and found, done.stdout[-2000:] + done.stderr[-2000:]
+    return found[0]
+
+
+def test_inspect_logs_gated_12_percent_worse_fails_unchanged_does_not(tmp_path: Path) -> None:
+    base = run_inspect(tmp_path, 0, "base")
+    same = run_inspect(tmp_path, 0, "same")
+    worse = run_inspect(tmp_path, WRONG, "worse")
+    code, text = gate(base, worse, tmp_path)
+    assert code == 1, text
+    assert f"broke {WRONG}, fixed 0" in text
+    code, text = gate(base, same, tmp_path)
+    assert code == 0, text
+    assert "Verdict: FAIL" not in text
+
+
+def test_inspect_eval_archive_compressed_with_zstd_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    archive = run_inspect(tmp_path, 0, "eval", log_format="eval")
+    code, text = gate(archive, archive, tmp_path)
+    assert code == 2
+    assert str(archive) in text and "--log-format json" in text
