@@ -121,7 +121,14 @@ def read(path: Path, data: bytes) -> ForeignRun:
         )
         output = (result.get("response") or {}).get("output")
         answer = output if isinstance(output, str) else None
-        if result.get("failureReason") == _ERROR or (result.get("error") and not result["success"]):
+        # promptfoo fills ``error`` with the assertion's reason as well (failureReason 1), so
+        # only failureReason tells an error from a wrong answer; without it (older files), an
+        # error is a result with no graded assertions.
+        reason_code = result.get("failureReason")
+        graded = result.get("gradingResult") is not None
+        if reason_code == _ERROR or (
+            reason_code is None and result.get("error") and not result["success"] and not graded
+        ):
             outcome = errored(str(result.get("error") or "error"), answer)
         else:
             reason = (result.get("gradingResult") or {}).get("reason")

@@ -81,13 +81,19 @@ def run_promptfoo(folder: Path, wrong: int, name: str) -> Path:
     )
     out = folder / f"{name}.json"
     with MessagesServer(rules(wrong)) as server:
-        (folder / "promptfooconfig.yaml").write_text(
-            "description: triage\n"
-            "prompts: ['<message>\n{{message}}\n</message>']\n"
-            "providers:\n  - id: anthropic:messages:claude-stand-in\n"
-            f"    config: {{apiBaseUrl: '{server.url}', max_tokens: 64}}\n"
-            "tests: file://tests.csv\n"
-        )
+        # JSON is YAML too, and leaves no doubt about the prompt's line breaks.
+        config = {
+            "description": "triage",
+            "prompts": ["<message>\n{{message}}\n</message>"],
+            "providers": [
+                {
+                    "id": "anthropic:messages:claude-stand-in",
+                    "config": {"apiBaseUrl": server.url, "max_tokens": 64},
+                }
+            ],
+            "tests": "file://tests.csv",
+        }
+        (folder / "promptfooconfig.yaml").write_text(json.dumps(config, indent=2))
         env = {
             **os.environ,
             "ANTHROPIC_API_KEY": "test",
