@@ -858,8 +858,12 @@ def _bounds(
     if binary and bound >= policy.tolerance:
         b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
         c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)
-        needed = cases_to_rule_out(b, c, len(pairs), policy.tolerance, policy.alpha)
-        numbers["cases_to_decide"] = needed if needed < CASES_CAP else None
+        # The count scales Tango's bound. Where the cluster-robust bound is the larger, more
+        # cases of the same groups would not bring it under: no count then (nor one no larger
+        # than the suite, which would say the suite already decides).
+        if tango_upper_drop(b, c, len(pairs), policy.alpha) >= bound - 1e-12:
+            needed = cases_to_rule_out(b, c, len(pairs), policy.tolerance, policy.alpha)
+            numbers["cases_to_decide"] = needed if len(pairs) < needed < CASES_CAP else None
     return numbers
 
 
@@ -961,6 +965,9 @@ def _settle(
             if v.cases_to_decide
             else _what_would_show_it(v, level.get("paired", v.alpha))
             if bound is not None and v.difference is not None and -v.difference.mean >= v.tolerance
+            else "; the spread between scenario groups holds the bound up: more groups, not more "
+            "cases of the same groups, would narrow it"
+            if v.bound_method is not None and "cluster" in v.bound_method
             else ""
         )
         reasons = [

@@ -713,6 +713,24 @@ def test_a_big_drop_over_few_groups_says_what_would_decide_it() -> None:
     assert decide(base, cand, policy(tolerance=0.05, unit="case")).kind == "fail"
 
 
+def test_the_count_of_cases_that_would_decide_is_never_the_suite_it_has() -> None:
+    # 12 cases in 2 scenario groups of 6, every baseline repeat passing, the candidate breaks
+    # one case: with 2 groups the cluster-robust bound (60.9 points) is far over Tango's, so
+    # scaling Tango's bound ("about 12 cases would rule it out", on a 12-case suite) says
+    # nothing true. More groups would.
+    members = [(f"g{g}-{i}", f"g{g}") for g in range(2) for i in range(6)]
+    base = run([case(c, "11", group=g) for c, g in members], name="baseline")
+    cand = run([case(c, "0" if k == 0 else "1", group=g) for k, (c, g) in enumerate(members)])
+    v = decide(base, cand, policy(tolerance=0.4))
+    assert v.kind == "inconclusive"
+    assert v.cases_to_decide is None
+    assert "cases at the observed rates would rule it out" not in v.reasons[0]
+    assert "more groups, not more cases of the same groups, would narrow it" in v.reasons[0]
+    # Case by case the same data give Tango's bound alone, and a count larger than the suite.
+    by_case = decide(base, cand, policy(tolerance=0.3, unit="case"))
+    assert by_case.cases_to_decide is not None and by_case.cases_to_decide > 12
+
+
 def groups_pair() -> tuple[Run, Run]:
     """5 groups of 2 cases that both break, 1 group with one break and one fix, 1 all ties."""
     base, cand = [], []
