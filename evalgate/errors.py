@@ -81,8 +81,16 @@ _PHRASES: dict[str, str] = {
 
 def did_you_mean(word: object, choices: Sequence[str]) -> str | None:
     """The choice ``word`` is most likely a typo of, if any is close enough."""
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
+    options = list(choices)
+    folded = str(word).casefold()
+    # A difference of case alone ("V2" for "v2") is the likeliest typo of all, yet difflib
+    # scores it as two different letters; compare case-folded, answer with the choice itself.
+    same = [c for c in options if c.casefold() == folded]
+    if same:
+        return same[0]
+    by_folded = {c.casefold(): c for c in options}
+    close = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.6)
+    return by_folded[close[0]] if close else None
 
 
 def describe_validation(error: Any, *, tag_noun: str = "kind") -> str:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalgate.errors import RunFileError, from_validation
+from evalgate.errors import RunFileError, did_you_mean, from_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import RedactedError, RedactedReply
 from evalgate.trajectory import Step
@@ -343,9 +343,11 @@ def find_run(ref: str, state_dir: Path) -> Run:
         if runs:
             return max(runs, key=lambda r: r.created_at)
         prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
+        close = did_you_mean(version, prompts) if version else None
         raise RunFileError(
             f"no saved run of prompt {version!r}" if version else "no saved runs",
-            fix=(f"saved runs are of prompts {', '.join(prompts)}; or " if prompts else "")
+            fix=(f"did you mean latest:{close}? " if close else "")
+            + (f"saved runs are of prompts {', '.join(prompts)}; or " if prompts else "")
             + "make one with `evalgate run VERSION`",
         )
     matches = [p for p in candidates if p.stem.startswith(ref)]

@@ -249,6 +249,12 @@ BAD_INPUTS: list[tuple[str, Callable[[Path], Any], list[str], list[str]]] = [
         ["unknown prompt version 'v22'", "did you mean v2? prompt versions: v1, v2, v3"],
     ),
     (
+        "version-in-another-case",
+        lambda root: None,
+        ["run", "V2"],
+        ["unknown prompt version 'V2'", "did you mean v2? prompt versions: v1, v2, v3"],
+    ),
+    (
         "unknown-run",
         lambda root: None,
         ["report", "no-such-run"],
@@ -503,6 +509,11 @@ def test_a_mistyped_candidate_lists_the_versions(
     )
     assert code == 2
     assert "no run named 'bike-shop-v9'" in err and "the newest: bike-shop-v2-" in err
+    # latest:VERSION with a typo or another case names the saved version it is closest to.
+    for typo in ("latest:v22", "latest:V2"):
+        code, _, err = cli("gate", "--baseline", typo, "--candidate", "v3", "--config", config)
+        assert code == 2
+        assert "did you mean latest:v2? saved runs are of prompts v2" in err
 
 
 def test_gate_markdown_honours_show(
