@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.analysis.pricing import Usage, cost, uncached_cost
 from evalgate.analysis.stats import wilson_interval
 from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
+from evalgate.runs.resume import cases_not_run
 from evalgate.runs.schema import CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
@@ -138,6 +139,8 @@ class RunSummary(BaseModel):
     failed: list[FailedCase] = []
     incomplete: bool
     interrupted: bool
+    not_run: int = 0
+    """Cases with a call the budget or an interrupt kept from being made."""
     accuracy: Rate
     format: Rate
     categories: list[CategoryRow]
@@ -253,6 +256,7 @@ def summarise(
         failed=_failed(cases, show),
         incomplete=run.incomplete,
         interrupted=run.interrupted,
+        not_run=cases_not_run(run),
         accuracy=accuracy,
         format=fmt,
         categories=rows,

@@ -140,6 +140,6 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--resume",
         metavar="RUN",
-        help="send only the calls a budget kept this run from sending, and save it whole",
+        help="send only the calls a budget or an interrupt kept RUN from making, and save it whole",
     )
     run.set_defaults(func=cmd_run)

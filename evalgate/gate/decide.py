@@ -68,6 +68,7 @@ from evalgate.analysis.stats import (
 from evalgate.analysis.summary import Rate
 from evalgate.config.models import GatePolicy
 from evalgate.limits import label
+from evalgate.runs.resume import cases_not_run
 from evalgate.runs.schema import PASS_AT, CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
@@ -581,10 +582,16 @@ def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:
             f"the candidate run is incomplete: {candidate.budget_stop}; raise the budget and "
             "resume it with `evalgate run VERSION --resume RUN`"
         )
+    elif candidate.interrupted:
+        found.blockers.append(
+            f"the candidate run is incomplete: it was interrupted with "
+            f"{cases_not_run(candidate)} of {len(candidate.cases)} cases not run; resume it "
+            "with `evalgate run VERSION --resume RUN`"
+        )
     elif candidate.incomplete:
         found.blockers.append(
             f"the candidate run is incomplete: {candidate.errors} of {len(candidate.cases)} "
-            f"cases errored{' (interrupted)' if candidate.interrupted else ''}; re-run it"
+            "cases errored; re-run it"
         )
     return failures
 

@@ -1,8 +1,11 @@
-"""A run stopped by its budget, resumed: its unsent calls sent, every paid-for outcome kept.
+"""A run stopped by its budget or interrupted, resumed: its unsent calls sent, every paid-for
+outcome kept.
 
 A call the budget refused is a ``budget`` error outcome at its place (case, repeat) in the run
-file; resuming sends exactly those calls (``RunSpec.only``) and puts each reply in its place.
-Pure: the caller runs the calls.
+file, a call an interrupt (Ctrl-C, a cancelled job) kept from being made an ``interrupted`` one;
+resuming sends exactly those calls (``RunSpec.only``) and puts each reply in its place. A call
+that was made and failed is an error, not unsent: it is not resent. Pure: the caller runs the
+calls.
 """
 
 from __future__ import annotations
@@ -10,14 +13,20 @@ from __future__ import annotations
 from evalgate.errors import UserError
 from evalgate.runs.schema import Run
 
-UNSENT = "budget"
+#: Error kinds of calls that were never made.
+UNSENT = frozenset({"budget", "interrupted"})
 
 
 def unsent(run: Run) -> frozenset[tuple[str, int]]:
-    """The (case id, repeat) of every call the budget kept from being sent."""
+    """The (case id, repeat) of every call the budget or an interrupt kept from being sent."""
     return frozenset(
-        (c.id, r) for c in run.cases for r, o in enumerate(c.outcomes) if o.error_kind == UNSENT
+        (c.id, r) for c in run.cases for r, o in enumerate(c.outcomes) if o.error_kind in UNSENT
     )
+
+
+def cases_not_run(run: Run) -> int:
+    """Cases with at least one call that was never made."""
+    return sum(1 for c in run.cases if any(o.error_kind in UNSENT for o in c.outcomes))
 
 
 def check_resumable(run: Run, suite: str, prompt_sha256: str) -> None:
@@ -30,7 +39,7 @@ def check_resumable(run: Run, suite: str, prompt_sha256: str) -> None:
     if not unsent(run):
         raise UserError(
             f"run {run.name} has no unsent calls to resume",
-            fix="only a run the budget stopped (exit 3) can be resumed",
+            fix="only a run the budget stopped or that was interrupted (exit 3) can be resumed",
         )
     if any(c.split == "holdout" and c.input is None for c in run.cases):
         raise UserError(

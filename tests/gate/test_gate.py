@@ -536,9 +536,19 @@ def test_an_incomplete_candidate_is_inconclusive_unless_something_failed() -> No
 
 def test_an_interrupted_candidate_is_inconclusive() -> None:
     base, cand = sign_pair(same=10)
-    v = decide(base, cand.model_copy(update={"interrupted": True}), policy())
+    # Ctrl-C before the last 3 cases' calls: they were not run, which is not an error.
+    stopped = Outcome(error="interrupted before this call was made", error_kind="interrupted")
+    cases = [
+        c.model_copy(update={"outcomes": [stopped]}) if i >= 7 else c
+        for i, c in enumerate(cand.cases)
+    ]
+    v = decide(base, cand.model_copy(update={"interrupted": True, "cases": cases}), policy())
     assert v.kind == "inconclusive"
-    assert "(interrupted)" in v.reasons[0]
+    assert v.reasons[0] == (
+        "the candidate run is incomplete: it was interrupted with 3 of 10 cases not run; "
+        "resume it with `evalgate run VERSION --resume RUN`"
+    )
+    assert "errored" not in v.reasons[0]
 
 
 def test_different_models_are_inconclusive() -> None:

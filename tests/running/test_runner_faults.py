@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +27,7 @@ from evalgate.report.render import render_model
 from evalgate.running.execute import Job, Progress, execute
 from evalgate.running.progress import ProgressPrinter
 from evalgate.running.suite import RunSpec, build_jobs, run_suite
+from evalgate.runs.resume import fill, unsent
 from evalgate.scorers.base import Scorer, build_scorer
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -273,7 +275,16 @@ def test_ctrl_c_through_the_pipeline_makes_an_interrupted_incomplete_run(tmp_pat
     assert kinds == {"interrupted"}
     assert 15 <= len(run.scored()) < 60
     text = render_model("run", summarise(run), "text")
-    assert f"the run was interrupted: {run.errors} cases were not scored" in text
+    not_run = 60 - len(run.scored())
+    assert f"the run was interrupted: {not_run} of 60 cases were not run" in text
+    assert "cases errored" not in text
+    # Resuming sends exactly the calls the interrupt kept from being made, and no others.
+    assert unsent(run) == {(c.id, 0) for c in run.cases if c.error}
+    rest = run_suite(replace(spec, only=unsent(run)), fake, loaded.root)
+    assert len(rest.scored()) == not_run
+    whole = fill(run, rest)
+    assert not whole.interrupted and not whole.incomplete
+    assert len(whole.scored()) == 60 and unsent(whole) == frozenset()
 
 
 # ---------------------------------------------------------------- progress
