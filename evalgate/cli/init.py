@@ -22,6 +22,11 @@ def cmd_init(ctx: Context) -> int:
     if not repo.is_dir():
         raise UserError(f"{repo} is not a folder", fix="pass --dir with the repository's root")
 
+    if not args.force:
+        # Say so before the first question, not after the last.
+        config = repo / args.config
+        setup_init.refuse_existing(setup_init.setup_files(repo, config), repo)
+
     def ask(question: str) -> str:
         ctx.err.write(question)
         ctx.err.flush()

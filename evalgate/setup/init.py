@@ -728,18 +728,29 @@ def _plan_prompts(
     return prompts, posixpath.splitext(posixpath.basename(path))[0]
 
 
-def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) -> InitResult:
-    """Write the planned files; refuse to replace one without ``force``. ``cwd`` is where the
-    user will type the next steps' commands."""
-    existing = [f.path for f in plan.files if f.path.exists() and not f.starter]
-    if existing and not force:
-        names = " and ".join(shown_path(p, plan.repo) for p in existing)
+def setup_files(repo: Path, config_path: Path) -> list[Path]:
+    """The files init writes whatever the answers (starter files are kept if they exist)."""
+    return [config_path, repo / WORKFLOW]
+
+
+def refuse_existing(paths: list[Path], repo: Path) -> None:
+    """Refuse, before anything is asked or written, to replace a file init would write."""
+    existing = [p for p in paths if p.exists()]
+    if existing:
+        names = " and ".join(shown_path(p, repo) for p in existing)
         raise UserError(
             f"{names} already exist{'s' if len(existing) == 1 else ''}",
             fix="pass --force to replace "
             + ("it" if len(existing) == 1 else "them")
             + ", or check the setup with `evalgate doctor`",
         )
+
+
+def write_init(plan: InitPlan, *, force: bool = False, cwd: Path | None = None) -> InitResult:
+    """Write the planned files; refuse to replace one without ``force``. ``cwd`` is where the
+    user will type the next steps' commands."""
+    if not force:
+        refuse_existing([f.path for f in plan.files if not f.starter], plan.repo)
     written = []
     for planned in plan.files:
         if planned.starter and planned.path.exists():

@@ -304,6 +304,14 @@ def test_init_asks_on_a_terminal_and_not_otherwise(
     assert "--yes" in err
     assert not (tmp_path / "piped" / "evalgate.yml").exists()
 
+    # On a terminal, files init would replace are named before the first question.
+    monkeypatch.setattr("builtins.input", lambda: pytest.fail("asked before refusing"))
+    monkeypatch.setattr("sys.stdin", type("Tty", (), {"isatty": lambda self: True})())
+    code, _, err = cli("init", "--dir", str(tmp_path))
+    assert code == 2
+    assert err.startswith("error: evalgate.yml and .github/workflows/evalgate.yml already exist")
+    assert "Backend (" not in err
+
 
 EMAILS = [
     {
