@@ -21,3 +21,6 @@ def data_file(suite: str, name: str) -> str:
 HOLDOUT_KEY_VARIABLE = "EVALGATE_HOLDOUT_KEY"
 # GitHub refuses a comment (or a check run's summary) body over this many characters.
 COMMENT_LIMIT = 65_536
+
+# The public key `evalgate holdout keygen` writes beside the config when no sealed holdout names one.
+PLAINTEXT_PUBLIC_KEY = "holdout.pub"

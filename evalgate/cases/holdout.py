@@ -241,6 +241,11 @@ def load_secret_key(text: str) -> X25519PrivateKey:
     return X25519PrivateKey.from_private_bytes(raw)
 
 
+def is_key_of(secret: X25519PrivateKey, public: X25519PublicKey) -> bool:
+    """Whether ``secret`` is the secret half of ``public`` (keygen's pair)."""
+    return _raw_public(secret.public_key()) == _raw_public(public)
+
+
 def _key(shared: bytes, epk: bytes, recipient: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=epk + recipient, info=_INFO).derive(
         shared

@@ -27,7 +27,7 @@ from evalgate.cases.read import load_case_file
 from evalgate.cli.context import EXIT_OK, Context
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig
-from evalgate.defaults import HOLDOUT_KEY_VARIABLE
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
 from evalgate.errors import UserError
 
 
@@ -38,7 +38,7 @@ def cmd_holdout(ctx: Context) -> int:
     action = ctx.args.holdout_command
     if action == "keygen":
         secret, public = keygen()
-        target = loaded.root / (sealed.public_key if sealed else "holdout.pub")
+        target = loaded.root / (sealed.public_key if sealed else PLAINTEXT_PUBLIC_KEY)
         if target.exists() and not ctx.args.force:
             raise UserError(
                 f"{target} exists",

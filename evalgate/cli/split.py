@@ -6,13 +6,14 @@ import argparse
 import json
 
 from evalgate import files
+from evalgate.cases.holdout import SecretKey, is_key_of, load_public_key
 from evalgate.cases.read import CaseSet
 from evalgate.cases.split import check_split
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
-from evalgate.defaults import HOLDOUT_KEY_VARIABLE
+from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
 from evalgate.errors import UserError
 from evalgate.report.render import render
 from evalgate.running.suite import (
@@ -41,6 +42,8 @@ def cmd_split(ctx: Context) -> int:
                 fix=f"set {HOLDOUT_KEY_VARIABLE} (the secret of `evalgate holdout keygen`)",
             )
         secret = secret or ctx.holdout_secret(suite)  # a wrong key is refused here
+        if suite.sealed_holdout is None and secret is not None:
+            check_plaintext_key(loaded, secret)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret, on_note=ctx.warn)
     report = check_split(cases.cases, suite.split, suite.fields, reveal=reveal)
     if ctx.args.format == "json":
@@ -51,6 +54,26 @@ def cmd_split(ctx: Context) -> int:
         written = apply_splits(loaded, suite, cases)
         ctx.err.write(f"wrote the split of {written} cases into the case files\n")
     return EXIT_GATE_FAILED if report.leaks else EXIT_OK
+
+
+def check_plaintext_key(loaded: LoadedConfig, secret: SecretKey) -> None:
+    """A plaintext holdout has no ciphertext that a wrong key would fail to open: the key is
+    checked against the public key keygen wrote beside the config, and refused without one."""
+    public = loaded.root / PLAINTEXT_PUBLIC_KEY
+    if not public.is_file():
+        raise UserError(
+            "--show-holdout lists holdout cases for the holdout key's holder, and this plaintext "
+            f"holdout has no {PLAINTEXT_PUBLIC_KEY} to check {HOLDOUT_KEY_VARIABLE} against",
+            where=str(loaded.root),
+            fix=f"commit the {PLAINTEXT_PUBLIC_KEY} that `evalgate holdout keygen` writes, or "
+            "seal the holdout (`evalgate holdout seal`)",
+        )
+    if not is_key_of(secret, load_public_key(files.read_text(public, "holdout public key"))):
+        raise UserError(
+            f"{HOLDOUT_KEY_VARIABLE} is not the secret of this public key",
+            where=str(public),
+            fix="set the secret that `evalgate holdout keygen` printed with it",
+        )
 
 
 def apply_splits(loaded: LoadedConfig, suite: Suite, cases: CaseSet) -> int:
@@ -93,7 +116,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     split.add_argument(
         "--show-holdout",
         action="store_true",
-        help="name the holdout cases in leak findings (needs EVALGATE_HOLDOUT_KEY; counts only "
-        "without it)",
+        help="name the holdout cases in leak findings (needs EVALGATE_HOLDOUT_KEY, which a "
+        "plaintext holdout checks against holdout.pub; counts only without it)",
     )
     split.set_defaults(func=cmd_split)

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from conftest import CliResult
 
+from evalgate.cases.holdout import keygen
 from evalgate.cases.read import Case, parse_case
 from evalgate.cases.split import (
     assign,
@@ -376,8 +377,17 @@ def test_split_exits_1_on_a_planted_leak(cli: Callable[..., CliResult], bike_sho
     assert "--show-holdout" in text
     code, _, err = cli("split", "--config", str(config), "--show-holdout")
     assert code == 2 and "EVALGATE_HOLDOUT_KEY" in err
+    # A plaintext holdout has no ciphertext a wrong key would fail to open: a freshly made key
+    # is refused, without the public key keygen writes and against another one.
+    fresh, _ = keygen()
+    stranger = {"EVALGATE_HOLDOUT_KEY": fresh}
+    code, _, err = cli("split", "--config", str(config), "--show-holdout", env=stranger)
+    assert code == 2 and "has no holdout.pub to check EVALGATE_HOLDOUT_KEY against" in err
     code, out, _ = cli("holdout", "keygen", "--config", str(config))
     key = {"EVALGATE_HOLDOUT_KEY": out.strip().splitlines()[-1]}
+    code, text, err = cli("split", "--config", str(config), "--show-holdout", env=stranger)
+    assert code == 2 and "EVALGATE_HOLDOUT_KEY is not the secret of this public key" in err
+    assert held.id not in text + err
     code, text, _ = cli("split", "--config", str(config), "--show-holdout", env=key)
     assert code == 1
     assert "LEAK:" in text and f"planted={held.id}" in text
