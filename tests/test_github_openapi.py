@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 import pytest
+import requests
 from github import Auth, Github
 
 from tests.support import github_openapi
@@ -259,3 +260,53 @@ def test_the_stand_in_is_checked_on_every_answer_it_gives(
         "POST /repos/acme/widgets/issues/3/comments: answer 201 of issues/create-comment "
         "at $.html_url: 'html_url' is a required property"
     ) in str(failed.value)
+
+
+# Operations the action's tests reach only in part; driven here once each so that every
+# answer the stand-in can give has been held to its schema.
+LESS_TRAVELLED = {
+    "checks/get",
+    "checks/list-for-ref",
+    "git/update-ref",
+    "issues/delete-comment",
+    "repos/get-combined-status-for-ref",
+    "repos/get-content",
+    "repos/list-commit-statuses-for-ref",
+}
+
+
+def test_the_less_travelled_answers_conform() -> None:
+    with GitHubServer() as gh:
+        gh.add_repo("acme/widgets", files={"prompts/v1.txt": "v1\n", "prompts/v2.txt": "v2\n"})
+        gh.create_branch("acme/widgets", "tweak")
+        sha = gh.add_commit("acme/widgets", {"prompts/v1.txt": "v3\n"}, branch="tweak").sha
+        gh.add_pull("acme/widgets", head="tweak", number=7)
+        client = Github(auth=Auth.Token(gh.write_token), base_url=gh.url, retry=None)
+        repo = client.get_repo("acme/widgets")
+        commit = repo.get_commit(sha)
+        commit.create_status("success", description="fine", context="evalgate")
+        # PyGithub lists statuses at the legacy /statuses/{sha}: ask the documented path.
+        listed = requests.get(
+            f"{gh.url}/repos/acme/widgets/commits/{sha}/statuses",
+            headers={"Authorization": f"Bearer {gh.write_token}", "User-Agent": "evalgate-tests"},
+            timeout=10,
+        )
+        assert [s["state"] for s in listed.json()] == ["success"]
+        assert commit.get_combined_status().state == "success"
+        check = repo.create_check_run("evalgate", sha, status="completed", conclusion="neutral")
+        assert repo.get_check_run(check.id).conclusion == "neutral"
+        assert [c.id for c in commit.get_check_runs()] == [check.id]
+        listing = repo.get_contents("prompts", ref="main")
+        assert isinstance(listing, list) and [e.name for e in listing] == ["v1.txt", "v2.txt"]
+        repo.get_git_ref("heads/tweak").edit(repo.get_branch("main").commit.sha, force=True)
+        repo.get_issue(7).create_comment("<!-- evalgate -->").delete()
+        client.close()
+        log = gh.requests
+    assert DESCRIPTION is not None
+    assert DESCRIPTION.all_problems(log) == []
+    reached = set()
+    for entry in log:
+        op = DESCRIPTION.find(entry.method, entry.path)
+        if op is not None:
+            reached.add(op.spec["operationId"])
+    assert reached >= LESS_TRAVELLED, sorted(LESS_TRAVELLED - reached)
