@@ -2,8 +2,11 @@
 scripts/openapi-setup), held against every exchange the GitHub stand-in records: the path and
 method are a real endpoint, the query parameters are declared, a JSON request body is one the
 operation's schema accepts, and the stand-in's answer has a declared status and a body the
-response schema accepts. The schemas are checked with ``jsonschema`` (already a dependency),
-after OpenAPI 3.0's ``nullable`` is written as JSON Schema's ``null`` type."""
+response schema of that operation and status accepts (GitHub marks most fields ``required``:
+a body missing one, or with one of another type, is reported with the operation id, the status
+and the JSON path, ``$.head.user.login``). The schemas are checked with ``jsonschema`` (already
+a dependency), after OpenAPI 3.0's ``nullable`` is written as JSON Schema's ``null`` type and
+``oneOf`` as ``anyOf`` (GitHub's alternatives overlap)."""
 
 from __future__ import annotations
 
@@ -63,6 +66,10 @@ def _nullable(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {key: _nullable(value) for key, value in node.items()}
+    # GitHub's alternatives overlap (its objects allow more properties, a plain error matches
+    # both basic-error and repository-rule-violation-error): one of them must hold, not one only.
+    if "oneOf" in out:
+        out["anyOf"] = out.pop("oneOf")
     if out.pop("nullable", False) is True:
         if isinstance(out.get("type"), str):
             out["type"] = [out["type"], "null"]
@@ -70,6 +77,35 @@ def _nullable(node: Any) -> Any:
             out["enum"] = [*out["enum"], None]
         if "type" not in out and "enum" not in out:
             out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """An ``anyOf`` failure as what is wrong in the one alternative of the instance's type
+    (a ``nullable`` object that is an object: the object's own problems), else as itself."""
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for sub in error.context or []:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    viable = [
+        errs
+        for errs in branches.values()
+        if not any(e.validator == "type" and not e.relative_path for e in errs)
+    ]
+    if len(viable) != 1:
+        return [error]
+    return [leaf for sub in viable[0] for leaf in _leaves(sub)]
+
+
+def _json_path(parts: Iterable[str | int]) -> str:
+    """Where in a body a problem is, as a JSON path: ``$.head.repo.owner``, ``$[0].id``."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
     return out
 
 
@@ -130,10 +166,18 @@ class Description:
         validator = jsonschema.Draft4Validator(
             {"$ref": f"{ROOT_URI}#{pointer}"}, registry=self.registry
         )
-        found = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-        return [
-            f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.message[:200]}" for e in found
-        ]
+        found: list[tuple[list[str | int], str]] = []
+        for error in validator.iter_errors(instance):
+            for leaf in _leaves(error):
+                where = list(leaf.absolute_path)
+                if leaf.validator == "required" and isinstance(leaf.instance, dict):
+                    # A missing field is named where it should be: $.user.node_id.
+                    missing = re.match(r"^'(.+)' is a required property$", leaf.message)
+                    if missing:
+                        where.append(missing.group(1))
+                found.append((where, leaf.message[:200]))
+        found.sort(key=lambda item: [str(part) for part in item[0]])
+        return [f"{_json_path(where)}: {message}" for where, message in found]
 
     def problems(self, exchange: Exchange, answers: bool = True) -> list[str]:
         """What the description says is wrong with one exchange (nothing: an empty list);
@@ -178,7 +222,8 @@ class Description:
                 except ValueError:
                     out.append(f"{where}: the answer is not JSON")
                 else:
-                    out += [f"{where}: answer {e}" for e in self._errors(pointer, answer)]
+                    named = f"{where}: answer {status} of {op.spec.get('operationId', op.template)}"
+                    out += [f"{named} at {e}" for e in self._errors(pointer, answer)]
         return out
 
     def all_problems(self, exchanges: Iterable[Exchange], answers: bool = True) -> list[str]:

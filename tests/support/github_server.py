@@ -171,6 +171,84 @@ def _node_id(kind: str, ident: int | str) -> str:
     return base64.b64encode(f"0:{kind}{ident}".encode()).decode("ascii").rstrip("=")
 
 
+def _user_links(url: str) -> JSON:
+    """The hypermedia links of a user object (``simple-user``), under its API ``url``."""
+    return {
+        "url": url,
+        "followers_url": f"{url}/followers",
+        "following_url": f"{url}/following{{/other_user}}",
+        "gists_url": f"{url}/gists{{/gist_id}}",
+        "starred_url": f"{url}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{url}/subscriptions",
+        "organizations_url": f"{url}/orgs",
+        "repos_url": f"{url}/repos",
+        "events_url": f"{url}/events{{/privacy}}",
+        "received_events_url": f"{url}/received_events",
+    }
+
+
+# (field, what follows the repository's API URL) for every *_url of a repository object.
+_REPO_LINKS = (
+    ("archive_url", "/{archive_format}{/ref}"),
+    ("assignees_url", "/assignees{/user}"),
+    ("blobs_url", "/git/blobs{/sha}"),
+    ("branches_url", "/branches{/branch}"),
+    ("collaborators_url", "/collaborators{/collaborator}"),
+    ("comments_url", "/comments{/number}"),
+    ("commits_url", "/commits{/sha}"),
+    ("compare_url", "/compare/{base}...{head}"),
+    ("contents_url", "/contents/{+path}"),
+    ("contributors_url", "/contributors"),
+    ("deployments_url", "/deployments"),
+    ("downloads_url", "/downloads"),
+    ("events_url", "/events"),
+    ("forks_url", "/forks"),
+    ("git_commits_url", "/git/commits{/sha}"),
+    ("git_refs_url", "/git/refs{/sha}"),
+    ("git_tags_url", "/git/tags{/sha}"),
+    ("hooks_url", "/hooks"),
+    ("issue_comment_url", "/issues/comments{/number}"),
+    ("issue_events_url", "/issues/events{/number}"),
+    ("issues_url", "/issues{/number}"),
+    ("keys_url", "/keys{/key_id}"),
+    ("labels_url", "/labels{/name}"),
+    ("languages_url", "/languages"),
+    ("merges_url", "/merges"),
+    ("milestones_url", "/milestones{/number}"),
+    ("notifications_url", "/notifications{?since,all,participating}"),
+    ("pulls_url", "/pulls{/number}"),
+    ("releases_url", "/releases{/id}"),
+    ("stargazers_url", "/stargazers"),
+    ("statuses_url", "/statuses/{sha}"),
+    ("subscribers_url", "/subscribers"),
+    ("subscription_url", "/subscription"),
+    ("tags_url", "/tags"),
+    ("teams_url", "/teams"),
+    ("trees_url", "/git/trees{/sha}"),
+)
+
+
+def _repo_links(api: str) -> JSON:
+    """The hypermedia links of a repository object, under its API URL ``api``."""
+    return {"url": api, **{name: f"{api}{tail}" for name, tail in _REPO_LINKS}}
+
+
+def _unsigned() -> JSON:
+    """A commit's ``verification`` when it carries no signature."""
+    return {
+        "verified": False,
+        "reason": "unsigned",
+        "signature": None,
+        "payload": None,
+        "verified_at": None,
+    }
+
+
+def _links(**hrefs: str) -> JSON:
+    """A ``_links`` object: ``{"self": {"href": ...}, ...}``."""
+    return {name: {"href": href} for name, href in hrefs.items()}
+
+
 # --------------------------------------------------------------------------- state model
 
 
@@ -605,11 +683,11 @@ class GitHubServer:
             self.check_conformance()
 
     def check_conformance(self) -> None:
-        """Every request held against GitHub's published REST description (a real endpoint
-        and method, declared query parameters, a JSON body its schema accepts) and every
-        answer's status, when scripts/openapi-setup installed it (EVALGATE_OPENAPI=required:
-        it must be there). The answers' bodies are not held to the response schemas yet: the
-        stand-in leaves out fields GitHub always sends (tests/test_github_openapi.py)."""
+        """Every exchange held against GitHub's published REST description: a real endpoint
+        and method, declared query parameters, a JSON request body its schema accepts, a
+        declared status, and an answer body the response schema of that operation and status
+        accepts (every field GitHub always sends, of the type it sends), when
+        scripts/openapi-setup installed it (EVALGATE_OPENAPI=required: it must be there)."""
         from tests.support import github_openapi
 
         description = github_openapi.installed()
@@ -622,7 +700,7 @@ class GitHubServer:
             return
         with self.lock:
             log = list(self._log)
-        problems = description.all_problems(log, answers=False)
+        problems = description.all_problems(log)
         assert not problems, "the GitHub stand-in left GitHub's REST description:\n" + "\n".join(
             problems[:20]
         )
@@ -1360,23 +1438,81 @@ class GitHubServer:
         uid = _user_id(login)
         kind = type_ or ("Bot" if login.endswith("[bot]") else "User")
         html = f"{c.web}/apps/{login[:-5]}" if kind == "Bot" else f"{c.web}/{login}"
-        url = f"{c.api}/users/{quote(login)}"
         return {
             "login": login,
             "id": uid,
             "node_id": _node_id("User", uid),
             "avatar_url": f"https://avatars.githubusercontent.com/u/{uid}?v=4",
             "gravatar_id": "",
-            "url": url,
             "html_url": html,
-            "repos_url": f"{url}/repos",
+            **_user_links(f"{c.api}/users/{quote(login)}"),
             "type": kind,
+            "user_view_type": "public",
             "site_admin": False,
         }
 
     def _repo_json(self, c: _Ctx, repo: Repo, *, full: bool = False) -> JSON:
-        api = f"{c.api}/repos/{repo.full_name}"
+        """A repository object (``repository``; ``full``: ``full-repository``, what
+        ``GET /repos/{owner}/{repo}`` answers, with a fork's parent and source)."""
+        web = f"{c.web}/{repo.full_name}"
+        host = urlsplit(c.web).netloc
+        forks = sum(
+            1 for r in self.repos.values() if (r.fork_of or "").lower() == repo.full_name.lower()
+        )
+        open_issues = sum(1 for p in repo.pulls.values() if p.state == "open") + sum(
+            1 for i in repo.issues.values() if i.state == "open"
+        )
         data: JSON = {
+            **self._repo_ref(c, repo),
+            "created_at": _ts(repo.created_at),
+            "updated_at": _ts(repo.created_at),
+            "pushed_at": _ts(repo.created_at),
+            "git_url": f"git://{host}/{repo.full_name}.git",
+            "ssh_url": f"git@{host}:{repo.full_name}.git",
+            "clone_url": f"{web}.git",
+            "svn_url": web,
+            "mirror_url": None,
+            "homepage": None,
+            "language": None,
+            "license": None,
+            "size": sum(len(b) for b in self._branch_tree(repo).values()) // 1024,
+            "forks": forks,
+            "forks_count": forks,
+            "stargazers_count": 0,
+            "watchers": 0,
+            "watchers_count": 0,
+            "open_issues": open_issues,
+            "open_issues_count": open_issues,
+            "default_branch": repo.default_branch,
+            "visibility": "private" if repo.private else "public",
+            "archived": False,
+            "disabled": False,
+            "has_issues": True,
+            "has_projects": True,
+            "has_downloads": True,
+            "has_wiki": True,
+            "has_pages": False,
+            "has_discussions": False,
+            "is_template": False,
+            "topics": [],
+        }
+        if full:
+            data["network_count"] = forks
+            data["subscribers_count"] = 1
+            parent = self.repos.get(repo.fork_of.lower()) if repo.fork_of else None
+            if parent is not None:
+                data["parent"] = self._repo_json(c, parent)
+                data["source"] = self._repo_json(c, parent)
+        return data
+
+    def _branch_tree(self, repo: Repo) -> Mapping[str, bytes]:
+        commit = self.commits.get(repo.branches.get(repo.default_branch, ""))
+        return commit.tree if commit is not None else {}
+
+    def _repo_ref(self, c: _Ctx, repo: Repo) -> JSON:
+        """The short repository object (``minimal-repository``) GitHub nests in workflow runs
+        and combined statuses; the longer ones start with it."""
+        return {
             "id": repo.id,
             "node_id": _node_id("Repository", repo.id),
             "name": repo.name,
@@ -1386,45 +1522,7 @@ class GitHubServer:
             "html_url": f"{c.web}/{repo.full_name}",
             "description": None,
             "fork": repo.fork_of is not None,
-            "url": api,
-            "issues_url": f"{api}/issues{{/number}}",
-            "pulls_url": f"{api}/pulls{{/number}}",
-            "issue_comment_url": f"{api}/issues/comments{{/number}}",
-            "comments_url": f"{api}/comments{{/number}}",
-            "commits_url": f"{api}/commits{{/sha}}",
-            "compare_url": f"{api}/compare/{{base}}...{{head}}",
-            "contents_url": f"{api}/contents/{{+path}}",
-            "statuses_url": f"{api}/statuses/{{sha}}",
-            "branches_url": f"{api}/branches{{/branch}}",
-            "git_refs_url": f"{api}/git/refs{{/sha}}",
-            "created_at": _ts(repo.created_at),
-            "updated_at": _ts(repo.created_at),
-            "pushed_at": _ts(repo.created_at),
-            "default_branch": repo.default_branch,
-            "visibility": "private" if repo.private else "public",
-            "archived": False,
-            "disabled": False,
-            "has_issues": True,
-        }
-        if full and repo.fork_of is not None:
-            parent = self.repos.get(repo.fork_of.lower())
-            if parent is not None:
-                data["parent"] = self._repo_json(c, parent)
-                data["source"] = self._repo_json(c, parent)
-        return data
-
-    def _repo_ref(self, c: _Ctx, repo: Repo) -> JSON:
-        """The short repository object GitHub nests in workflow runs."""
-        return {
-            "id": repo.id,
-            "node_id": _node_id("Repository", repo.id),
-            "name": repo.name,
-            "full_name": repo.full_name,
-            "private": repo.private,
-            "owner": self._user(c, repo.owner),
-            "html_url": f"{c.web}/{repo.full_name}",
-            "fork": repo.fork_of is not None,
-            "url": f"{c.api}/repos/{repo.full_name}",
+            **_repo_links(f"{c.api}/repos/{repo.full_name}"),
         }
 
     def _git_commit_json(self, c: _Ctx, repo: Repo, commit: Commit) -> JSON:
@@ -1454,12 +1552,7 @@ class GitHubServer:
                 }
                 for p in commit.parents
             ],
-            "verification": {
-                "verified": False,
-                "reason": "unsigned",
-                "signature": None,
-                "payload": None,
-            },
+            "verification": _unsigned(),
         }
 
     def _tree_sha(self, commit: Commit) -> str:
@@ -1588,14 +1681,20 @@ class GitHubServer:
             "closed_at": None,
             "merged_at": None,
             "merge_commit_sha": None,
+            "assignee": None,
             "assignees": [],
             "requested_reviewers": [],
+            "requested_teams": [],
+            "milestone": None,
             "draft": pr.draft,
             "head": part(source, pr.head_ref, head),
             "base": part(repo, pr.base_ref, base),
             "author_association": self._association(repo, pr.user),
+            "auto_merge": None,
             "merged": False,
+            "merged_by": None,
             "mergeable": None,
+            "mergeable_state": "unknown",
             "comments": sum(1 for x in repo.comments.values() if x.issue_number == pr.number),
             "review_comments": 0,
             "maintainer_can_modify": False,
@@ -1603,6 +1702,16 @@ class GitHubServer:
             "additions": sum(f.additions for f in files),
             "deletions": sum(f.deletions for f in files),
             "changed_files": len(files),
+            "_links": _links(
+                self=f"{api}/pulls/{pr.number}",
+                html=html,
+                issue=f"{api}/issues/{pr.number}",
+                comments=f"{api}/issues/{pr.number}/comments",
+                review_comments=f"{api}/pulls/{pr.number}/comments",
+                review_comment=f"{api}/pulls/comments{{/number}}",
+                commits=f"{api}/pulls/{pr.number}/commits",
+                statuses=f"{api}/statuses/{head}",
+            ),
         }
 
     def _issue_json(self, c: _Ctx, repo: Repo, number: int) -> JSON:
@@ -1834,15 +1943,25 @@ class GitHubServer:
             },
             "name": run.name,
             "check_suite": {"id": run.id + 7},
-            "app": {
-                "id": 15368,
-                "slug": "github-actions",
-                "node_id": _node_id("Integration", 15368),
-                "name": "GitHub Actions",
-                "owner": self._user(c, "github", "Organization"),
-                "html_url": f"{c.web}/apps/github-actions",
-            },
+            "app": self._actions_app(c),
             "pull_requests": [],
+        }
+
+    def _actions_app(self, c: _Ctx) -> JSON:
+        """The GitHub App that owns the check runs an Actions token creates."""
+        return {
+            "id": 15368,
+            "slug": "github-actions",
+            "node_id": _node_id("Integration", 15368),
+            "name": "GitHub Actions",
+            "description": "Automate your workflow from idea to production",
+            "owner": self._user(c, "github", "Organization"),
+            "external_url": "https://help.github.com/en/actions",
+            "html_url": f"{c.web}/apps/github-actions",
+            "created_at": "2018-07-30T09:30:17Z",
+            "updated_at": "2024-04-10T20:33:16Z",
+            "permissions": {"checks": "write", "contents": "write", "pull_requests": "write"},
+            "events": ["check_run", "check_suite", "pull_request", "push"],
         }
 
     def _content_json(self, c: _Ctx, repo: Repo, path: str, ref: str, data: bytes | None) -> JSON:
