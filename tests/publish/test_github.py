@@ -689,3 +689,22 @@ def test_data_write_with_a_read_only_token(gh: GitHubServer, client: Connect) ->
     with pytest.raises(GitHubError, match="contents: write") as caught:
         write_data_file(repo, DATA, "h.jsonl", "x\n", "m")
     assert caught.value.status == 403 and gh.branch_sha(REPO, DATA) is None
+
+
+def test_an_artefact_without_an_expiry_date_counts_as_unexpired() -> None:
+    # GitHub's description (artifact.expires_at: date-time, nullable) lets the date be null;
+    # comparing it with now raised TypeError.
+    from datetime import UTC, datetime, timedelta
+
+    from github.Artifact import Artifact
+
+    from evalgate.publish.github.artifacts import _unexpired
+
+    now = datetime.now(UTC)
+
+    def art(expires: str | None) -> Artifact:
+        return Artifact(None, {}, {"id": 1, "name": "b", "expired": False, "expires_at": expires})  # type: ignore[arg-type]
+
+    assert _unexpired(art(None), now)
+    assert _unexpired(art((now + timedelta(days=1)).isoformat()), now)
+    assert not _unexpired(art((now - timedelta(days=1)).isoformat()), now)

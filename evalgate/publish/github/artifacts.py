@@ -47,7 +47,7 @@ class BaselineRef(BaseModel):
     name: str
     size_in_bytes: int
     created_at: datetime
-    expires_at: datetime
+    expires_at: datetime | None  # null in GitHub's description: no expiry date
     archive_download_url: str
     run_id: int
     head_sha: str
@@ -95,7 +95,7 @@ def find_baseline(
     with calling("list a workflow run's artefacts", where, PERM_ACTIONS_READ):
         for run in runs[:max_lookups]:
             for art in run.get_artifacts():
-                if art.name == name and not art.expired and art.expires_at > now:
+                if art.name == name and not art.expired and _unexpired(art, now):
                     return _baseline_ref(art, run)
     return None
 
@@ -147,13 +147,20 @@ def _trusted_run(
     )
 
 
+def _unexpired(art: Artifact, now: datetime) -> bool:
+    """Not past its expiry date; GitHub's description lets ``expires_at`` be null (no date)."""
+    expires = art.expires_at
+    return expires is None or expires > now
+
+
 def _baseline_ref(art: Artifact, run: WorkflowRun) -> BaselineRef:
     data: dict[str, Any] = run.raw_data
     return BaselineRef(
         artifact_id=art.id,
         name=art.name,
         size_in_bytes=art.size_in_bytes,
-        created_at=art.created_at,
+        # GitHub's description lets an artefact's date be null: the run's is the next best.
+        created_at=art.created_at or run.created_at,
         expires_at=art.expires_at,
         archive_download_url=art.archive_download_url,
         run_id=data["id"],
@@ -425,7 +432,7 @@ def find_run_artifact(repo: Repository, run_id: int, name: str) -> BaselineRef |
     with calling("list the run's artefacts", where, PERM_ACTIONS_READ):
         run = repo.get_workflow_run(run_id)
         for art in run.get_artifacts():
-            if art.name != name or art.expired or art.expires_at <= now:
+            if art.name != name or art.expired or not _unexpired(art, now):
                 continue
             return _baseline_ref(art, run)
     return None

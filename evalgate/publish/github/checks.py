@@ -45,7 +45,7 @@ def create_check_run(
             )
         else:
             check = repo.create_check_run(name, head_sha, conclusion=conclusion, output=output)
-        return check.html_url
+        return check.html_url or ""
 
 
 # GitHub takes at most 50 annotations a request; more go in later updates of the same run.
@@ -103,7 +103,8 @@ def publish_check(
             for start in range(ANNOTATIONS_PER_REQUEST, len(shown), ANNOTATIONS_PER_REQUEST):
                 batch = shown[start : start + ANNOTATIONS_PER_REQUEST]
                 check.edit(output={**output, "annotations": batch})
-            return "check", str(check.html_url)
+            # GitHub's description lets a check run's html_url be null.
+            return "check", check.html_url or ""
     except _NoChecks:
         # A commit status has no neutral: an inconclusive (neutral) verdict is "success" with
         # its title saying so, as the check run would count for branch protection.
