@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import types
+import weakref
 from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any
@@ -319,6 +320,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return str(tb.current().charge((markup_join if escaped else str_join)(parts)))
 
 
+# The seconds each compiled template has rendered for, in all its renders.
+_SPENT: weakref.WeakKeyDictionary[jinja2.Template, float] = weakref.WeakKeyDictionary()
+
 _ENV = _Sandbox(
     loader=None,
     undefined=jinja2.StrictUndefined,
@@ -342,9 +346,13 @@ def render_template(
 ) -> str:
     """Render under the budget; any failure is a UserError naming ``where``. ``holdout``: the
     values are a holdout case's, so the message names only the kind of failure."""
+    left = tb.MAX_TOTAL_SECONDS - _SPENT.get(template, 0.0)
     try:
-        with tb.rendering():
-            return template.render(**copy.deepcopy(context))
+        with tb.rendering(left) as budget:
+            try:
+                return template.render(**copy.deepcopy(context))
+            finally:
+                _SPENT[template] = _SPENT.get(template, 0.0) + budget.elapsed
     except (Exception, OutOfTime) as exc:
         raise _failure(exc, where, holdout) from None
 
