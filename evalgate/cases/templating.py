@@ -35,6 +35,7 @@ from jinja2.sandbox import (
     SandboxedEscapeFormatter,
     SandboxedFormatter,
 )
+from jinja2.utils import Namespace
 from markupsafe import Markup
 
 from evalgate.cases import template_budget as tb
@@ -56,6 +57,8 @@ from evalgate.errors import UserError
 __all__ = ["MAX_OUTPUT", "MAX_PRODUCT", "compile_template", "render_template", "render_turn"]
 
 _SIZED = (str, bytes, list, tuple)
+# A namespace prints its attributes (held under a private name).
+tb.HOLDERS[Namespace] = lambda ns: object.__getattribute__(ns, "_Namespace__attrs")
 
 
 def _null_is_empty(value: Any) -> Any:
