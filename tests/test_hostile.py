@@ -123,7 +123,7 @@ CASES = [
         "prompt-huge-string",
         1,
         files={"prompts/v3.txt": "{{ 'x' * 10 ** 12 }}"},
-        says=("prompts/v3.txt", "unsafe", "1,000,000,000,000"),
+        says=("prompts/v3.txt", "budget", "1,000,000,000,000"),
     ),
     Hostile(
         "template-globals",

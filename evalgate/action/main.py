@@ -12,13 +12,15 @@ then for each suite:
   run on the tagged commit.
 
 A user error is one line in the log, an ``::error::`` annotation and the job summary, exit 2; a
-failed gate exits 1 as ``fail_on`` says; a crash also writes its one-line cause to the summary.
+failed gate exits 1 as ``fail_on`` says; a crash also writes its one-line cause to the summary,
+and its traceback to the log collapsed in a group, every line of it inert (no workflow command).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -49,7 +51,7 @@ from evalgate.config.load import load_config
 from evalgate.errors import EvalgateError, UserError
 from evalgate.publish import github as gh
 from evalgate.redact import hold_environment, redact
-from evalgate.report.escape import escape
+from evalgate.report.escape import escape, log_block
 
 
 def read_event(env: Mapping[str, str]) -> dict[str, Any]:
@@ -151,7 +153,7 @@ def action(
         _report_failure(
             runner, env, out, err, f"evalgate crashed: {type(exc).__name__}: {redact(str(exc))}"
         )
-        err.write(redact(traceback.format_exc()))
+        write_trace(err, redact(traceback.format_exc()))
         return 1
 
 
@@ -164,6 +166,17 @@ def _report_failure(
     runner.annotate("error", line)
     runner.add_summary(f"> [!CAUTION]\n> **evalgate stopped**: {escape(line, 'markdown')}\n")
     runner.flush()
+
+
+def write_trace(err: TextIO, trace: str) -> None:
+    """A crash's traceback, collapsed in the log. Its text can quote anything (a reply, a file,
+    an upstream's error), so no line of it may act as a workflow command: the block runs with
+    commands stopped under a token nobody else knows, and each line is also made inert."""
+    token = secrets.token_hex(16)
+    err.write(f"::group::evalgate crashed: the traceback\n::stop-commands::{token}\n")
+    err.writelines(line + "\n" for line in log_block(trace))
+    err.write(f"::{token}::\n::endgroup::\n")
+    err.flush()
 
 
 def main() -> int:

@@ -94,6 +94,23 @@ def _markdown(text: str) -> str:
     return _GH.sub("GH" + JOINER, value)
 
 
+# What makes a log line a workflow command: "::name::" at its start (after any blanks), or the
+# runner's older "##[name]" form anywhere in it.
+_COMMAND = re.compile(r":(?=:)|#(?=#\[)")
+
+
+def inert(line: str) -> str:
+    """One line of the job log that the runner cannot read as a workflow command, its text and
+    indentation otherwise kept: a space between any two colons, and in any ``##[``."""
+    return _COMMAND.sub(lambda m: m.group() + " ", line)
+
+
+def log_block(text: str) -> list[str]:
+    """Untrusted text of several lines (a traceback) as log lines, each :func:`inert`, with
+    invisible characters shown and line breaks of every kind ending a line."""
+    return [inert(visible(line)) for line in text.splitlines()]
+
+
 def escape(text: object, to: Target) -> str:
     """``text`` made safe and inert for one place it is shown.
 
@@ -104,8 +121,8 @@ def escape(text: object, to: Target) -> str:
     - ``command``: the message of a workflow command (``::error::MESSAGE``), as GitHub
       documents: ``%``, CR and LF percent-encoded, so it cannot end the command.
     - ``property``: a workflow command's property value: also ``:`` and ``,``.
-    - ``log``: one plain line of the job log: newlines folded, and no ``::`` that could
-      start a workflow command.
+    - ``log``: one plain line of the job log: newlines folded, and no ``::`` or ``##[`` that
+      could start a workflow command (see :func:`inert`).
     - ``shell``: one shell word (POSIX quoting).
 
     Every target shows invisible and bidi characters as ``<U+XXXX>``.
@@ -127,7 +144,7 @@ def escape(text: object, to: Target) -> str:
             value = value.replace(":", "%3A").replace(",", "%2C")
         return value
     if to == "log":
-        return one_line(value).replace("::", ": :")
+        return inert(one_line(value))
     if to == "shell":
         return shlex.quote(visible(value))
     raise ValueError(f"unknown target {to!r}")

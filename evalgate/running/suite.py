@@ -229,7 +229,11 @@ def build_jobs(
         holdout = case.split == "holdout"
         # Errors name a case by its job's id: a holdout case's id stays out of any message.
         name = key.case(case.id, case.hash) if holdout else case.id
-        turn = render_turn(template, case.input, f"template (case {name!r}, {case.source})")
+        # A holdout case is not named in a template error, nor are its values quoted.
+        where = (
+            "template (a holdout case)" if holdout else f"template (case {name!r}, {case.source})"
+        )
+        turn = render_turn(template, case.input, where, holdout=holdout)
         request = Request(
             system=prompt.text,
             messages=(

@@ -36,3 +36,39 @@ def test_syntax_error_gives_the_line() -> None:
     assert line == 2
     assert message  # jinja2's own description of what it expected
     assert syntax_error("{{ fine }}\n{% if x %}y{% endif %}") is None
+
+
+def test_a_template_slow_on_every_case_stops_in_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each render under its own limit, and all renders of one template under another: a
+    template that takes just under the limit on each of many cases still ends soon."""
+    from evalgate.cases import template_budget
+
+    monkeypatch.setattr(template_budget, "MAX_TOTAL_SECONDS", 0.5)
+    slow = "{% for i in range(100000) %}{% endfor %}{{ body }}"
+    template = compile_template(slow, "t")
+    with pytest.raises(UserError, match="in all"):
+        for _ in range(100):
+            render_turn(template, {"body": "hi"}, "c")
+    # Another template has its own time.
+    assert render_turn(compile_template("{{ body }}", "t"), {"body": "hi"}, "c") == "hi"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{{ body|center(20000) }}", "center width"),
+        ("{{ body.zfill(20000) }}", "zfill width"),
+        ("{{ '{:.20000f}'.format(1.5) }}", "width of 20000"),
+        ("{{ 10 ** 30000 }}", "bits"),
+        ("{{ (body * 100000) ~ (body * 100000) }}", "joined text"),
+    ],
+)
+def test_widths_and_sizes_over_the_limit_are_refused(text: str, says: str) -> None:
+    with pytest.raises(UserError, match=says):
+        render_turn(compile_template(text, "prompts/v1.txt"), {"body": "hello"}, "prompts/v1.txt")
+
+
+def test_widths_and_sizes_a_prompt_needs_still_render() -> None:
+    text = "{{ body|center(40) }}|{{ '{:>8.2f}'.format(3.14159) }}|{{ '%05d' % 42 }}|{{ 2 ** 64 }}"
+    turn = render_turn(compile_template(text, "t"), {"body": "hello"}, "c")
+    assert turn == f"{'hello':^40}|    3.14|00042|{2**64}"
