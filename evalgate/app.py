@@ -39,7 +39,7 @@ from evalgate.cases.holdout import (
     unrecorded_changes,
 )
 from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings
-from evalgate.cases.leakguard import LeakGuard
+from evalgate.cases.leakguard import LeakGuard, contamination, holdout_index
 from evalgate.cases.read import SPLITS, CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
@@ -396,6 +396,8 @@ def release_version(
     secret = holdout_secret(world.env, suite)
     key = HoldoutKey(secret)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    shipped = (options.prompt if options else None) or load_prompt(loaded, suite, version)
+    contaminated(shipped, suite, cases)
     # Everything the integrity check reads is read before any call: a bad file costs nothing.
     usable_history(history, key)
     if suite.sealed_holdout is not None:
@@ -424,6 +426,29 @@ def release_version(
         integrity=integrity,
     )
     return run, record, report
+
+
+class Contamination(UserError):
+    """The shipped prompt carries holdout cases: its holdout score would mean nothing."""
+
+
+def contaminated(prompt: Prompt, suite: Suite, cases: CaseSet) -> None:
+    """Refuse a release whose shipped prompt (or user-turn template) carries holdout cases,
+    read as the pull-request guard reads requests (the holdout's plaintext, sealed cases
+    too, is at hand here); nothing of the holdout is named."""
+    held = [c for c in cases.cases if c.split == "holdout"]
+    public = [c for c in cases.cases if c.split != "holdout"]
+    texts = {f"the shipped prompt {prompt.name} ({prompt.path or 'given'})": prompt.text}
+    texts["the user-turn template"] = suite.template
+    found = contamination(holdout_index(held, public), texts)
+    if found:
+        raise Contamination(
+            f"{' and '.join(found)} carries holdout cases: a prompt that contains holdout "
+            "cases is contamination (it would ace the holdout it is gated on), so the release "
+            "fails",
+            fix="take the holdout cases out of the prompt (use dev cases as examples) and tag "
+            "again",
+        )
 
 
 def _sealed_integrity(

@@ -10,8 +10,8 @@ holdout labels) as a reader would see them:
   controls, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, tags; the property as the
   ``regex`` module's current Unicode data has it);
 * the UTS #39 skeleton, from Unicode's own confusables.txt (as the ``confusable-homoglyphs``
-  package ships it), taken before and after case folding, so that ``ɑ``, ``օ``, ``ҽ`` and the rest read
-  as the letters they imitate; combining marks dropped;
+  package ships it), joined with case folding, so that ``ɑ``, ``օ``, ``ҽ`` and the rest read
+  as the letters they imitate, in either case; combining marks dropped;
 * punctuation and symbols deleted (``re.fund`` is ``refund``), words split at white space;
 * then containment: a request that holds at least :data:`THRESHOLD` of a holdout text's
   8-word shingles, or of the 24-letter runs of its letters (spaces and punctuation ignored),
@@ -114,18 +114,48 @@ def prototypes() -> dict[int, str]:
     return table
 
 
-def _skeleton(text: str) -> str:
-    """UTS #39's skeleton: NFD, default-ignorables removed, prototypes, NFD again."""
-    text = _IGNORABLE.sub("", unicodedata.normalize("NFD", text))
-    return unicodedata.normalize("NFD", text.translate(prototypes()))
+@lru_cache(maxsize=1)
+def reading() -> dict[int, str]:
+    """The skeleton and ASCII case as one table: letters confusable in either case (``I``,
+    ``l``, ``1`` and ``ı``; ``m`` and ``rn``) read as one spelling, a sequence where the class
+    has one (as UTS #39 spells ``m``), else lower-case ASCII, else the lowest code point."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    for source, target in prototypes().items():
+        union(chr(source), target)
+    # Case joins only ASCII pairs here: across scripts it would chain shapes that differ
+    # (Greek H and eta, which looks like n); other letters are case-folded in the text.
+    for upper in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        union(upper, upper.lower())
+    members: dict[str, list[str]] = {}
+    for node in list(parent):
+        members.setdefault(find(node), []).append(node)
+    table: dict[int, str] = {}
+    for group in members.values():
+        spelling = min(
+            group, key=lambda x: (len(x) == 1, not (x.isascii() and x.islower()), len(x), x)
+        )
+        table.update({ord(x): spelling for x in group if len(x) == 1 and x != spelling})
+    return table
 
 
 @lru_cache(maxsize=4096)
 def words(text: str) -> tuple[str, ...]:
     """The words of ``text`` as a reader sees them (see the module's docstring)."""
     text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
-    text = _skeleton(_skeleton(text).casefold()).casefold()
-    text = _MARKS.sub("", text)
+    table = reading()
+    text = unicodedata.normalize("NFD", text).translate(table).casefold().translate(table)
+    text = _MARKS.sub("", unicodedata.normalize("NFD", text)).casefold()
     return tuple(_NOT_WORD.sub("", text).split())
 
 
@@ -309,6 +339,13 @@ def label_texts(label: Any) -> Iterator[str]:
     yield from case_texts(label.case)
     if len(words(label.reply)) >= MIN_REPLY_WORDS:
         yield label.reply
+
+
+def holdout_index(holdout: Iterable[Any], public: Iterable[Any] = ()) -> LeakIndex:
+    """The index of holdout cases' texts, less what the public cases carry."""
+    return LeakIndex(
+        [t for c in holdout for t in case_texts(c)], [t for c in public for t in case_texts(c)]
+    )
 
 
 def contamination(index: LeakIndex, texts: dict[str, str]) -> list[str]:
