@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,17 +45,20 @@ from test_action import (
     release,
     run_action,
 )
+from test_agent import TOOLS
+from test_agent import fake as agent_fake
 
-from evalgate.backends.base import Message
+from evalgate.backends.base import Message, Request
 from evalgate.backends.guarded import guarded
 from evalgate.cases.judge_labels import load_labels
 from evalgate.cases.leakguard import LeakIndex, base_guards, words
-from evalgate.cases.read import load_cases
+from evalgate.cases.read import Case, load_cases
 from evalgate.cases.split import assign_all
 from evalgate.config.load import load_config
 from evalgate.running.execute import execute
 from evalgate.running.suite import build_jobs, load_prompt, load_suite_cases
 from evalgate.scorers.base import build_scorer
+from evalgate.trajectory import AgentSpec, ToolSpec
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
@@ -500,3 +504,67 @@ def test_a_shared_preamble_and_short_replies_are_no_leak() -> None:
     assert not index.carries([preamble + " Do you open on Sundays?"])
     assert index.carries(["Examples: is the wheel i ordered last monday in yet please"])
     assert not index.carries(["ok"])
+
+
+# --------------------------------------------------------------------------- agent channels
+
+# A holdout text a tool could hand back (the tool command is the pull request's to change).
+AGENT_HELD = "Gears are slipping again after your repair and I am disappointed with the shop."
+TOOLS_PY = f"""
+import json, sys
+call = json.load(sys.stdin)
+print(json.dumps({{"result": {{"status": "delivered", "note": {AGENT_HELD!r}}}}}))
+"""
+
+
+def _agent(tmp_path: Path, **spec: Any) -> Request:
+    (tmp_path / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    tools = spec.pop("tools", TOOLS)
+    return Request(
+        system="Always look up the order.",
+        messages=(Message(role="user", content="refund A1 please"),),
+        model="fake-agent",
+        case={"id": "c1"},
+        agent=AgentSpec(tools=tools, **spec),
+    )
+
+
+AGENT_LEAKS = [
+    (
+        "tool-results",
+        {"tool_command": (sys.executable, "tools.py")},
+        "not sent: tool results of case c1 carry a holdout case",
+    ),
+    (
+        "fixtures",
+        {"fixtures": {"lookup_order": [{"result": {"status": "delivered", "note": AGENT_HELD}}]}},
+        "not sent: the fixtures of case c1 carry a holdout case",
+    ),
+    (
+        "tool-definitions",
+        {"tools": (*TOOLS[1:], ToolSpec(name="lookup_order", description=AGENT_HELD))},
+        "not sent: the tool definitions carry a holdout case",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "refusal"), [a[1:] for a in AGENT_LEAKS], ids=[a[0] for a in AGENT_LEAKS]
+)
+def test_an_agent_loop_sends_no_holdout_text_on(
+    tmp_path: Path, spec: dict[str, Any], refusal: str
+) -> None:
+    guard = base_guards([_held_case(AGENT_HELD)], []).runs
+    backend = guarded(agent_fake(tmp_path), guard)
+    reply = backend.complete(_agent(tmp_path, **spec))
+    assert (reply.error_kind, reply.error) == ("holdout", refusal)
+    # The tool's result never went back to the model: no step after the one that called it.
+    assert len(reply.steps or []) <= 1
+    assert guard.tripped is not None
+    # And nothing else of the job is sent after it.
+    after = backend.complete(_agent(tmp_path))
+    assert after.error_kind == "holdout" and "the job stopped sending" in str(after.error)
+
+
+def _held_case(text: str) -> Case:
+    return Case(id="h1", input={"message": text}, hash="0" * 64, source="cases.jsonl:1")
