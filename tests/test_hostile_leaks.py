@@ -47,6 +47,8 @@ from test_action import (
 )
 from test_agent import TOOLS
 from test_agent import fake as agent_fake
+from test_fork import collect as fork_collect
+from test_fork import gate as fork_gate
 
 from evalgate.backends.base import Message, Request
 from evalgate.backends.guarded import guarded
@@ -568,3 +570,38 @@ def test_an_agent_loop_sends_no_holdout_text_on(
 
 def _held_case(text: str) -> Case:
     return Case(id="h1", input={"message": text}, hash="0" * 64, source="cases.jsonl:1")
+
+
+# --------------------------------------------------------------------------- forks
+
+# What a fork's data may carry: the suite's prompts and cases (the overlay refuses the rest).
+FORK_LEAKS = [
+    x
+    for x in LEAKS
+    if x.id
+    in ("earlier-turns", "look-alike-letters", "invisible-letters", "few-shot-in-prompt-file")
+]
+
+
+@pytest.mark.parametrize("leak", FORK_LEAKS, ids=[x.id for x in FORK_LEAKS])
+def test_a_fork_pull_request_sends_no_holdout_text_either(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer, leak: Leak
+) -> None:
+    peek = make_workspace(tmp_path / "peek")
+    hidden = _hidden(peek)
+    before = {p: (peek / p).read_text("utf-8") for p in (CASES, PROMPT)}
+    planted = leak.attack(peek)
+    files = {p: (peek / p).read_text("utf-8") for p in before}
+    _, data = fork_collect(tmp_path, gh, {p: t for p, t in files.items() if t != before[p]})
+    job = fork_gate(
+        tmp_path,
+        gh,
+        data,
+        anthropic=True,
+        inputs={"anthropic_api_key": KEY},
+        env={"ANTHROPIC_BASE_URL": messages.url},
+    )
+    assert _leaked(_bodies(messages), hidden + planted) == []
+    assert re.search(leak.channel, job.out), job.out + job.err
+    assert job.outputs["verdict"] in ("inconclusive", "fail")
+    assert job.code == 1
