@@ -182,6 +182,16 @@ def strings(value: Any) -> Iterator[str]:
         yield json.dumps(value, default=str)
 
 
+def _over(grams: Iterable[Any], table: dict[Any, list[int]], sizes: dict[int, int]) -> set[int]:
+    """The texts of which at least THRESHOLD of their grams are among ``grams``."""
+    shared = Counter[int]()
+    for gram in grams:
+        hit = table.get(gram)
+        if hit:
+            shared.update(hit)
+    return {n for n, k in shared.items() if k >= THRESHOLD * sizes[n]}
+
+
 class LeakIndex:
     """The base's holdout texts, as shingles, ready for cheap containment look-ups."""
 
@@ -227,17 +237,13 @@ class LeakIndex:
         found: set[int] = set()
         for size in self._short_lengths:
             for gram in _grams(seq, size):
-                found.update(self._short.get(gram, ()))
+                hit = self._short.get(gram)
+                if hit:
+                    found.update(hit)
         if len(seq) >= SHINGLE_WORDS and self._long:
-            shared = Counter[int]()
-            for gram in _grams(seq, SHINGLE_WORDS):
-                shared.update(self._long.get(gram, ()))
-            found.update(n for n, k in shared.items() if k >= THRESHOLD * self._sizes[n])
+            found |= _over(_grams(seq, SHINGLE_WORDS), self._long, self._sizes)
         if self._letters:
-            shared = Counter[int]()
-            for run in _runs("".join(seq)):
-                shared.update(self._letters.get(run, ()))
-            found.update(n for n, k in shared.items() if k >= THRESHOLD * self._letter_sizes[n])
+            found |= _over(_runs("".join(seq)), self._letters, self._letter_sizes)
         return found - self._dead
 
     def carries(self, texts: Iterable[str]) -> bool:
