@@ -23,6 +23,7 @@ from evalgate.analysis.release import (
     usable_history,
 )
 from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.backends.guarded import guarded
 from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
@@ -38,6 +39,7 @@ from evalgate.cases.holdout import (
     unrecorded_changes,
 )
 from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings
+from evalgate.cases.leakguard import LeakGuard, contamination, holdout_index
 from evalgate.cases.read import SPLITS, CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
@@ -128,6 +130,8 @@ class RunOptions:
     resume: Run | None = None
     # Send only these (case id, repeat) jobs (the adaptive design's extra repeats).
     only: frozenset[tuple[str, int]] | None = None
+    # Pull-request and fork jobs: every request (the judge's too) passes this holdout guard.
+    guard: LeakGuard | None = None
 
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
@@ -225,7 +229,7 @@ def estimate_version(
     suite = spec.suite
     backend: Backend | None
     try:
-        backend = build_backend(world.env, loaded, suite.model)
+        backend = guarded(build_backend(world.env, loaded, suite.model), options.guard)
     except UserError:
         backend = None  # no key, say: the input tokens are approximated
     try:
@@ -257,7 +261,7 @@ def run_version(
         spec = replace(spec, only=unsent(options.resume), repeats=options.resume.repeats)
     elif options.only is not None:
         spec = replace(spec, only=options.only)
-    backend = build_backend(world.env, loaded, suite.model)
+    backend = guarded(build_backend(world.env, loaded, suite.model), options.guard)
     offline = bool(getattr(backend, "offline", False))
     guard = BudgetGuard.of(
         suite.budget,
@@ -267,7 +271,9 @@ def run_version(
     )
     judge = None
     if suite.scorer.kind == "judge":
-        judge = build_backend(world.env, loaded, suite.scorer.model)
+        judge = guarded(
+            build_backend(world.env, loaded, suite.scorer.model), options.guard, "judge"
+        )
     use_cache = options.cache is True or (options.cache is None and world.in_ci)
     cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
     batch = None
@@ -390,6 +396,8 @@ def release_version(
     secret = holdout_secret(world.env, suite)
     key = HoldoutKey(secret)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret)
+    shipped = (options.prompt if options else None) or load_prompt(loaded, suite, version)
+    contaminated(shipped, suite, cases)
     # Everything the integrity check reads is read before any call: a bad file costs nothing.
     usable_history(history, key)
     if suite.sealed_holdout is not None:
@@ -418,6 +426,29 @@ def release_version(
         integrity=integrity,
     )
     return run, record, report
+
+
+class Contamination(UserError):
+    """The shipped prompt carries holdout cases: its holdout score would mean nothing."""
+
+
+def contaminated(prompt: Prompt, suite: Suite, cases: CaseSet) -> None:
+    """Refuse a release whose shipped prompt (or user-turn template) carries holdout cases,
+    read as the pull-request guard reads requests (the holdout's plaintext, sealed cases
+    too, is at hand here); nothing of the holdout is named."""
+    held = [c for c in cases.cases if c.split == "holdout"]
+    public = [c for c in cases.cases if c.split != "holdout"]
+    texts = {f"the shipped prompt {prompt.name} ({prompt.path or 'given'})": prompt.text}
+    texts["the user-turn template"] = suite.template
+    found = contamination(holdout_index(held, public), texts)
+    if found:
+        raise Contamination(
+            f"{' and '.join(found)} carries holdout cases: a prompt that contains holdout "
+            "cases is contamination (it would ace the holdout it is gated on), so the release "
+            "fails",
+            fix="take the holdout cases out of the prompt (use dev cases as examples) and tag "
+            "again",
+        )
 
 
 def _sealed_integrity(
@@ -466,13 +497,15 @@ def check_judge(
     judge_sha: str | None = None,
     concurrency: int | None = None,
     force_reason: str | None = None,
+    guard: LeakGuard | None = None,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
     label's grades by id (for pairing two judges). A holdout read goes in the ledger.
-    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
+    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge).
+    ``guard``: a pull request's holdout guard (the labels themselves are what it lets through)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
-    backend = build_backend(world.env, loaded, suite.scorer.model)
+    backend = guarded(build_backend(world.env, loaded, suite.scorer.model), guard, "judge")
     try:
         scorer = JudgeScorer(suite.scorer, root, backend)
         chosen = [x for x in labels if x.split in splits]

@@ -12,6 +12,7 @@ from typing import Any, Literal, TextIO
 
 from evalgate.action.inputs import Inputs, Outputs, VerdictKind
 from evalgate.app import World
+from evalgate.cases.leakguard import LeakGuards
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
 from evalgate.redact import hold_environment
@@ -43,6 +44,9 @@ class ActionJob:
     check: bool = False
     # The job's total budget (inputs max_calls, max_usd), shared by every suite's run.
     budget: BudgetGuard | None = None
+    # Pull-request and fork jobs: the holdout guards every request passes (made once, from
+    # the base commit): for the runs, and for the judge check (which may send the labels).
+    leak_guards: LeakGuards | None = None
 
     # --- the GitHub environment ------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from evalgate import files
 from evalgate.analysis.calibration import AgreementChange, agreement_change
 from evalgate.app import World, check_judge
 from evalgate.cases.judge_labels import Label
+from evalgate.cases.leakguard import LeakGuard
 from evalgate.config.load import LoadedConfig, parse_config
 from evalgate.config.models import Suite
 from evalgate.report.render import render
@@ -109,9 +110,11 @@ def judge_in_pr(
     candidate: Run | None = None,
     *,
     holdout_unread: str | None = None,
+    guard: LeakGuard | None = None,
 ) -> JudgeInPR:
     """``candidate``: the pull request's run, whose accuracy is shown corrected for judge error.
-    ``holdout_unread``: why the holdout labels may not be read here (then dev only is)."""
+    ``holdout_unread``: why the holdout labels may not be read here (then dev only is).
+    ``guard``: the pull request's holdout guard for the judge's requests."""
     assert suite.judge is not None
     base = _base_suite(loaded, name, read_base)
     holdout_unread = holdout_unread or _holdout_closed(loaded, suite, base)
@@ -145,12 +148,25 @@ def judge_in_pr(
                 )
         else:
             labels = suite_labels(loaded, suite)
-        report, head = check_judge(world, loaded, name, checked, labels, splits=both, show=SHOWN)
+        report, head = check_judge(
+            world, loaded, name, checked, labels, splits=both, show=SHOWN, guard=guard
+        )
         change = None
         reads = None
         if base is not None:
             change, reads = _against_base_judge(
-                world, loaded, name, suite, base, read_base, labels, head, both, alpha, folder
+                world,
+                loaded,
+                name,
+                suite,
+                base,
+                read_base,
+                labels,
+                head,
+                both,
+                alpha,
+                folder,
+                guard,
             )
         else:
             notes.append("the judge or its labels are new in this pull request: nothing to pair")
@@ -199,6 +215,7 @@ def _against_base_judge(
     splits: frozenset[str],
     alpha: float,
     folder: Path,
+    guard: LeakGuard | None = None,
 ) -> tuple[AgreementChange | None, int | None]:
     """When the pull request changes the judge, the base branch's judge grades the same labels
     and the two agreements are paired label by label; the change, and the holdout-label reads
@@ -225,6 +242,7 @@ def _against_base_judge(
             show=0,
             base_dir=folder / "base",
             judge_sha=base_sha,
+            guard=guard,
         )
         reads = based.holdout_reads
         ids = [

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,8 @@ from evalgate.cases.base_split import (
     relative_config,
 )
 from evalgate.cases.gitrepo import GitTree, toplevel
+from evalgate.cases.judge_labels import Label, load_labels
+from evalgate.cases.leakguard import LeakGuard, LeakGuards, base_guards
 from evalgate.cases.read import CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
@@ -100,7 +104,38 @@ def read_pr_base(runner: ActionJob, loaded: LoadedConfig) -> BaseSplit:
                 fix="pass github_token to the action, or check out with fetch-depth: 0",
             ) from None
         tree = gh.ContentsTree(runner.repo, sha)
-    return read_tree(tree, config, loaded)
+    base = read_tree(tree, config, loaded)
+    runner.leak_guards = leak_guards(base, tree, config)
+    return base
+
+
+def leak_guards(base: BaseSplit, tree: Tree | None = None, config: str = "") -> LeakGuards:
+    """The job's holdout guards: the base's holdout cases and its judges' holdout labels (read
+    from the base commit), less what its public cases and dev labels already carry."""
+    holdout_labels: list[Label] = []
+    dev_labels: list[Label] = []
+    for name, own in base.suites.items():
+        judge = own.suite.judge
+        if tree is None or judge is None:
+            continue
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(config), judge.labels))
+        data = tree.read(path) if not path.startswith("../") else None
+        if data is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="evalgate-base-labels-") as folder:
+            copy = Path(folder) / posixpath.basename(path)
+            copy.write_bytes(data)
+            try:
+                labels = load_labels(copy, own.suite)
+            except UserError as exc:
+                raise BaseUnavailable(
+                    f"the base commit's judge labels of suite {name!r} cannot be read: {exc.what}",
+                    fix="fix the labels on the default branch first",
+                ) from None
+        holdout_labels += [x for x in labels if x.split == "holdout"]
+        dev_labels += [x for x in labels if x.split != "holdout"]
+    public = [c for s in base.suites.values() for c in s.public]
+    return base_guards(base.holdout, public, holdout_labels, dev_labels)
 
 
 def run_pr(
@@ -137,7 +172,12 @@ def run_pr(
         return None
     assign, holdout_change = guard(base, name, loaded)
     version = loaded.ship_version(suite)
-    options = RunOptions(cache=True, assign=assign, budget_parent=job_budget(runner))
+    if runner.leak_guards is None:
+        runner.leak_guards = leak_guards(base)
+    guards = runner.leak_guards
+    options = RunOptions(
+        cache=True, assign=assign, budget_parent=job_budget(runner), guard=guards.runs
+    )
     merge = (
         gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
         if runner.repo is not None and pull is not None
@@ -150,8 +190,12 @@ def run_pr(
     candidate = run_version(runner.world(), loaded, name, version, options)
     found = with_candidate(found, candidate)
     change = holdout_change()
-    if found.run is None and suite.gate.no_baseline == "run" and pull is not None:
-        found = _baseline_in_job(runner, loaded, name, suite, version, pull.base_sha, assign)
+    leak = guards.leak()
+    if leak is None and found.run is None and suite.gate.no_baseline == "run" and pull is not None:
+        found = _baseline_in_job(
+            runner, loaded, name, suite, version, pull.base_sha, assign, options.guard
+        )
+        leak = guards.leak()
     verdict = decide(found.run, candidate, suite.gate)
     runner.annotations += _broken_annotations(runner, loaded, suite, assign, verdict)
     if change.changed:
@@ -162,8 +206,13 @@ def run_pr(
             "this pull request changes the holdout, which is decided on the default branch: "
             "the job fails whatever fail_on says (see the comment)"
         )
+    if leak is not None:
+        # A request carried a holdout case: it was not sent, nor anything after it. What was
+        # scored before stays in the run; the job cannot pass.
+        _leaked(runner, name, leak)
+        verdict = verdict.model_copy(update={"mismatch": [leak.what, *verdict.mismatch]})
     judge = None
-    if suite.judge is not None:
+    if suite.judge is not None and leak is None:
         # The judge, checked against its labels and, when the PR changed it, against the base's.
         base_sha = pull.base_sha if pull is not None else None
 
@@ -179,8 +228,19 @@ def run_pr(
         pulled = pull_ledger(runner, loaded, name) if keep else None
         unread = None if keep else "this job's token cannot record the read"
         judge = judge_in_pr(
-            runner.world(), loaded, name, suite, read_base, candidate, holdout_unread=unread
+            runner.world(),
+            loaded,
+            name,
+            suite,
+            read_base,
+            candidate,
+            holdout_unread=unread,
+            guard=guards.judge_check,
         )
+        leak = guards.judge_check.leak()
+        if leak is not None:
+            _leaked(runner, name, leak)
+            judge.doubts.insert(0, leak.what)
         if keep:
             try:
                 push_ledger(runner, loaded, name, pulled, f"evalgate: judge labels read for {name}")
@@ -204,6 +264,11 @@ def run_pr(
     return PendingSuite(
         name, suite, candidate, verdict, found, number, version, fork, markdown, estimate
     )
+
+
+def _leaked(runner: ActionJob, name: str, leak: UserError) -> None:
+    line = f"{name}: {leak.one_line()}"
+    runner.must_fail = f"{runner.must_fail}; {line}" if runner.must_fail else line
 
 
 def job_budget(runner: ActionJob) -> BudgetGuard | None:
@@ -245,6 +310,7 @@ def _baseline_in_job(
     version: str,
     base_sha: str,
     assign: Callable[[CaseSet], CaseSet],
+    leak_guard: LeakGuard | None = None,
 ) -> Baseline:
     """No artefact: run the base branch's prompt here (twice the cost, and the comment says so)."""
     path = loaded.prompt_files(suite)[version]
@@ -254,7 +320,7 @@ def _baseline_in_job(
         runner.log(f"{name}: {relative} does not exist on the base branch; no baseline")
         return Baseline(None, None, no_baseline=True)
     prompt = Prompt(name=version, text=text, path=relative)
-    options = RunOptions(cache=True, prompt=prompt, assign=assign)
+    options = RunOptions(cache=True, prompt=prompt, assign=assign, guard=leak_guard)
     run = run_version(runner.world(), loaded, name, version, options)
     provenance = BaselineProvenance(
         run=run.name,

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -36,8 +37,31 @@ UNAVAILABLE = "error: this tool is unavailable (no fixture answers this call)"
 UNKNOWN = "error: there is no tool named {name!r}"
 
 
+# What checks a text before the loop sends it on (a tool's result, a tool command's stdin):
+# set by the holdout guard (backends/guarded.py) around a guarded call; it returns the refusal
+# line, or None when the text may go.
+OUTGOING: ContextVar[Callable[[str, str], str | None] | None] = ContextVar(
+    "evalgate_outgoing", default=None
+)
+
+
 class ToolFault(Exception):
     """A call that makes the case an error (a failing tool command, a missing fixture)."""
+
+    kind: ErrorKind = "tool"
+
+
+class NotSent(ToolFault):
+    """The holdout guard refused a text the loop was about to send."""
+
+    kind: ErrorKind = "holdout"
+
+
+def _outgoing(what: str, text: str) -> None:
+    check = OUTGOING.get()
+    refusal = check(what, text) if check is not None else None
+    if refusal is not None:
+        raise NotSent(refusal)
 
 
 @dataclass
@@ -108,6 +132,7 @@ def _command(
     assert spec.tool_command is not None
     payload = json.dumps({"case_id": case_id, "name": call.name, "input": call.input})
     shown = f"tool command for {call.name}"
+    _outgoing("the tool command's input", payload)
     try:
         done = run_program(
             spec.tool_command, stdin=payload, timeout_s=spec.tool_timeout_s, cwd=cwd, env=env
@@ -227,8 +252,10 @@ def run_agent(
         try:
             for call in turn.calls:
                 step.calls.append(resolve(spec, call, case_id, cwd, env or {}))
+            for record in step.calls:
+                _outgoing("tool results", record.result or "")
         except ToolFault as exc:
-            return reply(error=str(exc), error_kind="tool")
+            return reply(error=str(exc), error_kind=exc.kind)
         session.answer(turn, step.calls)
     return reply(
         error=f"the model was still calling tools after agent.max_steps ({spec.max_steps}) "

@@ -69,6 +69,8 @@ ErrorKind = Literal[
     "max_steps",
     # Not sent: the run's budget had no room for the call (running/budget.py).
     "budget",
+    # Not sent: the request carried a holdout case (cases/leakguard.py).
+    "holdout",
     "other",
 ]
 

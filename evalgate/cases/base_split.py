@@ -178,6 +178,8 @@ class BaseSuite:
     holdout_groups: frozenset[str]
     # The sealed store's lines (ciphertext) at the base.
     sealed: Counter[str] = field(default_factory=Counter)
+    # The base's dev and regression cases (the holdout guard leaves out what they carry).
+    public: tuple[Case, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,7 @@ def read_base(config: Path | None) -> BaseSplit:
             holdout=holdout,
             holdout_groups=frozenset(group_key(c, suite.split) for c in holdout),
             sealed=sealed,
+            public=tuple(c for c in read.cases if sides[c.id] != "holdout"),
         )
     return BaseSplit(suites=suites)
 
