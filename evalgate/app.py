@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -85,6 +85,9 @@ class World:
     err: TextIO
     warn: Callable[[str], None]
     say: Callable[[str], None]
+    # The action's per-job key for the response cache (evalgate/action/state.py); None: the
+    # cache is plain files, as the local ``--cache`` keeps them.
+    cache_key: bytes | None = field(default=None, repr=False)
 
     @property
     def in_ci(self) -> bool:
@@ -269,7 +272,8 @@ def run_version(
     if suite.scorer.kind == "judge":
         judge = build_backend(world.env, loaded, suite.scorer.model)
     use_cache = options.cache is True or (options.cache is None and world.in_ci)
-    cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
+    folder = loaded.state_dir / "cache"
+    cache = ResponseCache(folder, key=world.cache_key) if use_cache else None
     batch = None
     if options.batch or getattr(backend, "batch_by_default", False):
         batch = BatchExecutor.for_backend(

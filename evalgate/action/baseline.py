@@ -165,7 +165,7 @@ def find_baseline_run(
     if ref is None:
         return Baseline(None, None, no_baseline=True)
     folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), runner.folder / STATE_DIR / "download"
+        ref, runner.inputs.github_token.get_secret_value(), loaded.state_dir / "download"
     )
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from evalgate.action.inputs import Inputs, Outputs, VerdictKind
+from evalgate.action.state import JobState
 from evalgate.app import World
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
@@ -43,6 +44,10 @@ class ActionJob:
     check: bool = False
     # The job's total budget (inputs max_calls, max_usd), shared by every suite's run.
     budget: BudgetGuard | None = None
+    # Where the job keeps its state, outside the checkout, and the cache's key (state.py).
+    state: JobState | None = None
+    # The line naming a state folder the checkout holds, which the job ignored (state.py).
+    ignored_state: str | None = None
 
     # --- the GitHub environment ------------------------------------------------------------
 
@@ -126,7 +131,8 @@ class ActionJob:
             env[HOLDOUT_KEY_VARIABLE] = self.inputs.holdout_key.get_secret_value()
         # The secrets among them are kept out of every error text printed or saved.
         hold_environment(env)
-        return World(env=env, err=self.err, warn=self.warn, say=self.log)
+        key = self.state.cache_key if self.state is not None else None
+        return World(env=env, err=self.err, warn=self.warn, say=self.log, cache_key=key)
 
     def warn(self, text: str) -> None:
         self.err.write(f"warning: {escape(text, 'log')}\n")
