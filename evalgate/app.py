@@ -105,7 +105,7 @@ class World:
 class RunOptions:
     """How to run one prompt version: what of the suite, how often, and how to call the model.
 
-    ``cache`` None means on in CI (where re-runs of one commit are common) and off elsewhere.
+    ``cache`` True reads and writes the response cache; None or False leave it alone.
     ``prompt`` runs that text instead of the version's file; ``assign`` re-splits the cases
     (a pull request takes its split from the base commit); ``early_stop_against`` watches the
     run against that baseline and stops once the verdict cannot change.
@@ -271,7 +271,9 @@ def run_version(
     judge = None
     if suite.scorer.kind == "judge":
         judge = build_backend(world.env, loaded, suite.scorer.model)
-    use_cache = options.cache is True or (options.cache is None and world.in_ci)
+    # Opt-in: in CI the checkout's folder is whoever wrote the checkout's (the action passes
+    # True, with its own folder and key).
+    use_cache = options.cache is True
     folder = loaded.state_dir / "cache"
     cache = ResponseCache(folder, key=world.cache_key) if use_cache else None
     batch = None

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from conftest import CliResult
 from test_action import (
     FOLDER,
     FORK,
@@ -76,8 +77,9 @@ class Forger:
     offline: ClassVar[bool] = True
     name: ClassVar[str] = "anthropic"
 
-    def __init__(self, answers: dict[str, Any]) -> None:
+    def __init__(self, answers: dict[str, Any], name: str = "anthropic") -> None:
         self.answers = answers
+        self.name = name  # type: ignore[misc]
 
     def complete(self, request: Request) -> Reply:
         case_id = str((request.case or {}).get("id"))
@@ -98,7 +100,7 @@ def quiet_world() -> World:
     return World(env={}, err=io.StringIO(), warn=lambda _: None, say=lambda _: None)
 
 
-def forge(workspace: Path, prompt: str | None = None) -> dict[str, str]:
+def forge(workspace: Path, prompt: str | None = None, backend: str = "anthropic") -> dict[str, str]:
     """``.evalgate/cache/**`` in ``workspace``: right answers for the requests the job will send
     for ``prompt`` (the head's ship version when None), keyed and written exactly as the
     unauthenticated ResponseCache does. Returns the files, as a commit would carry them."""
@@ -111,12 +113,14 @@ def forge(workspace: Path, prompt: str | None = None) -> dict[str, str]:
         options = RunOptions(prompt=Prompt(name="v3", text=prompt, path=PROMPT))
     spec = plan_run(quiet_world(), loaded, SUITE, "v3", options)
     answers = {c.id: c.expected for c in cases_to_run(spec)}
-    forged = run_suite(spec, Forger(answers), loaded.root, cache=ResponseCache(folder))
+    forged = run_suite(spec, Forger(answers, backend), loaded.root, cache=ResponseCache(folder))
     assert all(c.passed for c in forged.cases)
     # The attack is real: an unauthenticated cache over these files answers every case right,
     # with no model call (what PR jobs, in-job baselines and releases read before).
     replay = ResponseCache(folder)
-    again = run_suite(spec, Silent(), loaded.root, cache=replay)
+    silent = Silent()
+    silent.name = backend  # type: ignore[misc]
+    again = run_suite(spec, silent, loaded.root, cache=replay)
     assert replay.misses == 0 and replay.hits == len(answers)
     assert all(c.passed for c in again.cases)
     return {
@@ -311,6 +315,22 @@ def test_a_forged_response_cache_is_a_miss_and_the_model_is_called(
     assert "cache: 0 hits" in job.err or expected_calls == 0
     if job.outputs.get("accuracy"):
         assert float(job.outputs["accuracy"]) < 0.5  # the prompt's own accuracy, not 1
+
+
+def test_the_cli_in_ci_reads_the_checkouts_cache_only_when_asked(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    """A workflow that runs ``evalgate run`` on a pull request's checkout (CI set) does not
+    read the cache the pull request committed; ``--cache`` is the local opt-in."""
+    workspace = make_workspace(tmp_path, NO_LABELS)
+    forge(workspace, backend="fake")
+    config = str(workspace / FOLDER / "evalgate.yml")
+    code, out, err = cli("run", "v3", "--config", config, env={"CI": "true"})
+    assert code == 0, err
+    assert "cache:" not in err and "cached" not in err
+    assert "(0/143)" in out  # the prompt's own accuracy: the model was asked
+    code, _, err = cli("run", "v3", "--cache", "--config", config, env={"CI": "true"})
+    assert "cache: 143 hits, 0 misses" in err  # the opt-in reads the folder as the user's
 
 
 # --------------------------------------------------------------------------- the ignored folder
