@@ -59,6 +59,7 @@ from evalgate.backends.base import Reply, Request
 from evalgate.config.load import load_config
 from evalgate.running.cache import ResponseCache
 from evalgate.running.suite import cases_to_run, run_suite
+from evalgate.setup import doctor
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
@@ -502,3 +503,37 @@ def test_the_plain_cache_still_serves_local_runs(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path)
     assert cache.get(REQUEST, "anthropic") == RIGHT
     assert ResponseCache.key(REQUEST, "anthropic") in {p.stem for p in tmp_path.rglob("*.json")}
+
+
+# --------------------------------------------------------------------------- the workflow
+
+OLD_CACHE_STEP = """\
+      - uses: actions/cache@1bd1e32a3bdc45362d1e726936510720a7c30a57 # v4.2.0
+        with:
+          path: .evalgate/cache
+          key: evalgate-${{ github.sha }}
+          restore-keys: evalgate-
+"""
+
+
+@pytest.mark.parametrize(
+    ("step", "warned"), [("", False), (OLD_CACHE_STEP, True)], ids=["as init writes it", "old"]
+)
+def test_doctor_warns_of_a_cache_step_that_restores_the_state_folder(
+    step: str, warned: bool, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    code, _, err = cli("init", "--dir", str(tmp_path), "--yes", "--suite", "main")
+    assert code == 0, err
+    workflow = tmp_path / ".github" / "workflows" / "evalgate.yml"
+    text = workflow.read_text(encoding="utf-8")
+    assert "actions/cache" not in text
+    anchor = "      - id: evalgate\n"
+    workflow.write_text(text.replace(anchor, step + anchor, 1), encoding="utf-8")
+    report = doctor.doctor(tmp_path, tmp_path / "evalgate.yml")
+    found = [f for f in report.findings if f.check.endswith(": response cache")]
+    if warned:
+        [finding] = found
+        assert finding.status == "warn" and "job gate restores .evalgate/" in finding.message
+        assert finding.fix == "remove the actions/cache step"
+    else:
+        assert found == []
