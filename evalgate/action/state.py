@@ -10,8 +10,9 @@ folder (``RUNNER_TEMP``; a fresh temporary folder where it is unset or unusable)
 ``.evalgate/`` folder in the checkout is only counted, to be named in the report.
 
 Why an authenticated cache rather than none: a job may send the same request more than once
-(the candidate and the in-job baseline share every unchanged case; a release's dev cases), and
-replies reused within the job save those calls. The key is 32 random bytes made in this
+(when a pull request changes cases or config but not the prompt, the in-job baseline sends
+the candidate's requests again; suites of one job may share requests), and replies reused
+within the job save those calls. The key is 32 random bytes made in this
 process for this job: never in the environment (so a ``command`` backend's program, which the
 pull request wrote, does not inherit it), on disk, or in a log. A secret kept across jobs would
 let the cache serve later jobs, but the pull-request job is exactly where the author's code
