@@ -334,6 +334,24 @@ def test_the_cli_in_ci_reads_the_checkouts_cache_only_when_asked(
     assert "cache: 143 hits, 0 misses" in err  # the opt-in reads the folder as the user's
 
 
+def test_within_one_job_the_signed_cache_still_answers_a_request_sent_twice(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer
+) -> None:
+    """A pull request that changes the config but not the prompt, with no artefact: the in-job
+    baseline sends the candidate's requests again, and the job's own entries answer them."""
+    anthropic_on_main(gh)
+    workspace = make_workspace(tmp_path)
+    use_anthropic(workspace)
+    config = workspace / FOLDER / "evalgate.yml"
+    config.write_text(config.read_text() + "# reviewed\n", encoding="utf-8")
+    open_pull(gh, {f"{FOLDER}/evalgate.yml": config.read_text()})
+    job = pr_job(workspace, gh, inputs=KEY, env={"ANTHROPIC_BASE_URL": messages.url})
+    n = dev_cases(workspace)
+    assert job.outputs["verdict"] == "pass", job.out + job.err
+    assert calls(messages) == n
+    assert f"cache: 0 hits, {n} misses" in job.err and f"cache: {n} hits, 0 misses" in job.err
+
+
 # --------------------------------------------------------------------------- the ignored folder
 
 
