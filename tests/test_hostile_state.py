@@ -73,14 +73,14 @@ CACHE = f"{FOLDER}/.evalgate/cache"
 
 
 class Forger:
-    """The attacker's model: the right label for every case it is asked about."""
+    """The attacker's model: the right label for every case it is asked about, under the name
+    of the backend the job will use (the cache keys by it)."""
 
     offline: ClassVar[bool] = True
-    name: ClassVar[str] = "anthropic"
 
-    def __init__(self, answers: dict[str, Any], name: str = "anthropic") -> None:
+    def __init__(self, answers: dict[str, Any], name: str) -> None:
         self.answers = answers
-        self.name = name  # type: ignore[misc]
+        self.name = name
 
     def complete(self, request: Request) -> Reply:
         case_id = str((request.case or {}).get("id"))
@@ -91,7 +91,9 @@ class Silent:
     """A model that must not be asked: every reply has to come from the cache."""
 
     offline: ClassVar[bool] = True
-    name: ClassVar[str] = "anthropic"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def complete(self, request: Request) -> Reply:
         raise AssertionError("the forged cache should have answered")
@@ -101,27 +103,20 @@ def quiet_world() -> World:
     return World(env={}, err=io.StringIO(), warn=lambda _: None, say=lambda _: None)
 
 
-def forge(workspace: Path, prompt: str | None = None, backend: str = "anthropic") -> dict[str, str]:
+def forge(workspace: Path, backend: str = "anthropic") -> dict[str, str]:
     """``.evalgate/cache/**`` in ``workspace``: right answers for the requests the job will send
-    for ``prompt`` (the head's ship version when None), keyed and written exactly as the
-    unauthenticated ResponseCache does. Returns the files, as a commit would carry them."""
+    for the head's ship version, keyed and written exactly as the unauthenticated
+    ResponseCache does. Returns the files, as a commit would carry them."""
     loaded = load_config(workspace / FOLDER / "evalgate.yml")
     folder = workspace / CACHE
-    options = RunOptions()
-    if prompt is not None:
-        from evalgate.running.suite import Prompt
-
-        options = RunOptions(prompt=Prompt(name="v3", text=prompt, path=PROMPT))
-    spec = plan_run(quiet_world(), loaded, SUITE, "v3", options)
+    spec = plan_run(quiet_world(), loaded, SUITE, "v3", RunOptions())
     answers = {c.id: c.expected for c in cases_to_run(spec)}
     forged = run_suite(spec, Forger(answers, backend), loaded.root, cache=ResponseCache(folder))
     assert all(c.passed for c in forged.cases)
     # The attack is real: an unauthenticated cache over these files answers every case right,
     # with no model call (what PR jobs, in-job baselines and releases read before).
     replay = ResponseCache(folder)
-    silent = Silent()
-    silent.name = backend  # type: ignore[misc]
-    again = run_suite(spec, silent, loaded.root, cache=replay)
+    again = run_suite(spec, Silent(backend), loaded.root, cache=replay)
     assert replay.misses == 0 and replay.hits == len(answers)
     assert all(c.passed for c in again.cases)
     return {
