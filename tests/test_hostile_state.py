@@ -38,6 +38,7 @@ from test_action import (
     Job,
     api,
     api_env,
+    baseline_text,
     comments,
     edit_config,
     gh,
@@ -63,7 +64,7 @@ from evalgate.setup import doctor
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
-__all__ = ["gh", "messages"]  # fixtures, imported to be used here
+__all__ = ["baseline_text", "gh", "messages"]  # fixtures, imported to be used here
 
 KEY = {"anthropic_api_key": "sk-ant-test-key"}
 CACHE = f"{FOLDER}/.evalgate/cache"
@@ -380,6 +381,23 @@ def test_a_pull_request_without_a_state_folder_has_no_such_note(
     assert job.outputs["verdict"] == "fail"
     [body] = comments(gh)
     assert "the job ignored it" not in body and "the job ignored it" not in job.summary
+
+
+def test_the_job_writes_its_state_outside_the_checkout_and_leaves_none(
+    tmp_path: Path, gh: GitHubServer, baseline_text: str
+) -> None:
+    upload(gh, baseline_text)
+    open_pull(gh, {PROMPT: NO_LABELS})
+    workspace = make_workspace(tmp_path, NO_LABELS)
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    job = pr_job(workspace, gh, env={"RUNNER_TEMP": str(temp)})
+    assert job.outputs["verdict"] == "fail", job.out + job.err
+    assert gh.find_requests("GET", "/repos/*/actions/artifacts/*/zip")  # a download was made
+    assert "cache: 0 hits" in job.err  # and the cache was used
+    # Nothing in the checkout, and the job's folder is gone with the job.
+    assert not (workspace / FOLDER / ".evalgate").exists()
+    assert list(temp.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- the program
