@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -87,6 +87,9 @@ class World:
     err: TextIO
     warn: Callable[[str], None]
     say: Callable[[str], None]
+    # The action's per-job key for the response cache (evalgate/action/state.py); None: the
+    # cache is plain files, as the local ``--cache`` keeps them.
+    cache_key: bytes | None = field(default=None, repr=False)
 
     @property
     def in_ci(self) -> bool:
@@ -104,7 +107,7 @@ class World:
 class RunOptions:
     """How to run one prompt version: what of the suite, how often, and how to call the model.
 
-    ``cache`` None means on in CI (where re-runs of one commit are common) and off elsewhere.
+    ``cache`` True reads and writes the response cache; None or False leave it alone.
     ``prompt`` runs that text instead of the version's file; ``assign`` re-splits the cases
     (a pull request takes its split from the base commit); ``early_stop_against`` watches the
     run against that baseline and stops once the verdict cannot change.
@@ -274,8 +277,11 @@ def run_version(
         judge = guarded(
             build_backend(world.env, loaded, suite.scorer.model), options.guard, "judge"
         )
-    use_cache = options.cache is True or (options.cache is None and world.in_ci)
-    cache = ResponseCache(loaded.state_dir / "cache") if use_cache else None
+    # Opt-in: in CI the checkout's folder is whoever wrote the checkout's (the action passes
+    # True, with its own folder and key).
+    use_cache = options.cache is True
+    folder = loaded.state_dir / "cache"
+    cache = ResponseCache(folder, key=world.cache_key) if use_cache else None
     batch = None
     if options.batch or getattr(backend, "batch_by_default", False):
         batch = BatchExecutor.for_backend(

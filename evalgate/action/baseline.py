@@ -35,10 +35,8 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     version = loaded.ship_version(suite)
     repeats = suite.gate.baseline_repeats
     # Repeats measure noise, which a cached reply cannot; a deterministic suite (temperature 0,
-    # one repeat) may reuse the cache for requests that did not change.
+    # one repeat) may reuse replies the job already has (its cache lives as long as the job).
     deterministic = suite.model.temperature == 0 and repeats == 1
-    if deterministic:
-        runner.log(f"{name}: deterministic suite (temperature 0, 1 repeat): reusing cached replies")
     options = RunOptions(repeats=repeats, cache=deterministic)
     run = run_version(runner.world(), loaded, name, version, options)
     path = baseline_path(runner.folder, name)
@@ -165,7 +163,7 @@ def find_baseline_run(
     if ref is None:
         return Baseline(None, None, no_baseline=True)
     folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), runner.folder / STATE_DIR / "download"
+        ref, runner.inputs.github_token.get_secret_value(), loaded.state_dir / "download"
     )
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from evalgate.action.inputs import Inputs, Outputs, VerdictKind
+from evalgate.action.state import JobState
 from evalgate.app import World
 from evalgate.cases.leakguard import LeakGuards
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
@@ -47,6 +48,10 @@ class ActionJob:
     # Pull-request and fork jobs: the holdout guards every request passes (made once, from
     # the base commit): for the runs, and for the judge check (which may send the labels).
     leak_guards: LeakGuards | None = None
+    # Where the job keeps its state, outside the checkout, and the cache's key (state.py).
+    state: JobState | None = None
+    # The line naming a state folder the checkout holds, which the job ignored (state.py).
+    ignored_state: str | None = None
 
     # --- the GitHub environment ------------------------------------------------------------
 
@@ -130,7 +135,8 @@ class ActionJob:
             env[HOLDOUT_KEY_VARIABLE] = self.inputs.holdout_key.get_secret_value()
         # The secrets among them are kept out of every error text printed or saved.
         hold_environment(env)
-        return World(env=env, err=self.err, warn=self.warn, say=self.log)
+        key = self.state.cache_key if self.state is not None else None
+        return World(env=env, err=self.err, warn=self.warn, say=self.log, cache_key=key)
 
     def warn(self, text: str) -> None:
         self.err.write(f"warning: {escape(text, 'log')}\n")

@@ -43,6 +43,7 @@ from evalgate.action.pr import (
     run_pr,
 )
 from evalgate.action.release import run_release
+from evalgate.action.state import JobState, checkout_state_note
 from evalgate.cases.base_split import (
     BaseSplit,
     BaseUnavailable,
@@ -102,11 +103,17 @@ def action(
         runner.repo = connect(env, inputs)
         if mode == "collect":
             return run_collect(runner, loaded)
+        # The checkout is data: the job's state lives in a folder of its own (state.py).
+        runner.state = JobState.create(env, runner.workspace)
+        checkout = loaded
+        loaded = runner.state.apply(loaded)
         if mode == "fork":
             if not prepare_fork(runner, loaded):
                 runner.flush()
                 return 1
             mode = "pr"
+        if mode == "pr":
+            runner.ignored_state = checkout_state_note(checkout, runner.workspace)
         base: BaseSplit | BaseUnavailable = BaseSplit(suites={}, configured=False)
         if mode == "pr":
             try:
@@ -155,6 +162,9 @@ def action(
         )
         write_trace(err, redact(traceback.format_exc()))
         return 1
+    finally:
+        if runner is not None and runner.state is not None:
+            runner.state.remove()
 
 
 def _report_failure(

@@ -486,7 +486,7 @@ def publish_pr(
         candidate=summary,
         baseline=found.provenance,
         # The fork flag means "nothing ran"; here the suite ran (it needs no secret).
-        flags=CommentFlags(no_baseline=found.no_baseline),
+        flags=CommentFlags(no_baseline=found.no_baseline, ignored_state=runner.ignored_state),
         links=CommentLinks(
             workflow_run=runner.run_url,
             artifact=found.provenance.artifact_url if found.provenance else None,

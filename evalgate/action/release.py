@@ -57,7 +57,8 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
         ledger=ledger,
         options=RunOptions(cache=True),
     )
-    save_run(run, loaded.state_dir)
+    # The run file is an output, for the workflow to upload: in the checkout's state folder.
+    save_run(run, loaded.model_copy(update={"state_root": None}).state_dir)
     markdown = render("release.md.j2", s=report)
     runner.add_summary(markdown)
     if runner.repo is not None:

@@ -132,7 +132,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         "--cache",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="reuse cached replies (default: on when CI is set; always off with --repeats)",
+        help="reuse cached replies from .evalgate/cache (default: off; always off with --repeats)",
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
     run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)

@@ -5,6 +5,7 @@ the paths it names checked; ``LoadedConfig`` is a config with the folder it is r
 from __future__ import annotations
 
 import glob
+import shlex
 from pathlib import Path
 from typing import Any, get_args
 
@@ -41,6 +42,9 @@ class LoadedConfig(BaseModel):
 
     config: Config
     path: Path
+    # Set by the action (evalgate/action/state.py): the job's own folder outside the checkout,
+    # used instead of the config's state_dir, which whoever wrote the checkout controls.
+    state_root: Path | None = None
 
     @property
     def root(self) -> Path:
@@ -59,6 +63,8 @@ class LoadedConfig(BaseModel):
 
     @property
     def state_dir(self) -> Path:
+        if self.state_root is not None:
+            return self.state_root
         return self.inside(self.config.state_dir, "state_dir")
 
     def suite(self, name: str | None) -> tuple[str, Suite]:
@@ -149,11 +155,32 @@ class LoadedConfig(BaseModel):
             paths += [self.root / name for name in file_names(suite.scorer)]
         if suite.tools:
             paths += [self.root / name for name in file_arguments(suite.agent.tool_argv())]
+        # The command backend's program is the system under test (and a judge's, the grader).
+        for settings in (suite.model, getattr(suite.scorer, "model", None)):
+            paths += [self.root / name for name in command_files(settings)]
         if suite.scorer.kind == "python":
             paths.append(
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")
             )
         return [p.resolve() for p in paths]
+
+
+def command_files(settings: object) -> list[str]:
+    """The files of the repository a ``command`` backend's command line names: its program
+    (``./app``) and the file arguments (``python app.py``), as ``file_arguments`` finds them."""
+    if getattr(settings, "backend", None) != "command":
+        return []
+    command = (getattr(settings, "options", None) or {}).get("command")
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            return []  # the backend refuses it when it starts
+    elif isinstance(command, list):
+        argv = [str(a) for a in command]
+    else:
+        return []
+    return file_arguments(argv)
 
 
 class UniqueKeyLoader(CoreLoader):

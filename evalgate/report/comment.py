@@ -83,6 +83,8 @@ class CommentFlags(BaseModel):
     stopped: str | None = None
     # Why a fork's pull request was refused (its data changes what only the default branch may).
     refused: str | None = None
+    # The line naming a state folder (.evalgate/) the checkout holds, which the job ignored.
+    ignored_state: str | None = None
 
 
 class CommentLinks(BaseModel):
@@ -222,13 +224,16 @@ def _baseline_lines(ctx: CommentContext) -> list[str]:
 
 def _advice(ctx: CommentContext) -> list[str]:
     """What to do next for the flags the verdict itself does not know about."""
+    advice = []
     if ctx.flags.no_baseline:
-        return [
+        advice.append(
             "no baseline artefact for this suite was found (none made yet, or it expired after "
             "90 days): run the workflow on the default branch (a push or a manual run) to make "
             "one, then push to this PR again"
-        ]
-    return []
+        )
+    if ctx.flags.ignored_state:
+        advice.append(ctx.flags.ignored_state)
+    return advice
 
 
 def _notes(v: Verdict, s: RunSummary) -> list[str]:

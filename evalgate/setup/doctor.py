@@ -612,6 +612,32 @@ def _check_pins(workflow: Workflow) -> list[Finding]:
     return [_ok(check, message)]
 
 
+def _check_state_cache(workflow: Workflow) -> list[Finding]:
+    """An actions/cache step that restores the state folder into an evalgate job's checkout:
+    the action ignores that folder (a pull request can write it), so the step only costs."""
+    jobs = sorted(
+        {
+            job.name
+            for job in workflow.jobs
+            if job.evalgate
+            for step in job.steps
+            if str(step.get("uses", "")).startswith("actions/cache")
+            and STATE_DIR in str(_with(step).get("path", ""))
+        }
+    )
+    if not jobs:
+        return []
+    return [
+        _warn(
+            f"workflow {workflow.rel}: response cache",
+            f"job {', '.join(jobs)} restores {STATE_DIR}/ with actions/cache, which the action "
+            "ignores: a pull request can write that folder, so the action keeps its state "
+            "outside the checkout",
+            "remove the actions/cache step",
+        )
+    ]
+
+
 def _checks_out_head(step: dict[str, Any]) -> bool:
     heads = ("github.event.pull_request.head", "github.head_ref", "refs/pull/", "gh pr checkout")
     if str(step.get("uses", "")).startswith("actions/checkout"):
@@ -851,6 +877,7 @@ def _check_workflows(repo: Path, config_path: Path, loaded: LoadedConfig | None)
         )
         out += _check_permissions(workflow, judged)
         out += _check_pins(workflow)
+        out += _check_state_cache(workflow)
         if loaded is not None:
             out += _check_secrets(workflow, loaded)
             out += _check_tags(workflow, loaded)

@@ -67,7 +67,6 @@ SECRETS_PAGE = "Settings → Secrets and variables → Actions"
 # release sha to know at init time; doctor says to pin one), every other action a commit sha.
 ACTION = "evalgate/evalgate@v0"
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2"
-CACHE = "actions/cache@1bd1e32a3bdc45362d1e726936510720a7c30a57 # v4.2.0"
 UPLOAD = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2"
 
 
@@ -591,17 +590,14 @@ def _workflow_text(config_rel: str, used: list[str], branch: str) -> str:
         for b in backends
         if b not in SECRET_INPUTS
     ]
-    state_rel = posixpath.join(posixpath.dirname(config_rel), STATE_DIR)
     return _render(
         "workflow.yml.j2",
         gh=gh_expression,
         branch=branch,
         release_tags="v*",
         checkout=CHECKOUT,
-        cache=CACHE,
         upload=UPLOAD,
         action=ACTION,
-        cache_path=f"{state_rel}/cache",
         inputs=inputs,
         env=env,
         holdout_secret=HOLDOUT_SECRET,

@@ -303,8 +303,7 @@ def test_the_cli_run_keeps_the_key_out_of_everything_it_writes(
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
-    monkeypatch.setenv("CI", "true")  # the cache is on in CI
-    code = cli.main(["run", "v3", "--config", str(loaded.path), "--format", "markdown"])
+    code = cli.main(["run", "v3", "--cache", "--config", str(loaded.path), "--format", "markdown"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert_no_key(out + err)

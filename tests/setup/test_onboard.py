@@ -260,7 +260,8 @@ def test_init_puts_the_config_in_a_subfolder(
     assert (tmp_path / "llm" / "cases.jsonl").is_file()
     workflow = (tmp_path / WORKFLOW).read_text()
     assert workflow.count('config: "llm/evalgate.yml"') == 3
-    assert 'path: "llm/.evalgate/cache"' in workflow
+    # The job keeps its state outside the checkout: no step restores a cache into it.
+    assert "actions/cache" not in workflow and ".evalgate/cache" not in workflow
     report = doctor.doctor(tmp_path, tmp_path / "llm" / "evalgate.yml")
     # config, prompts, ship, model, cases, split, fields, template; the workflow's permissions,
     # pinning, secrets, image and baseline upload; the baseline artefact across workflows;
