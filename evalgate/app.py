@@ -15,18 +15,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalgate.analysis.history import (
+    check_anchors,
+    check_chain,
+    check_ledger,
+    effective,
+    next_link,
+)
 from evalgate.analysis.release import (
     ReleaseRecord,
     ReleaseReport,
     make_record,
     release_report,
+    sign_record,
     usable_history,
 )
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
+    SealedChange,
     SecretKey,
+    anchors_of,
     append_ledger,
     forged_retires,
     load_secret_key,
@@ -382,22 +392,32 @@ def release_version(
     *,
     ledger: Path,
     options: RunOptions | None = None,
+    anchors: Sequence[tuple[str, SealedChange]] = (),
+    where: str = "the release history",
 ) -> tuple[Run, ReleaseRecord, ReleaseReport]:
     """Run a release (dev, holdout and regression cases) and decide its gate against the
-    history; the record is signed, names holdout cases under the key and commits to the
-    sealed store's lines, which must match the previous release's but for recorded changes."""
+    history; the record is signed, names holdout cases under the key, commits to the sealed
+    store's lines (which must match the previous release's but for recorded changes) and to
+    the record before it. ``anchors``: release anchors read from elsewhere than the checkout
+    (the default branch's change ledger)."""
     _, suite = loaded.suite(name)
     secret = holdout_secret(world.env, suite)
     key = HoldoutKey(secret)
     cases = load_suite_cases(loaded, suite, holdout_secret=secret)
     # Everything the integrity check reads is read before any call: a bad file costs nothing.
     usable_history(history, key)
+    known = list(anchors)
     if suite.sealed_holdout is not None:
-        read_changes(loaded.root / suite.sealed_holdout.changes)
+        known += anchors_of(read_changes(loaded.root / suite.sealed_holdout.changes))
+    check_chain(history, key, where)
+    check_anchors(history, known, key, where)
+    if key.keyed:
+        check_ledger(history, known, ledger.read_text("utf-8") if ledger.is_file() else None)
     every_split = replace(options or RunOptions(), splits=frozenset(SPLITS), purpose="release")
     run = run_version(world, loaded, name, version, every_split)
-    usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
+    usable, _ = usable_history(effective(history), key)
     sealed, integrity = _sealed_integrity(loaded, suite, usable, key)
+    seq, previous = next_link(history) if key.keyed else (None, None)
     record = make_record(
         tag,
         run,
@@ -406,16 +426,23 @@ def release_version(
         key=key,
         sealed_lines=sealed,
         sealed_ok=not integrity,
+        seq=seq,
+        previous=previous,
     )
     reads = reads_of(read_ledger(ledger), record.holdout_sha256)
     report = release_report(
         record,
-        history,
+        effective(history),
         gate=suite.gate,
         split=suite.split,
         reads=reads,
         key=key,
         integrity=integrity,
+    )
+    # The verdict is part of the signed record: a failing re-run never stands in for a pass.
+    record = sign_record(record.model_copy(update={"passed": report.kind == "pass"}), key)
+    report = report.model_copy(
+        update={"current": record, "history": [*report.history[:-1], record]}
     )
     return run, record, report
 
@@ -446,6 +473,14 @@ def _sealed_integrity(
         )
     if changes_file.exists():
         return sealed, forged_retires(changes, key) + replayed_changes(sealed, changes, key)
+    if sealed:
+        # With no release to compare with and no change ledger, a trimmed store (a suite
+        # renamed, its ledger moved) would pass as it stands.
+        return sealed, [
+            f"the sealed holdout has {len(sealed)} cases but its change ledger "
+            f"{suite.sealed_holdout.changes} is missing and no earlier release records its "
+            "lines: restore the change ledger from version control"
+        ]
     return sealed, []
 
 
