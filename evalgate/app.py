@@ -409,7 +409,7 @@ def release_version(
     known = list(anchors)
     if suite.sealed_holdout is not None:
         known += anchors_of(read_changes(loaded.root / suite.sealed_holdout.changes))
-    check_chain(history, key, where)
+    check_chain(history, key, where, sealed=suite.sealed_holdout is not None)
     check_anchors(history, known, key, where)
     if key.keyed:
         check_ledger(history, known, ledger.read_text("utf-8") if ledger.is_file() else None)

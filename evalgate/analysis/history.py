@@ -46,21 +46,24 @@ def effective(history: list[ReleaseRecord]) -> list[ReleaseRecord]:
     return [r for r in ordered if id(r) in keep]
 
 
-def _stripped(record: ReleaseRecord) -> bool:
-    # evalgate signs every record it writes under a key: a record that says it was keyed, or
-    # sealed, or chained, and has no MAC, had it taken off.
+def _stripped(record: ReleaseRecord, sealed: bool) -> bool:
+    # evalgate signs every record it writes under a key, and a sealed holdout always has one:
+    # a record of a sealed suite, or one that says it was keyed, sealed or chained, with no
+    # MAC had it taken off.
     return record.mac is None and (
-        record.seq is not None or record.holdout_keyed or record.sealed_lines is not None
+        sealed or record.seq is not None or record.holdout_keyed or record.sealed_lines is not None
     )
 
 
-def check_chain(history: list[ReleaseRecord], key: HoldoutKey, where: str) -> None:
+def check_chain(
+    history: list[ReleaseRecord], key: HoldoutKey, where: str, *, sealed: bool = False
+) -> None:
     """Refuse a keyed history whose chain is broken: a stripped MAC, a record missing from the
-    start or the middle, or two records in one place. (MACs themselves are checked by
-    ``usable_history``.)"""
+    start or the middle. (MACs themselves are checked by ``usable_history``.) ``sealed``: the
+    suite's holdout is sealed, so every record of its history was signed."""
     if not key.keyed:
         return
-    stripped = [r.name for r in history if _stripped(r)]
+    stripped = [r.name for r in history if _stripped(r, sealed)]
     if stripped:
         raise UserError(
             f"{len(stripped)} keyed release records carry no MAC ({', '.join(stripped[:3])}): "

@@ -8,9 +8,9 @@ from evalgate.analysis.release import read_releases, write_release
 from evalgate.cases.holdout import (
     HoldoutKey,
     append_change,
-    release_anchor,
     read_ledger,
     reads_of,
+    release_anchor,
 )
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
