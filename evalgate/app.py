@@ -501,16 +501,36 @@ def check_judge(
     judge_sha: str | None = None,
     concurrency: int | None = None,
     force_reason: str | None = None,
+    reuse: bool = True,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
     label's grades by id (for pairing two judges). A holdout read goes in the ledger.
-    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge)."""
+    ``judge_sha``: the judge's identity when its files were moved (the base branch's judge).
+    ``reuse``: show the recorded holdout result when this judge identity read these holdout
+    labels before (else they are graded again, to be paired label by label, uncounted)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
+    identity = judge_sha or judge_sha256(root, suite)
+    measure = {
+        "alpha": suite.gate.alpha,
+        "interval": suite.judge.interval,
+        "seed": suite.gate.seed,
+        "repeats": repeats,
+    }
+    earlier = (
+        _earlier_label_read(loaded, identity, labels_sha(labels, "holdout"), measure)
+        if "holdout" in splits
+        else None
+    )
+    # The holdout labels are read once per judge identity: the same judge on the same labels
+    # shows its recorded result (or, to be paired with another judge, is graded again) and the
+    # read budget is not spent again.
+    reused = earlier is not None and reuse
+    graded_splits = splits - {"holdout"} if reused else splits
     backend = build_backend(world.env, loaded, suite.scorer.model)
     try:
         scorer = JudgeScorer(suite.scorer, root, backend)
-        chosen = [x for x in labels if x.split in splits]
+        chosen = [x for x in labels if x.split in graded_splits]
         concurrency = concurrency or suite.concurrency
         graded = grade(chosen, scorer, repeats=repeats, concurrency=concurrency)
     finally:
@@ -524,6 +544,9 @@ def check_judge(
         if split not in splits:
             continue
         mine = [x for x in chosen if x.split == split]
+        if split == "holdout" and reused and earlier is not None:
+            checks.append(earlier)
+            continue
         if split == "holdout" and not mine:
             continue
         checks.append(
@@ -557,7 +580,7 @@ def check_judge(
         suite=name,
         created_at=datetime.now(UTC),
         judge=f"{settings.backend}/{settings.name}",
-        judge_sha256=judge_sha or judge_sha256(root, suite),
+        judge_sha256=identity,
         labels_sha256=labels_sha(labels),
         repeats=repeats,
         interval=judge.interval,
@@ -570,9 +593,41 @@ def check_judge(
         warnings=warnings,
     )
     holdout = next((c for c in checks if c.split == "holdout"), None)
-    if holdout is not None:
-        report = _record_label_read(world, loaded, suite, report, labels, holdout, force_reason)
+    if holdout is not None and earlier is None:
+        report = _record_label_read(
+            world, loaded, suite, report, labels, holdout, force_reason, measure
+        )
+    elif holdout is not None:
+        reads = reads_of(read_ledger(ledger_path(loaded)), labels_sha(labels, "holdout"))
+        note = (
+            "this judge read these holdout labels before: "
+            + ("its recorded result is shown" if reused else "graded again to be paired")
+            + "; the read is not counted again"
+        )
+        report = report.model_copy(
+            update={
+                "holdout_reads": reads,
+                "read_budget": suite.split.read_budget,
+                "warnings": [*report.warnings, note],
+            }
+        )
     return report, by_id
+
+
+def _earlier_label_read(
+    loaded: LoadedConfig, identity: str, holdout_sha: str, measure: dict[str, Any]
+) -> SplitCheck | None:
+    """The holdout labels' check recorded for this judge identity, measured the same way."""
+    for record in reversed(read_ledger(ledger_path(loaded))):
+        result = record.result or {}
+        if (
+            record.purpose == LEDGER_PURPOSE
+            and record.prompt_sha256 == identity
+            and record.holdout_sha256 == holdout_sha
+            and result.get("measure") == measure
+        ):
+            return SplitCheck.model_validate(result["check"])
+    return None
 
 
 def _record_label_read(
@@ -583,6 +638,7 @@ def _record_label_read(
     labels: Sequence[Label],
     holdout: SplitCheck,
     force_reason: str | None,
+    measure: dict[str, Any],
 ) -> JudgeReport:
     """Count a read of the judge's holdout labels in the ledger; the report with the reads so
     far, warned past the read budget."""
@@ -598,6 +654,8 @@ def _record_label_read(
         n=holdout.agreement.n,
         purpose=LEDGER_PURPOSE,
         forced_reason=force_reason,
+        # Aggregate only, as shown in the report (no label is listed for the holdout).
+        result={"measure": measure, "check": holdout.model_dump(mode="json")},
     )
     world.status(
         f"holdout labels read recorded in the ledger ({reads} read{'' if reads == 1 else 's'} "

@@ -18,20 +18,24 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CliResult, copy_example
+from conftest import EXAMPLE, CliResult, copy_example
 
-from evalgate.cases.holdout import HoldoutKey, line_digest, load_secret_key
+from evalgate.cases.holdout import HoldoutKey, LedgerRecord, line_digest, load_secret_key
 from evalgate.config.load import load_config
 from evalgate.running.suite import load_suite_cases
 from tests.action.test_action import (
     DATA_BRANCH,
     FOLDER,
+    HARMLESS,
+    PROMPT,
     REPO,
     SUITE,
     Job,
     api,
     api_env,
     example_tree,
+    open_pull,
+    pr_event,
     push_event,
     run_action,
 )
@@ -398,3 +402,63 @@ def test_no_holdout_group_name_keyed_or_not_in_anything_a_release_publishes(
         for needle in (keyed.group(group), HoldoutKey().group(group)):
             assert needle is not None
             assert not any(needle in text for text in published), group
+
+
+# --- 4. the judge's holdout labels are read once per judge identity -----------------------------
+
+JUDGED = "bike-shop-judged"
+RUBRIC = f"{FOLDER}/judge-rubric.txt"
+BASE_RUBRIC = (EXAMPLE / "judge-rubric.txt").read_text(encoding="utf-8")
+
+
+def judge_pr_job(root: Path, gh: GitHubServer, files: dict[str, str]) -> Job:
+    workspace = root / "workspace"
+    copy_example(workspace / FOLDER)
+    for path, text in files.items():
+        (workspace / path).write_text(text, encoding="utf-8")
+    return run_action(
+        workspace,
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh) | {"config": "judge.yml"},
+        env=api_env(gh),
+    )
+
+
+def label_reads(gh: GitHubServer) -> list[LedgerRecord]:
+    text = gh.file(REPO, f"evalgate/{JUDGED}/holdout-ledger.jsonl", ref=DATA_BRANCH)
+    lines = [] if text is None else text.decode().splitlines()
+    return [r for r in map(LedgerRecord.model_validate_json, lines) if r.purpose == "judge check"]
+
+
+# (what each successive push of the pull request changes, the judge reads recorded after it)
+JUDGE_PUSHES = [
+    ({PROMPT: HARMLESS}, 1),  # the suite's prompt: the judge reads its holdout labels once
+    ({PROMPT: HARMLESS + "Be brief.\n"}, 1),  # again the prompt: the same judge, no new read
+    ({PROMPT: HARMLESS + "Be kind.\n"}, 1),
+    # The judge itself changes: the new judge and the base's (paired with it) are read; the
+    # base judge read the labels before, so one new read.
+    ({RUBRIC: BASE_RUBRIC.replace("Pass a reply", "Pass any reply")}, 2),
+    ({RUBRIC: BASE_RUBRIC.replace("Pass a reply", "Pass any reply")}, 2),  # pushed again
+]
+
+
+def test_the_judges_holdout_labels_are_read_once_per_judge_identity(tmp_path: Path) -> None:
+    with GitHubServer() as gh:
+        gh.add_repo(REPO, files=example_tree())
+        open_pull(gh, {PROMPT: HARMLESS})
+        calls = []
+        for number, (files, reads) in enumerate(JUDGE_PUSHES):
+            job = judge_pr_job(tmp_path / f"push-{number}", gh, files)
+            assert job.code in (0, 1), job.out + job.err
+            records = label_reads(gh)
+            assert len(records) == reads, (number, [r.prompt_sha256[:8] for r in records])
+            assert f"Holdout label reads: {reads} (budget 10)" in job.summary
+            calls.append(job.summary)
+        # The same judge shows its recorded result, and says the read was not counted again.
+        assert "this judge read these holdout labels before" in calls[1]
+        # One record per identity, each with its aggregate result kept for the next job.
+        identities = [r.prompt_sha256 for r in label_reads(gh)]
+        assert len(set(identities)) == len(identities) == 2
+        assert all(r.result and r.result["check"]["split"] == "holdout" for r in label_reads(gh))

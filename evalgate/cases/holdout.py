@@ -172,6 +172,9 @@ class LedgerRecord(BaseModel):
     purpose: str = "release"
     # Set when a read past the budget was forced; the reason is kept.
     forced_reason: str | None = None
+    # A judge check's read of the holdout labels: its aggregate result and how it was measured,
+    # so the same judge (``prompt_sha256``, its identity) on the same labels is not read again.
+    result: dict[str, Any] | None = None
 
 
 def read_ledger(path: Path) -> list[LedgerRecord]:
