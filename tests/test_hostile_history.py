@@ -13,14 +13,22 @@ import json
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import EXAMPLE, CliResult, copy_example
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from evalgate.cases.holdout import HoldoutKey, LedgerRecord, line_digest, load_secret_key
+from evalgate.cases.holdout import (
+    HoldoutKey,
+    LedgerRecord,
+    SealedChange,
+    line_digest,
+    load_secret_key,
+)
 from evalgate.config.load import load_config
 from evalgate.running.suite import load_suite_cases
 from tests.action.test_action import (
@@ -88,26 +96,53 @@ def write_lines(path: Path, lines: list[str]) -> None:
 # --- 1. history replays, through `evalgate release` --------------------------------------------
 
 
+RETURNED = (
+    "2 sealed holdout lines that a signed `evalgate holdout retire` retired are back in the "
+    "sealed file: remove them and restore their regression copies (a retired case returns "
+    "only through `evalgate holdout add` run with the holdout key)"
+)
+
+
+def readd(lines: list[str], key: HoldoutKey | None) -> dict[str, Any]:
+    """An add record for ``lines``, as `holdout add` writes it (signed when ``key``)."""
+    add = SealedChange(
+        time=datetime.now(UTC),
+        change="add",
+        count=len(lines),
+        lines=[line_digest(x) for x in lines],
+        after=0,
+    )
+    if key is not None:
+        add = add.model_copy(update={"mac": key.sign(add.body())})
+    return json.loads(add.model_dump_json())
+
+
+# (what goes in the change ledger beside the re-appended lines, the reasons the release gives)
+RETIRED_RETURNS = [
+    ("nothing", [RETURNED]),
+    ("an add record without the key", [RETURNED]),
+    ("an add record signed with another key", [RETURNED]),
+    ("an add record signed with the key", None),  # the key holder's own re-add: it passes
+]
+
+
+@pytest.mark.parametrize(
+    ("ledger", "reasons"), RETIRED_RETURNS, ids=[r[0] for r in RETIRED_RETURNS]
+)
 def test_retired_lines_appended_again_fail_the_next_release(
-    cli: Callable[..., CliResult], bike_shop: Path
+    cli: Callable[..., CliResult], bike_shop: Path, ledger: str, reasons: list[str] | None
 ) -> None:
     secret = seal(cli, bike_shop)
     assert release(cli, bike_shop, "r1", secret)[0] == 0
     before = store_lines(bike_shop)
     loaded = load_config(bike_shop / "evalgate.yml")
     key = load_secret_key(secret)
-    held = [c for c in load_suite_cases(loaded, loaded.suite(None)[1], holdout_secret=key).cases]
+    held = load_suite_cases(loaded, loaded.suite(None)[1], holdout_secret=key).cases
     ids = [c.id for c in held if c.split == "holdout"][:2]
     retired = bike_shop / "retired.jsonl"
+    config = str(bike_shop / "evalgate.yml")
     code, _, err = cli(
-        "holdout",
-        "retire",
-        *ids,
-        "--to",
-        str(retired),
-        "--config",
-        str(bike_shop / "evalgate.yml"),
-        env={KEY: secret},
+        "holdout", "retire", *ids, "--to", str(retired), "--config", config, env={KEY: secret}
     )
     assert code == 0, err
     gone = [line for line in before if line not in store_lines(bike_shop)]
@@ -118,13 +153,24 @@ def test_retired_lines_appended_again_fail_the_next_release(
     # dropped, so the case files show no duplicate.
     write_lines(bike_shop / STORE, store_lines(bike_shop) + gone)
     retired.write_text("")
+    signer = {
+        "nothing": None,
+        "an add record without the key": None,
+        "an add record signed with another key": HoldoutKey(X25519PrivateKey.generate()),
+        "an add record signed with the key": HoldoutKey(key),
+    }[ledger]
+    if ledger != "nothing":
+        record = readd(gone, signer)
+        if signer is None:
+            record.pop("mac")
+        with (bike_shop / CHANGES).open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
     code, report, err = release(cli, bike_shop, "r3", secret)
+    if reasons is None:
+        assert code == 0, (report, err)
+        return
     assert code == 1, err
-    assert report["reasons"] == [
-        "2 sealed holdout lines that a signed `evalgate holdout retire` retired are back in the "
-        "sealed file: remove them and restore their regression copies (a retired case returns "
-        "only through `evalgate holdout add` run with the holdout key)"
-    ]
+    assert report["reasons"] == reasons
     assert {line_digest(x) for x in gone} <= set(report["current"]["sealed_lines"])
 
 

@@ -7,10 +7,8 @@ import argparse
 from evalgate.analysis.release import read_releases, write_release
 from evalgate.cases.holdout import (
     HoldoutKey,
-    append_change,
     read_ledger,
     reads_of,
-    release_anchor,
 )
 from evalgate.cli.context import (
     EXIT_GATE_FAILED,
@@ -54,18 +52,6 @@ def cmd_release(ctx: Context) -> int:
     if not ctx.args.no_save:
         save_run(run, loaded.state_dir)
         write_release(history_dir, record)
-        if suite.sealed_holdout is not None and record.mac is not None and record.seq:
-            # The anchor goes in the change ledger beside the sealed file: committed with it,
-            # it shows a history rolled back or deleted later (docs/holdout.md).
-            anchor = release_anchor(
-                record.time,
-                record.name,
-                record.seq,
-                record.mac,
-                len(record.sealed_lines or []),
-                key,
-            )
-            append_change(loaded.root / suite.sealed_holdout.changes, anchor)
     fmt = ctx.args.format
     if fmt == "json":
         ctx.print(report.model_dump_json(indent=2))
