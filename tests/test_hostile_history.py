@@ -395,6 +395,49 @@ def test_write_access_to_the_data_branch_cannot_turn_back_the_history(
     assert repo.data("releases.json") == tampered
 
 
+def test_in_the_action_a_failing_rerun_keeps_the_tags_good_record(
+    sealed_repo: Repo, cli: Callable[..., CliResult]
+) -> None:
+    repo = sealed_repo
+    folder = repo.template / FOLDER
+    assert repo.release("v1").code == 0
+    first = store_lines(folder)
+    new = folder / "more.jsonl"
+    write_lines(
+        new,
+        [
+            json.dumps(
+                {
+                    "id": f"new-{i}",
+                    "group": f"gn{i}",
+                    "category": "parts",
+                    "message": f"Do you stock tyre levers of size {i}?",
+                }
+            )
+            for i in range(3)
+        ],
+    )
+    assert cli("holdout", "add", str(new), "--config", str(folder / "evalgate.yml"))[0] == 0
+    new.unlink()
+    job = repo.release("v2")
+    assert job.code == 0, job.out + job.err
+
+    # The attack: the three new lines dropped, v2 re-run (it fails), then the next release.
+    write_lines(folder / STORE, first)
+    assert repo.release("v2").code == 1
+    job = repo.release("v3")
+    assert job.code == 1, job.out + job.err
+    assert any(
+        f"lost 3 of its {len(first) + 3} cases since v2" in a for a in job.annotations("error")
+    )
+    assert [(r["name"], r["seq"], r["passed"]) for r in _history(repo)] == [
+        ("v1", 1, True),
+        ("v2", 2, True),
+        ("v2", 3, False),
+        ("v3", 4, False),
+    ]
+
+
 def test_a_renamed_suite_in_the_action_finds_the_history_it_left_behind(
     sealed_repo: Repo,
 ) -> None:
