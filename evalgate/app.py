@@ -407,9 +407,12 @@ def release_version(
     # Everything the integrity check reads is read before any call: a bad file costs nothing.
     usable_history(history, key)
     known = list(anchors)
+    sealed_since = None
     if suite.sealed_holdout is not None:
-        known += anchors_of(read_changes(loaded.root / suite.sealed_holdout.changes))
-    check_chain(history, key, where, sealed=suite.sealed_holdout is not None)
+        changes = read_changes(loaded.root / suite.sealed_holdout.changes)
+        known += anchors_of(changes)
+        sealed_since = min((c.time for _, c in changes), default=None)
+    check_chain(history, key, where, sealed_since=sealed_since)
     check_anchors(history, known, key, where)
     if key.keyed:
         check_ledger(history, known, ledger.read_text("utf-8") if ledger.is_file() else None)

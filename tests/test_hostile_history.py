@@ -22,6 +22,9 @@ import yaml
 from conftest import EXAMPLE, CliResult, copy_example
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from evalgate.analysis.history import check_chain, next_link
+from evalgate.analysis.release import ReleaseRecord, Score, sign_record
+from evalgate.analysis.summary import Rate
 from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
@@ -30,7 +33,9 @@ from evalgate.cases.holdout import (
     load_secret_key,
 )
 from evalgate.config.load import load_config
+from evalgate.errors import UserError
 from evalgate.running.suite import load_suite_cases
+from evalgate.runs.schema import PromptInfo
 from tests.action.test_action import (
     DATA_BRANCH,
     FOLDER,
@@ -551,3 +556,67 @@ def test_the_judges_holdout_labels_are_read_once_per_judge_identity(tmp_path: Pa
         identities = [r.prompt_sha256 for r in label_reads(gh)]
         assert len(set(identities)) == len(identities) == 2
         assert all(r.result and r.result["check"]["split"] == "holdout" for r in label_reads(gh))
+
+
+# --- 5. the chain, pure -------------------------------------------------------------------------
+
+
+def chained(key: HoldoutKey, days: list[int]) -> list[ReleaseRecord]:
+    """Signed, chained records made one a day, as release jobs make them."""
+    made: list[ReleaseRecord] = []
+    for day in days:
+        seq, previous = next_link(made)
+        bare = ReleaseRecord(
+            name=f"r{day}",
+            time=datetime(2026, 1, day, tzinfo=UTC),
+            git_commit=None,
+            git_ref=None,
+            prompt=PromptInfo(name="v3", sha256="0" * 64),
+            model="fake/fake-classifier",
+            dev=Score(rate=Rate.of(8, 10), se=0.1),
+            holdout=Score(rate=Rate.of(8, 10), se=0.1),
+            holdout_sha256="digest",
+            holdout_cases=[],
+            holdout_keyed=key.keyed,
+            seq=seq if key.keyed else None,
+            previous=previous if key.keyed else None,
+            passed=True,
+        )
+        made.append(sign_record(bare, key))
+    return made
+
+
+# (what is done to a chain of five, the refusal; None: it stands)
+CHAIN_EDITS: list[tuple[str, Callable[[list[ReleaseRecord]], list[ReleaseRecord]], str | None]] = [
+    ("untouched", lambda h: h, None),
+    ("the middle record removed", lambda h: h[:2] + h[3:], "chain is broken at 'r4'"),
+    ("the first record removed", lambda h: h[1:], "chain is broken at 'r2'"),
+    ("one MAC stripped", lambda h: [h[0].model_copy(update={"mac": None}), *h[1:]], "carry no MAC"),
+    # The tail cut off: the chain alone cannot tell (the anchors do, above).
+    ("the last record removed", lambda h: h[:-1], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "change", "refusal"), CHAIN_EDITS, ids=[e[0] for e in CHAIN_EDITS]
+)
+def test_the_chain_shows_records_taken_from_its_start_or_middle(
+    edit: str, change: Callable[[list[ReleaseRecord]], list[ReleaseRecord]], refusal: str | None
+) -> None:
+    key = HoldoutKey(X25519PrivateKey.generate())
+    history = change(chained(key, [1, 2, 3, 4, 5]))
+    if refusal is None:
+        check_chain(history, key, "releases.json")
+        return
+    with pytest.raises(UserError, match=refusal):
+        check_chain(history, key, "releases.json")
+
+
+def test_unsigned_records_from_before_the_holdout_was_sealed_stand() -> None:
+    key = HoldoutKey(X25519PrivateKey.generate())
+    plaintext_era = chained(HoldoutKey(), [1, 2])  # a plaintext holdout without a key
+    history = plaintext_era + chained(key, [5, 6])
+    check_chain(history, key, "releases.json", sealed_since=datetime(2026, 1, 3, tzinfo=UTC))
+    # The same unsigned records dated after the sealing had their MACs taken off.
+    with pytest.raises(UserError, match="2 keyed release records carry no MAC"):
+        check_chain(history, key, "releases.json", sealed_since=datetime(2026, 1, 1, tzinfo=UTC))

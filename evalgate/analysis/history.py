@@ -10,6 +10,8 @@ branch, out of reach of whoever can write the data branch (docs/holdout.md, "Sea
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.cases.holdout import HoldoutKey, SealedChange
 from evalgate.errors import UserError
@@ -46,24 +48,30 @@ def effective(history: list[ReleaseRecord]) -> list[ReleaseRecord]:
     return [r for r in ordered if id(r) in keep]
 
 
-def _stripped(record: ReleaseRecord, sealed: bool) -> bool:
+def _stripped(record: ReleaseRecord, sealed_since: datetime | None) -> bool:
     # evalgate signs every record it writes under a key, and a sealed holdout always has one:
-    # a record of a sealed suite, or one that says it was keyed, sealed or chained, with no
-    # MAC had it taken off.
+    # a record made since the holdout was sealed, or one that says it was keyed, sealed or
+    # chained, with no MAC had it taken off. (Records of a plaintext holdout without a key,
+    # from before it was sealed, are unsigned and stay so.)
+    since = sealed_since is not None and record.time >= sealed_since
     return record.mac is None and (
-        sealed or record.seq is not None or record.holdout_keyed or record.sealed_lines is not None
+        since or record.seq is not None or record.holdout_keyed or record.sealed_lines is not None
     )
 
 
 def check_chain(
-    history: list[ReleaseRecord], key: HoldoutKey, where: str, *, sealed: bool = False
+    history: list[ReleaseRecord],
+    key: HoldoutKey,
+    where: str,
+    *,
+    sealed_since: datetime | None = None,
 ) -> None:
     """Refuse a keyed history whose chain is broken: a stripped MAC, a record missing from the
-    start or the middle. (MACs themselves are checked by ``usable_history``.) ``sealed``: the
-    suite's holdout is sealed, so every record of its history was signed."""
+    start or the middle. (MACs themselves are checked by ``usable_history``.)
+    ``sealed_since``: when the holdout was sealed (its change ledger's first record)."""
     if not key.keyed:
         return
-    stripped = [r.name for r in history if _stripped(r, sealed)]
+    stripped = [r.name for r in history if _stripped(r, sealed_since)]
     if stripped:
         raise UserError(
             f"{len(stripped)} keyed release records carry no MAC ({', '.join(stripped[:3])}): "
