@@ -443,6 +443,34 @@ def test_in_the_action_a_failing_rerun_keeps_the_tags_good_record(
     ]
 
 
+def test_a_default_branch_the_job_cannot_write_gets_the_anchor_line_to_commit(
+    sealed_repo: Repo,
+) -> None:
+    repo = sealed_repo
+    path = f"/repos/{REPO}/contents/{FOLDER}/{CHANGES}"
+    repo.gh.fail_next(
+        "PUT",
+        path,
+        status=403,
+        body={"message": "Resource not accessible by integration", "status": "403"},
+        times=2,
+    )
+    job = repo.release("v1")
+    assert job.code == 0, job.out + job.err
+    assert repo.gh.file(REPO, f"{FOLDER}/{CHANGES}", ref="main") is None
+    [warning] = [w for w in job.annotations("warning") if "release anchor" in w]
+    assert "append this line to it and commit" in warning
+    line = warning.split("is detected: ", 1)[1]
+    anchor = json.loads(line.replace("%2C", ",").replace("%3A", ":").replace("%25", "%"))
+    [record] = _history(repo)
+    assert (anchor["change"], anchor["release"], anchor["seq"], anchor["record"]) == (
+        "release",
+        "v1",
+        1,
+        record["mac"],
+    )
+
+
 def test_a_renamed_suite_in_the_action_finds_the_history_it_left_behind(
     sealed_repo: Repo,
 ) -> None:

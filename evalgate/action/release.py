@@ -69,10 +69,12 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
     markdown = render("release.md.j2", s=report)
     runner.add_summary(markdown)
     if runner.repo is not None:
+        # The read first: a job that stops after it leaves a read without a record, which is
+        # harmless; a record without its read would leave a history with no ledger to match.
+        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
         _append_record(runner, history_file, history, record, f"evalgate: release {tag} of {name}")
         if suite.sealed_holdout is not None and record.mac is not None and record.seq:
             _write_anchor(runner, loaded, suite, record, key)
-        push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
         sha = runner.env.get("GITHUB_SHA")
         if sha:
             gh.create_check_run(
