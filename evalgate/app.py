@@ -15,11 +15,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalgate.analysis.history import (
+    check_anchors,
+    check_chain,
+    check_ledger,
+    effective,
+    next_link,
+)
 from evalgate.analysis.release import (
     ReleaseRecord,
     ReleaseReport,
     make_record,
     release_report,
+    sign_record,
     usable_history,
 )
 from evalgate.backends.base import Backend, BackendContext, backend_class
@@ -27,7 +35,9 @@ from evalgate.backends.guarded import guarded
 from evalgate.cases.holdout import (
     HoldoutKey,
     LedgerRecord,
+    SealedChange,
     SecretKey,
+    anchors_of,
     append_ledger,
     forged_retires,
     load_secret_key,
@@ -394,10 +404,14 @@ def release_version(
     *,
     ledger: Path,
     options: RunOptions | None = None,
+    anchors: Sequence[tuple[str, SealedChange]] = (),
+    where: str = "the release history",
 ) -> tuple[Run, ReleaseRecord, ReleaseReport]:
     """Run a release (dev, holdout and regression cases) and decide its gate against the
-    history; the record is signed, names holdout cases under the key and commits to the
-    sealed store's lines, which must match the previous release's but for recorded changes."""
+    history; the record is signed, names holdout cases under the key, commits to the sealed
+    store's lines (which must match the previous release's but for recorded changes) and to
+    the record before it. ``anchors``: release anchors read from elsewhere than the checkout
+    (the default branch's change ledger)."""
     _, suite = loaded.suite(name)
     secret = holdout_secret(world.env, suite)
     key = HoldoutKey(secret)
@@ -406,12 +420,21 @@ def release_version(
     contaminated(shipped, suite, cases)
     # Everything the integrity check reads is read before any call: a bad file costs nothing.
     usable_history(history, key)
+    known = list(anchors)
+    sealed_since = None
     if suite.sealed_holdout is not None:
-        read_changes(loaded.root / suite.sealed_holdout.changes)
+        changes = read_changes(loaded.root / suite.sealed_holdout.changes)
+        known += anchors_of(changes)
+        sealed_since = min((c.time for _, c in changes), default=None)
+    check_chain(history, key, where, sealed_since=sealed_since)
+    check_anchors(history, known, key, where)
+    if key.keyed:
+        check_ledger(history, known, ledger.read_text("utf-8") if ledger.is_file() else None)
     every_split = replace(options or RunOptions(), splits=frozenset(SPLITS), purpose="release")
     run = run_version(world, loaded, name, version, every_split)
-    usable, _ = usable_history(sorted(history, key=lambda r: r.time), key)
+    usable, _ = usable_history(effective(history), key)
     sealed, integrity = _sealed_integrity(loaded, suite, usable, key)
+    seq, previous = next_link(history) if key.keyed else (None, None)
     record = make_record(
         tag,
         run,
@@ -420,16 +443,23 @@ def release_version(
         key=key,
         sealed_lines=sealed,
         sealed_ok=not integrity,
+        seq=seq,
+        previous=previous,
     )
     reads = reads_of(read_ledger(ledger), record.holdout_sha256)
     report = release_report(
         record,
-        history,
+        effective(history),
         gate=suite.gate,
         split=suite.split,
         reads=reads,
         key=key,
         integrity=integrity,
+    )
+    # The verdict is part of the signed record: a failing re-run never stands in for a pass.
+    record = sign_record(record.model_copy(update={"passed": report.kind == "pass"}), key)
+    report = report.model_copy(
+        update={"current": record, "history": [*report.history[:-1], record]}
     )
     return run, record, report
 
@@ -483,6 +513,14 @@ def _sealed_integrity(
         )
     if changes_file.exists():
         return sealed, forged_retires(changes, key) + replayed_changes(sealed, changes, key)
+    if sealed:
+        # With no release to compare with and no change ledger, a trimmed store (a suite
+        # renamed, its ledger moved) would pass as it stands.
+        return sealed, [
+            f"the sealed holdout has {len(sealed)} cases but its change ledger "
+            f"{suite.sealed_holdout.changes} is missing and no earlier release records its "
+            "lines: restore the change ledger from version control"
+        ]
     return sealed, []
 
 
@@ -504,17 +542,37 @@ def check_judge(
     concurrency: int | None = None,
     force_reason: str | None = None,
     guard: LeakGuard | None = None,
+    reuse: bool = True,
 ) -> tuple[JudgeReport, dict[str, Graded]]:
     """Grade the labels of the asked-for splits with the suite's judge; the report, and each
     label's grades by id (for pairing two judges). A holdout read goes in the ledger.
     ``judge_sha``: the judge's identity when its files were moved (the base branch's judge).
-    ``guard``: a pull request's holdout guard (the labels themselves are what it lets through)."""
+    ``guard``: a pull request's holdout guard (the labels themselves are what it lets through).
+    ``reuse``: show the recorded holdout result when this judge identity read these holdout
+    labels before (else they are graded again, to be paired label by label, uncounted)."""
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
+    identity = judge_sha or judge_sha256(root, suite)
+    measure = {
+        "alpha": suite.gate.alpha,
+        "interval": suite.judge.interval,
+        "seed": suite.gate.seed,
+        "repeats": repeats,
+    }
+    earlier = (
+        _earlier_label_read(loaded, identity, labels_sha(labels, "holdout"), measure)
+        if "holdout" in splits
+        else None
+    )
+    # The holdout labels are read once per judge identity: the same judge on the same labels
+    # shows its recorded result (or, to be paired with another judge, is graded again) and the
+    # read budget is not spent again.
+    reused = earlier is not None and reuse
+    graded_splits = splits - {"holdout"} if reused else splits
     backend = guarded(build_backend(world.env, loaded, suite.scorer.model), guard, "judge")
     try:
         scorer = JudgeScorer(suite.scorer, root, backend)
-        chosen = [x for x in labels if x.split in splits]
+        chosen = [x for x in labels if x.split in graded_splits]
         concurrency = concurrency or suite.concurrency
         graded = grade(chosen, scorer, repeats=repeats, concurrency=concurrency)
     finally:
@@ -528,6 +586,9 @@ def check_judge(
         if split not in splits:
             continue
         mine = [x for x in chosen if x.split == split]
+        if split == "holdout" and reused and earlier is not None:
+            checks.append(earlier)
+            continue
         if split == "holdout" and not mine:
             continue
         checks.append(
@@ -561,7 +622,7 @@ def check_judge(
         suite=name,
         created_at=datetime.now(UTC),
         judge=f"{settings.backend}/{settings.name}",
-        judge_sha256=judge_sha or judge_sha256(root, suite),
+        judge_sha256=identity,
         labels_sha256=labels_sha(labels),
         repeats=repeats,
         interval=judge.interval,
@@ -574,9 +635,41 @@ def check_judge(
         warnings=warnings,
     )
     holdout = next((c for c in checks if c.split == "holdout"), None)
-    if holdout is not None:
-        report = _record_label_read(world, loaded, suite, report, labels, holdout, force_reason)
+    if holdout is not None and earlier is None:
+        report = _record_label_read(
+            world, loaded, suite, report, labels, holdout, force_reason, measure
+        )
+    elif holdout is not None:
+        reads = reads_of(read_ledger(ledger_path(loaded)), labels_sha(labels, "holdout"))
+        note = (
+            "this judge read these holdout labels before: "
+            + ("its recorded result is shown" if reused else "graded again to be paired")
+            + "; the read is not counted again"
+        )
+        report = report.model_copy(
+            update={
+                "holdout_reads": reads,
+                "read_budget": suite.split.read_budget,
+                "warnings": [*report.warnings, note],
+            }
+        )
     return report, by_id
+
+
+def _earlier_label_read(
+    loaded: LoadedConfig, identity: str, holdout_sha: str, measure: dict[str, Any]
+) -> SplitCheck | None:
+    """The holdout labels' check recorded for this judge identity, measured the same way."""
+    for record in reversed(read_ledger(ledger_path(loaded))):
+        result = record.result or {}
+        if (
+            record.purpose == LEDGER_PURPOSE
+            and record.prompt_sha256 == identity
+            and record.holdout_sha256 == holdout_sha
+            and result.get("measure") == measure
+        ):
+            return SplitCheck.model_validate(result["check"])
+    return None
 
 
 def _record_label_read(
@@ -587,6 +680,7 @@ def _record_label_read(
     labels: Sequence[Label],
     holdout: SplitCheck,
     force_reason: str | None,
+    measure: dict[str, Any],
 ) -> JudgeReport:
     """Count a read of the judge's holdout labels in the ledger; the report with the reads so
     far, warned past the read budget."""
@@ -602,6 +696,8 @@ def _record_label_read(
         n=holdout.agreement.n,
         purpose=LEDGER_PURPOSE,
         forced_reason=force_reason,
+        # Aggregate only, as shown in the report (no label is listed for the holdout).
+        result={"measure": measure, "check": holdout.model_dump(mode="json")},
     )
     world.status(
         f"holdout labels read recorded in the ledger ({reads} read{'' if reads == 1 else 's'} "

@@ -148,18 +148,30 @@ def judge_in_pr(
                 )
         else:
             labels = suite_labels(loaded, suite)
+        base_sha = None if base is None else _base_judge_sha(loaded, base, read_base, folder)
+        changed = base_sha is not None and base_sha != judge_sha256(loaded.root, suite)
+        # An unchanged judge that read these holdout labels before is not read again: its
+        # recorded result stands. A changed one is graded, and so is the base's, to be paired.
         report, head = check_judge(
-            world, loaded, name, checked, labels, splits=both, show=SHOWN, guard=guard
+            world,
+            loaded,
+            name,
+            checked,
+            labels,
+            splits=both,
+            show=SHOWN,
+            reuse=not changed,
+            guard=guard,
         )
         change = None
         reads = None
-        if base is not None:
+        if base is not None and base_sha is not None and changed:
             change, reads = _against_base_judge(
                 world,
                 loaded,
                 name,
-                suite,
                 base,
+                base_sha,
                 read_base,
                 labels,
                 head,
@@ -203,12 +215,22 @@ def judge_in_pr(
     return outcome
 
 
+def _base_judge_sha(loaded: LoadedConfig, base: Suite, read_base: ReadBase, folder: Path) -> str:
+    """The base branch's judge identity, from its own files."""
+    for relative in file_names(base.scorer):
+        text = read_base(loaded.root / relative)
+        if text is not None:
+            (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / "hash" / relative).write_text(text, encoding="utf-8")
+    return judge_sha256(folder / "hash", base)
+
+
 def _against_base_judge(
     world: World,
     loaded: LoadedConfig,
     name: str,
-    suite: Suite,
     base: Suite,
+    base_sha: str,
     read_base: ReadBase,
     labels: list[Label],
     head: dict[str, Graded],
@@ -216,44 +238,36 @@ def _against_base_judge(
     alpha: float,
     folder: Path,
     guard: LeakGuard | None = None,
-) -> tuple[AgreementChange | None, int | None]:
+) -> tuple[AgreementChange, int | None]:
     """When the pull request changes the judge, the base branch's judge grades the same labels
     and the two agreements are paired label by label; the change, and the holdout-label reads
-    counted after the base judge's read (None when the judge is unchanged)."""
-    change = None
-    reads = None
-    for relative in file_names(base.scorer):
-        text = read_base(loaded.root / relative)
-        if text is not None:
-            (folder / "hash" / relative).parent.mkdir(parents=True, exist_ok=True)
-            (folder / "hash" / relative).write_text(text, encoding="utf-8")
-    base_sha = judge_sha256(folder / "hash", base)
-    if base_sha != judge_sha256(loaded.root, suite):
-        runnable = _materialise(loaded, base, read_base, folder / "base")
-        # The base judge grading the holdout labels is a read of them too (its record
-        # follows the head's in the ledger): the count shown is the later one.
-        based, old = check_judge(
-            world,
-            loaded,
-            name,
-            runnable,
-            labels,
-            splits=splits,
-            show=0,
-            base_dir=folder / "base",
-            judge_sha=base_sha,
-            guard=guard,
-        )
-        reads = based.holdout_reads
-        ids = [
-            x.id
-            for x in labels
-            if x.id in head and old[x.id].error is None and head[x.id].error is None
-        ]
-        human = {x.id: x.human for x in labels}
-        change = agreement_change(
-            [old[i].passes[0] == human[i] for i in ids],
-            [head[i].passes[0] == human[i] for i in ids],
-            alpha,
-        )
-    return change, reads
+    counted after the base judge's read."""
+    runnable = _materialise(loaded, base, read_base, folder / "base")
+    # The base judge grading the holdout labels is a read of them too the first time this
+    # judge identity reads them (its record follows the head's in the ledger): the count
+    # shown is the later one.
+    based, old = check_judge(
+        world,
+        loaded,
+        name,
+        runnable,
+        labels,
+        splits=splits,
+        show=0,
+        base_dir=folder / "base",
+        judge_sha=base_sha,
+        reuse=False,
+        guard=guard,
+    )
+    ids = [
+        x.id
+        for x in labels
+        if x.id in head and x.id in old and old[x.id].error is None and head[x.id].error is None
+    ]
+    human = {x.id: x.human for x in labels}
+    change = agreement_change(
+        [old[i].passes[0] == human[i] for i in ids],
+        [head[i].passes[0] == human[i] for i in ids],
+        alpha,
+    )
+    return change, based.holdout_reads

@@ -12,8 +12,16 @@ from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.app import (
     RunOptions,
+    holdout_secret,
     ledger_path,
     release_version,
+)
+from evalgate.cases.holdout import (
+    HoldoutKey,
+    SealedChange,
+    anchors_of,
+    parse_changes,
+    release_anchor,
 )
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
@@ -34,18 +42,16 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
     history: list[ReleaseRecord] = []
     ledger = ledger_path(loaded)
     pulled = None
+    anchors: list[tuple[str, SealedChange]] = []
+    key = HoldoutKey(holdout_secret(runner.env, suite))
     if runner.repo is not None:
-        text = gh.read_data_file(runner.repo, DATA_BRANCH, history_file)
-        try:
-            history = _HISTORY.validate_json(text) if text else []
-        except ValidationError as exc:
-            raise UserError(
-                "the release history on the data branch is not a list of release records: "
-                + from_validation(exc),
-                where=f"{DATA_BRANCH}:{history_file}",
-                fix="restore it from the data branch's git history",
-            ) from None
+        history = _parse_history(
+            gh.read_data_file(runner.repo, DATA_BRANCH, history_file), history_file
+        )
         pulled = pull_ledger(runner, loaded, name)
+        anchors = _default_branch_anchors(runner, loaded, suite)
+        if not history and suite.sealed_holdout is not None:
+            _history_elsewhere(runner, name, key)
     version = loaded.ship_version(suite)
     run, record, report = release_version(
         runner.world(),
@@ -56,23 +62,20 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
         history,
         ledger=ledger,
         options=RunOptions(cache=True),
+        anchors=anchors,
+        where=f"{DATA_BRANCH}:{history_file}",
     )
     # The run file is an output, for the workflow to upload: in the checkout's state folder.
     save_run(run, loaded.model_copy(update={"state_root": None}).state_dir)
     markdown = render("release.md.j2", s=report)
     runner.add_summary(markdown)
     if runner.repo is not None:
-        # A re-run of the same tag replaces its record.
-        kept = [r for r in history if r.name != tag] + [record]
-        updated = [r.model_dump(mode="json") for r in kept]
-        gh.write_data_file(
-            runner.repo,
-            DATA_BRANCH,
-            history_file,
-            json.dumps(updated, indent=1),
-            f"evalgate: release {tag} of {name}",
-        )
+        # The read first: a job that stops after it leaves a read without a record, which is
+        # harmless; a record without its read would leave a history with no ledger to match.
         push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
+        _append_record(runner, history_file, history, record, f"evalgate: release {tag} of {name}")
+        if suite.sealed_holdout is not None and record.mac is not None and record.seq:
+            _write_anchor(runner, loaded, suite, record, key)
         sha = runner.env.get("GITHUB_SHA")
         if sha:
             gh.create_check_run(
@@ -91,3 +94,132 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
         runner.annotate("error", f"{name}: release gate FAIL: {report.reasons[0]}")
     runner.outputs.set("accuracy", output_number(record.dev.rate.rate))
     runner.verdicts.append(report.kind)
+
+
+def _parse_history(text: str | None, history_file: str) -> list[ReleaseRecord]:
+    try:
+        return _HISTORY.validate_json(text) if text else []
+    except ValidationError as exc:
+        raise UserError(
+            "the release history on the data branch is not a list of release records: "
+            + from_validation(exc),
+            where=f"{DATA_BRANCH}:{history_file}",
+            fix="restore it from the data branch's git history",
+        ) from None
+
+
+def _append_record(
+    runner: ActionJob,
+    history_file: str,
+    history: list[ReleaseRecord],
+    record: ReleaseRecord,
+    message: str,
+) -> None:
+    """Append the record to the history: every run of a tag is kept (the chain only grows; a
+    failing re-run never replaces a tag's good record). If another release was recorded
+    since this job read the history, the chain would fork: refuse, and say to re-run."""
+    assert runner.repo is not None
+    seen = len(history)
+
+    def append(current: str | None) -> str:
+        now = _parse_history(current, history_file)
+        if len(now) != seen or [r.mac for r in now] != [r.mac for r in history]:
+            raise UserError(
+                "another release was recorded on the data branch while this one ran, so its "
+                "record would not follow the newest one",
+                where=f"{DATA_BRANCH}:{history_file}",
+                fix="re-run this release job",
+            )
+        return json.dumps([r.model_dump(mode="json") for r in [*now, record]], indent=1)
+
+    gh.write_data_file(runner.repo, DATA_BRANCH, history_file, append, message)
+
+
+def _changes_path(runner: ActionJob, loaded: LoadedConfig, suite: Suite) -> str | None:
+    """The change ledger's path in the repository (None when it lies outside the workspace)."""
+    assert suite.sealed_holdout is not None
+    path = (loaded.root / suite.sealed_holdout.changes).resolve()
+    try:
+        return path.relative_to(runner.workspace.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _default_branch_anchors(
+    runner: ActionJob, loaded: LoadedConfig, suite: Suite
+) -> list[tuple[str, SealedChange]]:
+    """The release anchors in the change ledger at the default branch's head (the tag's
+    checkout may predate the newest): out of reach of whoever writes the data branch."""
+    if runner.repo is None or suite.sealed_holdout is None:
+        return []
+    path = _changes_path(runner, loaded, suite)
+    if path is None:
+        return []
+    branch = runner.default_branch
+    text = gh.read_data_file(runner.repo, branch, path)
+    if not text:
+        return []
+    return anchors_of(parse_changes(text, f"{branch}:{path}", f"{branch}:{path}"))
+
+
+def _history_elsewhere(runner: ActionJob, name: str, key: HoldoutKey) -> None:
+    """A sealed suite with no history of its own: refuse when the data branch holds releases
+    signed by this holdout key under another suite's name (a suite renamed, its history
+    left behind, would start again as a first release)."""
+    if runner.repo is None or not key.keyed:
+        return
+    tree = gh.ContentsTree(runner.repo, DATA_BRANCH)
+    for folder, is_dir in tree.list("evalgate"):
+        if not is_dir or folder == name:
+            continue
+        other = data_file(folder, "releases.json")
+        raw = tree.read(other)
+        try:
+            records = _HISTORY.validate_json(raw) if raw else []
+        except ValidationError:
+            continue  # another suite's damaged history is that suite's release to refuse
+        signed = [r.name for r in records if key.verify(r.body(), r.mac)]
+        if signed:
+            raise UserError(
+                f"suite {name!r} has no release history, but the data branch holds "
+                f"{len(signed)} releases signed by this holdout key under suite {folder!r} "
+                f"(last {signed[-1]!r}): a renamed suite keeps its history",
+                where=f"{DATA_BRANCH}:{other}",
+                fix=f"move evalgate/{folder}/ to evalgate/{name}/ on the data branch",
+            )
+
+
+def _write_anchor(
+    runner: ActionJob, loaded: LoadedConfig, suite: Suite, record: ReleaseRecord, key: HoldoutKey
+) -> None:
+    """Append the release's anchor to the change ledger on the default branch; where the
+    branch is protected from the job, warn with the line to commit by hand."""
+    assert runner.repo is not None and suite.sealed_holdout is not None
+    assert record.mac is not None and record.seq is not None
+    sealed = len(record.sealed_lines or [])
+    anchor = release_anchor(record.time, record.name, record.seq, record.mac, sealed, key)
+    line = anchor.model_dump_json()
+    path = _changes_path(runner, loaded, suite)
+    if path is not None:
+
+        def append(current: str | None) -> str:
+            kept = current or ""
+            return kept + ("\n" if kept and not kept.endswith("\n") else "") + line + "\n"
+
+        try:
+            gh.write_data_file(
+                runner.repo,
+                runner.default_branch,
+                path,
+                append,
+                f"evalgate: anchor release {record.name} in the holdout change ledger",
+            )
+            return
+        except gh.GitHubError:
+            pass
+    runner.annotate(
+        "warning",
+        f"the release anchor could not be written to {suite.sealed_holdout.changes} on "
+        f"{runner.default_branch}: append this line to it and commit, so that a history rolled "
+        f"back on the data branch is detected: {line}",
+    )

@@ -26,6 +26,9 @@ from evalgate.runs.schema import PromptInfo, Run
 Reading = Literal["stable", "overfitting", "distribution", "leak", "unknown"]
 
 
+_CHAIN_FIELDS = ("seq", "previous", "passed")
+
+
 class HoldoutScore(BaseModel):
     """One holdout case as a release keeps it: keyed names only (see holdout.HoldoutKey)."""
 
@@ -78,16 +81,26 @@ class ReleaseRecord(BaseModel):
     errors: int = 0
     regression_errors: int = 0
     incomplete: bool = False
+    # The release history is a chain (evalgate/analysis/history.py): the record's place in it
+    # (1 for a suite's first signed release) and the MAC of the record before it, both signed,
+    # so a record taken out of the middle or the start is detected. ``passed``: the release
+    # gate's verdict, so that a later failing re-run of a tag never stands in for its good
+    # record. None in records written before the chain.
+    seq: int | None = None
+    previous: str | None = None
+    passed: bool | None = None
     # A MAC under the holdout key over everything above: a record edited on the data branch
     # without the key is detected.
     mac: str | None = None
 
     def body(self) -> str:
-        # A record written before holdout cases kept their format share signed a body without
-        # it: leave the field out while it is unset, so such a record still verifies.
+        # A record written before holdout cases kept their format share (or before the chain)
+        # signed a body without those fields: leave them out while they are unset, so such a
+        # record still verifies.
         unset = all(h.format_ok is None for h in self.holdout_cases)
         fmt: dict[str, Any] = {"holdout_cases": {"__all__": {"format_ok"}}} if unset else {}
-        return self.model_dump_json(exclude={"mac": True, **fmt})
+        chain = {f: True for f in _CHAIN_FIELDS if getattr(self, f) is None}
+        return self.model_dump_json(exclude={"mac": True, **chain, **fmt})
 
     @property
     def holdout_format(self) -> float | None:
@@ -118,9 +131,13 @@ def make_record(
     key: HoldoutKey | None = None,
     sealed_lines: list[str] | None = None,
     sealed_ok: bool = True,
+    seq: int | None = None,
+    previous: str | None = None,
 ) -> ReleaseRecord:
     """A release record from a run over dev, regression and (redacted) holdout cases, signed
-    with the holdout key when there is one."""
+    with the holdout key when there is one (see ``sign_record``). Holdout cases keep no group:
+    a keyed group name, counted, gives the group's size away, which can be matched against
+    the plaintext groups."""
     scored = [c for c in run.cases if c.error is None]
     dev = [c for c in scored if c.split == "dev"]
     hold = [c for c in scored if c.split == "holdout"]
@@ -141,7 +158,7 @@ def make_record(
                 HoldoutScore(
                     id=c.id,
                     hash=c.hash,
-                    group=c.group,
+                    group=None,
                     score=c.score or 0.0,
                     format_ok=fmean(bool(o.format_ok) for o in c.outcomes) if c.outcomes else None,
                 )
@@ -157,10 +174,17 @@ def make_record(
         errors=run.errors,
         regression_errors=sum(1 for c in regression if c.error is not None),
         incomplete=run.incomplete,
+        seq=seq,
+        previous=previous,
     )
-    if key is not None and key.keyed:
-        record = record.model_copy(update={"mac": key.sign(record.body())})
-    return record
+    return sign_record(record, key)
+
+
+def sign_record(record: ReleaseRecord, key: HoldoutKey | None) -> ReleaseRecord:
+    """The record with its MAC under the holdout key (unsigned without a key)."""
+    if key is None or not key.keyed:
+        return record
+    return record.model_copy(update={"mac": key.sign(record.body())})
 
 
 class GroupMove(BaseModel):
@@ -282,6 +306,9 @@ def write_release(folder: Path, record: ReleaseRecord) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in record.name)
     path = folder / f"{safe}.json"
+    if path.exists():
+        # A re-run of a tag is kept beside its earlier runs: the history only grows.
+        path = folder / f"{safe}.{record.seq or record.time.strftime('%Y%m%dT%H%M%S%f')}.json"
     path.write_text(record.model_dump_json(indent=1), encoding="utf-8")
     return path
 
@@ -486,7 +513,10 @@ def _holdout_drop(
             )
     by_group: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for a, b in pairs:
-        by_group[b.group or "(no group)"].append((a.score, b.score))
+        # Records keep no holdout groups any more (a group's size gives it away): only two
+        # older records that both kept one are compared by group.
+        if a.group is not None and b.group is not None:
+            by_group[b.group].append((a.score, b.score))
     moved = [
         GroupMove(
             group=g,

@@ -115,7 +115,9 @@ def redact(case: CaseResult, key: HoldoutKey) -> CaseResult:
     return CaseResult(
         id=key.case(case.id, case.hash),
         split="holdout",
-        group=key.group(case.group),
+        # No group, keyed or not: counted in a public run file, a group's size can be matched
+        # against the plaintext groups' sizes.
+        group=None,
         hash=key.content(case.hash),
         outcomes=outcomes,
     )
@@ -170,6 +172,9 @@ class LedgerRecord(BaseModel):
     purpose: str = "release"
     # Set when a read past the budget was forced; the reason is kept.
     forced_reason: str | None = None
+    # A judge check's read of the holdout labels: its aggregate result and how it was measured,
+    # so the same judge (``prompt_sha256``, its identity) on the same labels is not read again.
+    result: dict[str, Any] | None = None
 
 
 def read_ledger(path: Path) -> list[LedgerRecord]:
@@ -349,35 +354,66 @@ def sealed_digests(path: Path) -> list[str]:
 
 
 class SealedChange(BaseModel):
-    """One recorded change of the sealed store: counts and line digests, never content."""
+    """One recorded change of the sealed store: counts and line digests, never content; or a
+    release job's anchor (``change: release``): the newest release record's place in the
+    history and its MAC, so a history rolled back or deleted on the data branch is detected."""
 
     model_config = ConfigDict(extra="forbid")
 
     v: Literal[1] = 1
     time: datetime
-    change: Literal["add", "retire"]
+    change: Literal["add", "retire", "release"]
     count: int
     lines: list[str]
     after: int
-    # A retire's MAC under the holdout key; an add has none (anyone may add).
+    # An anchor's release: its name, place and record MAC.
+    release: str | None = None
+    seq: int | None = None
+    record: str | None = None
+    # A retire's or anchor's MAC under the holdout key; an add made with the key has one too
+    # (the only kind of add that may bring back a retired line), one made without has none.
     mac: str | None = None
 
     def body(self) -> str:
-        return self.model_dump_json(exclude={"mac"})
+        unset = {f for f in ("release", "seq", "record") if getattr(self, f) is None}
+        return self.model_dump_json(exclude={"mac", *unset})
+
+
+def anchors_of(changes: list[tuple[str, SealedChange]]) -> list[tuple[str, SealedChange]]:
+    return [(w, c) for w, c in changes if c.change == "release"]
+
+
+def release_anchor(
+    time: datetime, name: str, seq: int, record_mac: str, after: int, key: HoldoutKey
+) -> SealedChange:
+    anchor = SealedChange(
+        time=time,
+        change="release",
+        count=0,
+        lines=[],
+        after=after,
+        release=name,
+        seq=seq,
+        record=record_mac,
+    )
+    return anchor.model_copy(update={"mac": key.sign(anchor.body())})
 
 
 def read_changes(path: Path) -> list[tuple[str, SealedChange]]:
     if not path.exists():
         return []
-    text = _text(path, "holdout change ledger")
+    return parse_changes(_text(path, "holdout change ledger"), str(path), path.name)
+
+
+def parse_changes(text: str, where: str, name: str) -> list[tuple[str, SealedChange]]:
     found = parse_lines(
         text,
         SealedChange,
-        str(path),
+        where,
         "not a holdout change record",
         "restore the change ledger from version control",
     )
-    return [(f"{path.name}:{number}", change) for number, change in found]
+    return [(f"{name}:{number}", change) for number, change in found]
 
 
 def append_change(path: Path, change: SealedChange) -> None:
@@ -396,6 +432,32 @@ def forged_retires(changes: list[tuple[str, SealedChange]], key: HoldoutKey) -> 
     ]
 
 
+def _retired(changes: list[tuple[str, SealedChange]], key: HoldoutKey) -> set[str]:
+    """Line digests retired by a signed retire and not brought back since by a signed add."""
+    retired: set[str] = set()
+    for _, c in changes:
+        if c.change == "retire" and key.verify(c.body(), c.mac):
+            retired.update(c.lines)
+        elif c.change == "add" and c.mac is not None and key.verify(c.body(), c.mac):
+            retired.difference_update(c.lines)
+    return retired
+
+
+def returned_lines(
+    current: list[str], changes: list[tuple[str, SealedChange]], key: HoldoutKey
+) -> list[str]:
+    """A problem line when retired sealed lines are back in the store: a retired case's
+    ciphertext never returns without a new add signed with the key."""
+    back = set(current) & _retired(changes, key)
+    if not back:
+        return []
+    return [
+        f"{len(back)} sealed holdout lines that a signed `evalgate holdout retire` retired are "
+        "back in the sealed file: remove them and restore their regression copies (a retired "
+        "case returns only through `evalgate holdout add` run with the holdout key)"
+    ]
+
+
 def unrecorded_changes(
     previous: list[str],
     current: list[str],
@@ -404,7 +466,7 @@ def unrecorded_changes(
     since: str,
 ) -> list[str]:
     """Why the sealed store's change since the previous release is not accounted for, if so."""
-    problems = forged_retires(changes, key)
+    problems = forged_retires(changes, key) + returned_lines(current, changes, key)
     retired = {
         d
         for _, c in changes
@@ -441,8 +503,8 @@ def replayed_changes(
         for d in c.lines
     }
     expected = {d for _, c in changes if c.change == "add" for d in c.lines} - retired
-    now = set(current)
-    problems = []
+    problems = returned_lines(current, changes, key)
+    now = set(current) - retired
     if expected - now:
         problems.append(
             f"the sealed holdout lacks {len(expected - now)} of the {len(expected)} cases its "

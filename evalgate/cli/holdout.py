@@ -76,7 +76,12 @@ def cmd_holdout(ctx: Context) -> int:
         ]
         with store.open("a", encoding="utf-8") as handle:
             handle.writelines(line + "\n" for line in lines)
-        _record_change(loaded, sealed.changes, "add", lines, store, None)
+        # With the key at hand the add is signed: only a signed add may bring back a line
+        # that a retire removed.
+        text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
+        _record_change(
+            loaded, sealed.changes, "add", lines, store, load_secret_key(text) if text else None
+        )
         return _answer(
             ctx,
             {"sealed": len(added), "file": str(store), "changes": sealed.changes},
@@ -150,7 +155,8 @@ def _record_change(
     secret: SecretKey | None,
 ) -> None:
     """Append an add or retire to the sealed store's change ledger: counts and line digests
-    only; a retire is signed with the holdout key, which only its holder has."""
+    only; a retire is signed with the holdout key, which only its holder has (an add too, when
+    it is made with the key)."""
     change = SealedChange(
         time=datetime.now(UTC),
         change=kind,

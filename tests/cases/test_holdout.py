@@ -313,7 +313,8 @@ def test_redact_keeps_only_hashes_groups_and_scores(make_case: Callable[..., Cas
     assert '"g-42"' not in dumped
     assert shown.id == key.case("hold-42", case.hash) and shown.id.startswith("h-")
     assert shown.split == "holdout"
-    assert (shown.group, shown.hash) == (key.group("g-42"), key.content(case.hash))
+    # No group: a keyed group, counted, gives its size away.
+    assert (shown.group, shown.hash) == (None, key.content(case.hash))
     assert shown.input is None and shown.expected is None and shown.category is None
     assert [o.score for o in shown.outcomes] == [0.0, 1.0] and shown.score == 0.5
     assert all(o.text is None and o.answer is None and o.reason is None for o in shown.outcomes)
