@@ -342,6 +342,7 @@ class Scenario:
         self.push_workflow_run: WorkflowRun | None = None
         self.baseline_file: Path | None = None
         self.heads: dict[str, str] = {}
+        self.forged = 0
         self._make_repo()
         self._seed_github()
 
@@ -613,7 +614,7 @@ class Scenario:
         }
 
     def pr_run(self, which: str) -> ActRun:
-        order = ["pr-1", "pr-2", "pr-regression", "pr-resplit"]
+        order = ["pr-1", "pr-2", "pr-regression", "pr-cache", "pr-resplit", "pr-turns"]
         for earlier in order[: order.index(which)]:
             self.pr_run(earlier)
 
@@ -626,9 +627,23 @@ class Scenario:
                 self.plant_regression()
             if which == "pr-resplit":
                 self.resplit()
+            if which == "pr-turns":
+                self.hide_in_earlier_turns()
             event = self._pr_event()
             self.heads[which] = event["pull_request"]["head"]["sha"]
-            return self.act("pull_request", event)
+            if which != "pr-cache":
+                return self.act("pull_request", event)
+            # act copies the checkout as git would (ignored files left out): the attacker's
+            # .evalgate/ is committed, so the job's checkout has it.
+            gitignore = self.repo / ".gitignore"
+            kept = gitignore.read_text(encoding="utf-8")
+            gitignore.write_text(kept.replace(".evalgate/\n", ""), encoding="utf-8")
+            try:
+                self.forged = self.forge_cache()
+                return self.act("pull_request", event)
+            finally:
+                gitignore.write_text(kept, encoding="utf-8")
+                shutil.rmtree(self.repo / SUITE_DIR / ".evalgate", ignore_errors=True)
 
         return self.step(which, make)
 
@@ -691,6 +706,56 @@ class Scenario:
             return self.act("workflow_run", event, workflow="evalgate-fork.yml")
 
         return self.step(which, make)
+
+    def forge_cache(self) -> int:
+        """The attack of tests/test_hostile_state.py under act: ``.evalgate/cache/**`` in the
+        pull request's checkout, holding right answers for every request the failing prompt
+        will send, keyed as the unauthenticated cache keys them. Returns the files written."""
+        from test_hostile_state import Forger, quiet_world
+
+        from evalgate.app import RunOptions, plan_run
+        from evalgate.config.load import load_config
+        from evalgate.running.cache import ResponseCache
+        from evalgate.running.suite import cases_to_run, run_suite
+
+        loaded = load_config(self.repo / SUITE_DIR / "evalgate.yml")
+        spec = plan_run(quiet_world(), loaded, SUITE, "v3", RunOptions())
+        answers = {c.id: c.expected for c in cases_to_run(spec)}
+        folder = self.repo / SUITE_DIR / ".evalgate" / "cache"
+        forged = run_suite(
+            spec, Forger(answers, "anthropic"), loaded.root, cache=ResponseCache(folder)
+        )
+        assert forged.cases and all(c.passed for c in forged.cases)
+        return len(list(folder.rglob("*.json")))
+
+    def hide_in_earlier_turns(self) -> None:
+        """Put the default branch's config back (undo the re-split) and add new dev cases whose
+        earlier turns are the holdout cases' messages."""
+        config = f"{SUITE_DIR}/evalgate.yml"
+        _git(self.repo, "checkout", "-q", "main", "--", config)
+        cases = self.repo / SUITE_DIR / "cases.jsonl"
+        added = [
+            {
+                "id": f"pr-{n}",
+                "group": f"pr-{n}",
+                "category": "other",
+                "split": "dev",
+                "message": "Do you sell gift cards for the shop?",
+                "messages": [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": '{"category": "other"}'},
+                ],
+            }
+            for n, text in enumerate(self.holdout_messages())
+        ]
+        text = cases.read_text(encoding="utf-8") + "".join(json.dumps(r) + "\n" for r in added)
+        cases.write_text(text, encoding="utf-8")
+        _git(self.repo, "commit", "-q", "-am", "Cases with some history")
+        files = {
+            config: (self.repo / config).read_text(encoding="utf-8"),
+            f"{SUITE_DIR}/cases.jsonl": text,
+        }
+        self.gh.add_commit(REPO, files, branch=BRANCH, message="Cases with some history")
 
     def resplit(self) -> None:
         """The pull request's own config puts every case on the dev side."""
@@ -953,6 +1018,24 @@ def test_a_planted_regression_fails_the_job(e2e: Scenario) -> None:
     assert len(e2e.gh.find_requests("PATCH", f"/repos/{REPO}/issues/comments/*")) == 2
 
 
+def test_a_committed_response_cache_does_not_forge_the_verdict(e2e: Scenario) -> None:
+    # The failing prompt of pr-regression, with .evalgate/cache/** committed beside it holding
+    # right answers for every request it sends: the job ignores the folder, calls the model
+    # for every dev case, and the verdict is the prompt's own.
+    hidden = e2e.holdout_messages()
+    run = e2e.pr_run("pr-cache")
+    assert e2e.forged > 0
+    assert run.returncode != 0, run.why()
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "fail", run.why()
+    dev = N_CASES - len(hidden)
+    assert run.model_requests >= dev, (run.model_requests, dev)
+    assert re.search(r"cache: [1-9]\d* hits", run.output) is None
+    comment = _comments(e2e)[0].body
+    assert "failed the gate" in comment
+    assert ".evalgate/" in comment and "the job ignored it" in comment
+
+
 def test_a_pull_request_that_re_splits_sends_no_holdout_case(e2e: Scenario) -> None:
     hidden = e2e.holdout_messages()
     assert len(hidden) >= 5
@@ -969,6 +1052,22 @@ def test_a_pull_request_that_re_splits_sends_no_holdout_case(e2e: Scenario) -> N
     for message in hidden:
         assert message not in comment and message not in run.output
     assert "changes the holdout" in run.output
+
+
+def test_holdout_text_in_earlier_turns_is_never_sent(e2e: Scenario) -> None:
+    hidden = e2e.holdout_messages()
+    run = e2e.pr_run("pr-turns")
+    assert run.returncode != 0, run.why()
+    _no_secrets(run)
+    assert run.outputs["verdict"] == "inconclusive", run.why()
+    sent = [json.dumps(x.body) for x in e2e.messages.requests[-run.model_requests :]]
+    sent = sent if run.model_requests else []
+    assert [m for m in hidden for body in sent if json.dumps(m)[1:-1] in body] == []
+    assert re.search(r"earlier turns of case pr-\d+ carry a holdout case", run.output)
+    comment = _comments(e2e)[0].body
+    assert re.search(r"earlier turns of case pr-\d+ carry a holdout case", comment)
+    for message in hidden:
+        assert message not in comment and message not in run.output
 
 
 def test_a_failing_pull_request_has_a_failed_check_with_annotations(e2e: Scenario) -> None:
