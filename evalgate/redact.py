@@ -33,6 +33,8 @@ from urllib.parse import quote
 import ahocorasick_rs
 from pydantic import AfterValidator
 
+from evalgate.limits import ELLIPSIS, excerpt
+
 REDACTED = "[redacted]"
 # Shorter values are not secrets worth the false positives (and would match everywhere).
 MIN_SECRET = 8
@@ -350,6 +352,35 @@ def _decoded(escape: re.Match[str]) -> str:
     hex_digits = escape.group(1)
     code = int(hex_digits, 16) if escape.re is _PERCENT or hex_digits else int(escape.group(2))
     return chr(code).lower() if code < 0x110000 else "\ufffd"
+
+
+# How much of what an upstream said about a failure (an API's error message, a program's
+# stderr) a run file, an artefact, the comment or an annotation keeps.
+ERROR_EXCERPT = 200
+_SPACE = re.compile(r"\s+")
+
+
+def redacted_excerpt(text: object, *, tail: bool = False) -> str:
+    """What an upstream said, as evalgate keeps it: redacted, on one line, at most
+    ``ERROR_EXCERPT`` characters (the start, or with ``tail`` the end, as of a stderr whose
+    last lines say most). Only a window around the part kept is read, so a huge body costs
+    no more than a small one; a secret cut by the window's edge is still a fragment of it."""
+    window = 4 * ERROR_EXCERPT + 256
+    body = str(text)
+    if not tail:
+        return excerpt(redact(body[:window]), ERROR_EXCERPT)
+    folded = _SPACE.sub(" ", redact(body[-window:])).strip()
+    if len(folded) <= ERROR_EXCERPT and len(body) <= window:
+        return folded
+    return ELLIPSIS + folded[-(ERROR_EXCERPT - 1) :].lstrip()
+
+
+def upstream_error(status: int | str | None, kind: object, message: object) -> str:
+    """An upstream's failure as run files and annotations keep it: the status and error type
+    read from its response, and an excerpt of what it said (see :func:`redacted_excerpt`)."""
+    head = " ".join(str(p) for p in (status, kind) if p is not None and str(p) != "")
+    text = redacted_excerpt(message) if message is not None else ""
+    return f"{head}: {text}" if head and text else head or text
 
 
 # Fields that keep what an upstream sent back: an error text may echo the key it was sent (so
