@@ -81,6 +81,8 @@ class _Form:
     escapes: bool = False
     # Base64: "-" and "_" (the URL-safe alphabet) read as "+" and "/".
     b64: bool = False
+    # Hex, which may come a byte at a time ("73 6b 2d").
+    hex: bool = False
 
     def secret_part(self, lo: int, hi: int) -> str:
         """The part of the secret that the form's characters ``lo:hi`` stand for."""
@@ -115,7 +117,7 @@ def _forms(secret: str) -> list[_Form]:
     forms = [
         _Form(secret.lower(), secret, escapes=True),
         _Form(secret[::-1].lower(), secret, reverse=True),
-        _Form(raw.hex(), secret, scale=0.5),
+        _Form(raw.hex(), secret, scale=0.5, hex=True),
     ]
     for pad in range(3):
         # Base64 of the secret after ``pad`` other bytes: the groups made of its bytes alone,
@@ -133,10 +135,13 @@ def _spellings(form: _Form, block: str) -> set[str]:
     spelt = {block}
     if form.b64:
         spelt.add(block.translate(_B64_URL))
+    if form.hex:
+        spelt.add(" ".join(block[i : i + 2] for i in range(0, len(block), 2)))
     if form.escapes:
         spelt.add("".join(f"&#{ord(c)};" for c in block))
         spelt.add("".join(f"&#x{ord(c):x};" for c in block))
         spelt.add(quote(block, safe="").lower())
+        spelt.add("".join(f"%{b:02x}" for b in block.encode("utf-8", "surrogatepass")))
     return spelt
 
 
