@@ -19,8 +19,10 @@ import base64
 import contextlib
 import html
 import json
+import os
 import random
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,9 +49,11 @@ from test_action import (
 
 from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
+from evalgate.backends.command import CommandBackend
 from evalgate.backends.fake import FakeRule, FakeRules, load_rules
 from evalgate.config.models import ModelSettings
 from evalgate.redact import ERROR_EXCERPT, REDACTED, hold, redact, redact_held, upstream_error
+from evalgate.runs.schema import Outcome
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -232,6 +236,43 @@ def test_an_error_body_echoing_the_key_is_kept_without_it(name: str, srv: Messag
         backend.close()
     assert reply.error is not None and reply.error.startswith("400 invalid_request_error: ")
     assert leaks(reply.error) == [] and len(reply.error) < 300
+
+
+# A program under test (the command backend) that prints what REPLY says and fails with what
+# STDERR says: the system under test, or a tool of an agent, can read the key too.
+PROGRAM = r"""
+import json, os, sys
+sys.stdin.read()
+if os.environ.get("STDERR"):
+    sys.stderr.write("Traceback: " + os.environ["STDERR"] + "\nKeyError: 'price'\n")
+    sys.exit(3)
+echo = os.environ["REPLY"]
+print(json.dumps({"text": echo, "steps": [{"text": echo, "tool_calls": [
+    {"name": "lookup", "input": {"q": "x"}, "result": echo}]}]}))
+"""
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_a_program_that_prints_the_key_has_it_kept_nowhere(name: str, tmp_path: Path) -> None:
+    """The command backend: the key in a reply, in a step and a tool's result, and in the
+    stderr of a failing run, in one form: none of it is in what the run file keeps."""
+    (tmp_path / "app.py").write_text(PROGRAM, encoding="utf-8")
+
+    def run(**env: str) -> dict[str, Any]:
+        options = {"command": [sys.executable, "app.py"], "env": env}
+        settings = ModelSettings(backend="command", name="my-app", options=options)
+        backend = CommandBackend(settings, BackendContext(base_dir=tmp_path, env=dict(os.environ)))
+        reply = backend.complete(
+            Request(system="s", messages=(Message(role="user", content="hi"),), model="m")
+        )
+        return Outcome.model_validate(reply.model_dump(exclude={"attempts"})).model_dump()
+
+    answered = run(REPLY=f"Category: booking. {ECHOED[name]}")
+    assert leaks(json.dumps(answered)) == [] and REDACTED in answered["text"]
+    assert answered["steps"][0]["calls"][0]["result"].startswith("Category: booking. ")
+    failed = run(REPLY="", STDERR=f"bad key {ECHOED[name]}")
+    assert failed["error"].startswith("exit code 3; stderr: ")
+    assert failed["error"].endswith("KeyError: 'price'") and leaks(failed["error"]) == []
 
 
 # ----------------------------------------------------------------------- whole jobs
