@@ -52,6 +52,8 @@ from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.command import CommandBackend
 from evalgate.backends.fake import FakeRule, FakeRules, load_rules
 from evalgate.config.models import ModelSettings
+from evalgate.errors import UserError
+from evalgate.publish.github import connect, find_baseline, get_repository
 from evalgate.redact import ERROR_EXCERPT, REDACTED, hold, redact, redact_held, upstream_error
 from evalgate.runs.schema import Outcome
 from tests.support.github_server import GitHubServer
@@ -273,6 +275,37 @@ def test_a_program_that_prints_the_key_has_it_kept_nowhere(name: str, tmp_path: 
     failed = run(REPLY="", STDERR=f"bad key {ECHOED[name]}")
     assert failed["error"].startswith("exit code 3; stderr: ")
     assert failed["error"].endswith("KeyError: 'price'") and leaks(failed["error"]) == []
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_a_github_error_that_echoes_the_token_in_any_form_names_only_the_failure(
+    name: str,
+) -> None:
+    """GitHub (or a proxy in front of it) quoting the token, in one form, in a 401's message:
+    the one-line error names the status, never the token."""
+    # A token of the length of a key (the forms cut pieces up to character 76).
+    rng = random.Random(12)
+    token = "ghs_" + "".join(rng.choice(_ALPHABET[:62]) for _ in range(76))
+    hold(token)
+    with GitHubServer(write_token=token) as gh:
+        gh.add_repo(REPO, files={"prompts/v1.txt": "v1\n"})
+        form = dict(FORMS)[name]
+        echoed = {"message": f"Bad credentials: {form(token)}" + " (see the docs)" * 40}
+        gh.fail_next("GET", f"/repos/{REPO}/actions/workflows/*", status=401, body=echoed)
+        gh.fail_next("GET", f"/repos/{REPO}/actions/runs", status=401, body=echoed, times=3)
+        client = connect(token, gh.url)
+        try:
+            with pytest.raises(UserError) as caught:
+                find_baseline(
+                    get_repository(client, REPO), "evalgate-baseline", "main", workflow_path="x.yml"
+                )
+        finally:
+            client.close()
+    message = caught.value.one_line()
+    assert "401" in message and "Bad credentials" in message
+    assert len(message) < 1_000
+    for shown in _views(message):
+        assert form(token).lower() not in shown and token.lower() not in shown
 
 
 # ----------------------------------------------------------------------- whole jobs
