@@ -79,6 +79,8 @@ class _Form:
     reverse: bool = False
     # Its characters may be written as HTML character references or percent escapes.
     escapes: bool = False
+    # Whether a fragment of it counts (see _token_like); if not, only the whole secret does.
+    fragments: bool = True
     # Base64: "-" and "_" (the URL-safe alphabet) read as "+" and "/".
     b64: bool = False
     # Hex, which may come a byte at a time ("73 6b 2d").
@@ -113,6 +115,8 @@ _lock = threading.Lock()
 
 def _forms(secret: str) -> list[_Form]:
     """Every form of ``secret`` an upstream may echo (letter case aside: all are lower case)."""
+    if not _token_like(secret):
+        return [_Form(secret.lower(), secret, escapes=True, fragments=False)]
     raw = secret.encode("utf-8", "surrogatepass")
     forms = [
         _Form(secret.lower(), secret, escapes=True),
@@ -128,6 +132,12 @@ def _forms(secret: str) -> list[_Form]:
         if core:
             forms.append(_Form(core, secret, start=(3 - pad) % 3, scale=0.75, b64=True))
     return forms
+
+
+def _token_like(secret: str) -> bool:
+    """Whether ``secret`` is a key or a token, whose every part is secret: not a URL, a path
+    or words (a variable named ``*_TOKEN_URL`` holds an address whose pieces are public)."""
+    return not (any(c.isspace() for c in secret) or "://" in secret or secret.startswith("/"))
 
 
 def _spellings(form: _Form, block: str) -> set[str]:
@@ -154,8 +164,8 @@ def _build(secrets: set[str]) -> _Matcher | None:
             if form.escapes:
                 # The whole secret, however plain (a short or repetitive one has no blocks).
                 needles.append(_Needle(form, 0, len(text)))
-            starts = list(range(0, len(text) - _BLOCK + 1, _STRIDE))
-            if len(text) >= _BLOCK and starts[-1] != len(text) - _BLOCK:
+            starts = list(range(0, len(text) - _BLOCK + 1, _STRIDE)) if form.fragments else []
+            if starts and starts[-1] != len(text) - _BLOCK:
                 starts.append(len(text) - _BLOCK)
             for start in starts:
                 if len(set(text[start : start + _BLOCK])) >= _BLOCK_DISTINCT:
@@ -287,7 +297,7 @@ def _extend(low: str, start: int, end: int, needle: _Needle) -> tuple[int, int] 
         if unit is None or not _same(unit[0], text[lo - 1], b64):
             break
         lo, at, start = lo - 1, unit[1], unit[1]
-    if (lo == 0 and hi == len(text)) or _secret_like(form.secret_part(lo, hi)):
+    if (lo == 0 and hi == len(text)) or (form.fragments and _secret_like(form.secret_part(lo, hi))):
         return start, end
     return None
 

@@ -190,6 +190,19 @@ def test_a_repetitive_secret_is_redacted_whole_but_not_by_its_runs() -> None:
     assert redact_held("z" * 30) == "z" * 30
 
 
+def test_a_held_address_or_path_counts_only_whole() -> None:
+    """A variable named like a secret may hold an address (ACTIONS_ID_TOKEN_REQUEST_URL) or a
+    path: its pieces are public (the host, a folder), so only the whole value is removed."""
+    url = (
+        "https://pipelines.actions.githubusercontent.com/Ab3dEf9/_apis/distributedtask/hubs/Actions"
+    )
+    path = "/home/runner/work/_temp/Secret0Holdout1Key2.txt"
+    hold(url, path)
+    shared = "see pipelines.actions.githubusercontent.com/Ab3dEf9 and runner/work/_temp/Secret0Hold"
+    assert redact_held(shared) == shared
+    assert redact_held(f"at {url.upper()} or {path}.") == f"at {REDACTED} or {REDACTED}."
+
+
 def test_a_huge_text_is_redacted_in_one_pass() -> None:
     """A 30 MB answer (as in test_hostile's huge answers) with the key somewhere in it: found,
     and the rest kept. The bound is generous: timing targets belong to benchmarks."""
