@@ -59,7 +59,6 @@ _STRIDE = 2
 _BLOCK_DISTINCT = 3
 _B64_SAME = str.maketrans("-_", "+/")  # the URL-safe alphabet, read as the standard one
 _B64_URL = str.maketrans("+/", "-_")
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _ENTITY = re.compile(r"&#(?:x([0-9a-f]{1,6})|([0-9]{1,7}));?")
 _PERCENT = re.compile(r"%([0-9a-f]{2})")
 _SEPARATOR = re.compile(r"(?:\s|\\[nrt])+")
@@ -255,9 +254,8 @@ def redact_held(text: str) -> str:
 
 def _held_spans(text: str, matcher: _Matcher) -> list[tuple[int, int]]:
     """Where ``text`` holds a held secret in any form: sorted spans that do not overlap."""
-    low = text.lower()
-    if len(low) != len(text):  # a letter whose lower case is longer ("İ"): keep the indexes
-        low = text.translate(_ASCII_LOWER)
+    # "İ" is the one character whose lower case is two: read as "i", the indexes stay.
+    low = (text.replace("\u0130", "i") if "\u0130" in text else text).lower()
     found: list[tuple[int, int]] = []
     last = (0, -1)
     for index, start, end in matcher.automaton.find_matches_as_indexes(low, overlapping=True):
