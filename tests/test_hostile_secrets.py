@@ -51,6 +51,7 @@ from evalgate.backends.anthropic import AnthropicBackend
 from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.command import CommandBackend
 from evalgate.backends.fake import FakeRule, FakeRules, load_rules
+from evalgate.backends.openai import OpenAIBackend
 from evalgate.config.models import ModelSettings
 from evalgate.errors import UserError
 from evalgate.publish.github import connect, find_baseline, get_repository
@@ -58,6 +59,7 @@ from evalgate.redact import ERROR_EXCERPT, REDACTED, hold, redact, redact_held, 
 from evalgate.runs.schema import Outcome
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import Knobs, MessagesServer
+from tests.support.openai_server import OpenAIServer
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _rng = random.Random(23)
@@ -251,6 +253,23 @@ def test_an_error_body_echoing_the_key_is_kept_without_it(name: str, srv: Messag
         backend.close()
     assert reply.error is not None and reply.error.startswith("400 invalid_request_error: ")
     assert leaks(reply.error) == [] and len(reply.error) < 300
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_an_openai_error_echoing_the_key_is_kept_without_it(name: str) -> None:
+    """The openai SDK's exception text quotes the whole error body; the reply's error keeps
+    the status, the error type and an excerpt, without the key in any form."""
+    with OpenAIServer(FakeRules(rules=[FakeRule(label="x", phrases=["x"])])) as server:
+        server.echo_text = f"(you sent {ECHOED[name]}) " + "see the docs " * 50
+        server.script(["401"])
+        settings = ModelSettings(backend="openai", name="gpt-4o-mini", options={})
+        env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": server.url}
+        backend = OpenAIBackend(settings, BackendContext(base_dir=Path("."), env=env))
+        reply = backend.complete(
+            Request(system="s", messages=(Message(role="user", content="hi"),), model="m")
+        )
+    assert reply.error is not None and reply.error.startswith("401 invalid_api_key: ")
+    assert leaks(reply.error) == [] and len(reply.error) < 300, reply.error
 
 
 # A program under test (the command backend) that prints what REPLY says and fails with what
