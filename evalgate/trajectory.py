@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalgate.redact import RedactedReply
+
 # The Messages API's rule for a tool's name (OpenAI's is the same).
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 ARROW = " → "
@@ -70,8 +72,9 @@ class CallRecord(BaseModel):
 
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
-    # The text sent back to the model as the tool's result.
-    result: str | None = None
+    # The text sent back to the model as the tool's result (a tool may print a key it can
+    # read: the held secrets never reach the run file).
+    result: RedactedReply | None = None
     status: CallStatus = "ok"
 
 
@@ -80,7 +83,7 @@ class Step(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = ""
+    text: RedactedReply = ""
     calls: list[CallRecord] = Field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0

@@ -29,10 +29,10 @@ from typing import Any, Protocol, cast
 
 from evalgate.backends.base import ErrorKind, Reply
 from evalgate.backends.program import ProgramTimeout, run_program
-from evalgate.limits import PROGRAM_OUTPUT, excerpt
+from evalgate.limits import PROGRAM_OUTPUT
+from evalgate.redact import redacted_excerpt
 from evalgate.trajectory import AgentSpec, CallRecord, Step, ToolCall, json_subset, result_text
 
-STDERR_TAIL = 300
 UNAVAILABLE = "error: this tool is unavailable (no fixture answers this call)"
 UNKNOWN = "error: there is no tool named {name!r}"
 
@@ -151,7 +151,7 @@ def _command(
     if done.returncode != 0:
         raise ToolFault(
             f"{shown} exited with code {done.returncode}; stderr: "
-            f"{excerpt(done.stderr[-STDERR_TAIL:], STDERR_TAIL)}"
+            f"{redacted_excerpt(done.stderr, tail=True)}"
         )
     out = done.stdout.strip()
     try:

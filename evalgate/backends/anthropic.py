@@ -25,6 +25,7 @@ from evalgate.backends.ratelimit import Pacer, Ticket
 from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
+from evalgate.redact import redacted_excerpt, upstream_error
 from evalgate.trajectory import CallRecord, ToolCall
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -117,9 +118,10 @@ def _message(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
         body = exc.body
         if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            return f"{exc.status_code} {body['error'].get('type')}: {body['error'].get('message')}"
-        return f"{exc.status_code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
+            error = body["error"]
+            return upstream_error(exc.status_code, error.get("type"), error.get("message"))
+        return upstream_error(exc.status_code, None, exc.message)
+    return upstream_error(None, type(exc).__name__, exc)
 
 
 class AnthropicBackend:
@@ -224,7 +226,7 @@ class AnthropicBackend:
                 message = _as_data(message)
             elif not isinstance(message, dict):
                 # The SDK returns a non-JSON 200 body (an HTML error page) as a bare str.
-                raise MalformedReply(f"the reply is not a message: {str(message)[:100]!r}")
+                raise MalformedReply(f"the reply is not a message: {redacted_excerpt(message)}")
         except (anthropic.APIError, ValueError) as exc:
             kind = _kind(exc)
             retry_after = _retry_after(exc)
@@ -492,7 +494,7 @@ def _batch_reply(result: Any) -> Reply:
         error = getattr(getattr(result, "error", None), "error", None)
         etype = str(getattr(error, "type", "api_error"))
         return Reply(
-            error=f"batch request errored: {etype}: {getattr(error, 'message', '')}",
+            error=f"batch request errored: {upstream_error(None, etype, getattr(error, 'message', ''))}",
             error_kind=_BATCH_ERRORS.get(etype, "other"),
         )
     if kind == "expired":

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalgate.backends.base import BackendContext, Reply, Request, parse_options
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
+from evalgate.redact import redacted_excerpt
 from evalgate.trajectory import CallRecord, Step, result_text
 
 STDERR_TAIL = 500
@@ -89,7 +90,7 @@ class CommandBackend:
             tail = (exc.stderr or b"")[-STDERR_TAIL:]
             text = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
             return Reply(
-                error=f"timed out after {self.options.timeout_s:g}s; stderr: {text.strip()}",
+                error=f"timed out after {self.options.timeout_s:g}s; stderr: {redacted_excerpt(text, tail=True)}",
                 error_kind="timeout",
                 latency_s=time.perf_counter() - started,
             )
@@ -101,7 +102,7 @@ class CommandBackend:
         latency = time.perf_counter() - started
         if done.returncode != 0:
             return Reply(
-                error=f"exit code {done.returncode}; stderr: {done.stderr[-STDERR_TAIL:].strip()}",
+                error=f"exit code {done.returncode}; stderr: {redacted_excerpt(done.stderr, tail=True)}",
                 error_kind="command",
                 latency_s=latency,
             )
@@ -138,7 +139,7 @@ def _parse_stdout(stdout: str, latency: float) -> Reply:
         problem = _reply_problem(data)
         if problem is not None:
             return Reply(
-                error=f"the program's JSON reply {problem}; stdout: {text[:200]}",
+                error=f"the program's JSON reply {problem}; stdout: {redacted_excerpt(text)}",
                 error_kind="command",
                 latency_s=latency,
             )

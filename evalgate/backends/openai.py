@@ -19,6 +19,7 @@ from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, pa
 from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
+from evalgate.redact import upstream_error
 from evalgate.trajectory import TOOL_NAME_PATTERN, CallRecord, ToolCall
 
 KEY_VARIABLE = "OPENAI_API_KEY"
@@ -128,7 +129,7 @@ class OpenAIBackend:
                     retry_after = None
             return Attempt(
                 kind=_kind(exc),
-                message=f"{type(exc).__name__}: {exc}",
+                message=_message(exc),
                 retry_after_s=retry_after,
                 elapsed_s=time.perf_counter() - started,
             )
@@ -154,6 +155,16 @@ class OpenAIBackend:
             )
         completion, choice = cast(tuple[Any, Any], result.value)
         return _reply(completion, choice, result.elapsed_s, attempts)
+
+
+def _message(exc: Exception) -> str:
+    """The status, error type and what the API said; never its whole body (which
+    ``str(exc)`` quotes, and which a proxy may fill with the request's headers)."""
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        message = body.get("message") if isinstance(body, dict) else body
+        return upstream_error(exc.status_code, exc.type or exc.code, message)
+    return upstream_error(None, type(exc).__name__, exc)
 
 
 _STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}

@@ -208,6 +208,9 @@ class Knobs(BaseModel):
     echo_credentials: bool = False
     """Error messages quote the request's ``x-api-key`` and ``authorization`` headers, as a
     misconfigured proxy or gateway in front of the API may do (the real API never does)."""
+    echo_text: str = ""
+    """Appended to every error message: what an upstream echoes in some other form (the key
+    base64-encoded, reversed, split across lines, ...)."""
 
     # --- rate limits: token buckets of capacity N refilled continuously at N a minute; their
     # anthropic-ratelimit-* headers go on answers and bucket 429s (None: unlimited, no headers)
@@ -1338,6 +1341,8 @@ class MessagesServer:
         if k.echo_credentials:
             sent = {n: ex.headers[n] for n in ("x-api-key", "authorization") if n in ex.headers}
             message += f" (request headers: {json.dumps(sent)})"
+        if k.echo_text:
+            message += f" {k.echo_text}"
         body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": rid}
         extra = [("request-id", rid), *(headers or [])]
         if k.should_retry_header:

@@ -37,6 +37,8 @@ class OpenAIServer:
     def __init__(self, rules: FakeRules, *, retry_after_s: float = 0.0) -> None:
         self.rules = rules
         self.retry_after_s = retry_after_s
+        # Appended to every error message: what a proxy in front of the API may echo.
+        self.echo_text = ""
         self.bodies: list[dict[str, Any]] = []
         self._script: deque[str] = deque()
         self._lock = threading.Lock()
@@ -106,7 +108,8 @@ class OpenAIServer:
         }
         if step in errors:
             status, code, headers = errors[step]
-            return status, {"error": {"message": code, "type": code, "code": code}}, headers
+            message = f"{code} {self.echo_text}".strip()
+            return status, {"error": {"message": message, "type": code, "code": code}}, headers
         messages = body.get("messages", [])
         system = "".join(m["content"] for m in messages if m["role"] == "system")
         turns = tuple(

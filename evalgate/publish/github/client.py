@@ -26,6 +26,7 @@ from urllib3.response import BaseHTTPResponse
 from evalgate import __version__
 from evalgate.defaults import COMMENT_LIMIT
 from evalgate.errors import UserError
+from evalgate.redact import upstream_error
 
 # GitHub's own limits (characters); longer input answers 422.
 COMMENT_MAX = COMMENT_LIMIT
@@ -215,7 +216,8 @@ def describe(
     elif isinstance(data, bytes | str) and data:
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         message = text.strip().splitlines()[0][:200] if text.strip() else ""
-    said = f"{status} {message}".strip()
+    # GitHub's message as every upstream error is kept: a capped, redacted excerpt.
+    said = upstream_error(status, None, message or None)
     grant = f"grant the workflow `permissions: {permission}`" if permission else ""
 
     lowered = message.lower()
