@@ -416,6 +416,45 @@ def with_drop(rng: np.random.Generator, suite: Suite, drop: float) -> np.ndarray
     return p
 
 
+def with_diffuse_drop(suite: Suite, drop: float) -> np.ndarray:
+    """The candidate's pass rates under a diffuse drop: every case's rate falls in proportion,
+    ``p (1 - drop / mean p)``, so the expected accuracy falls by ``drop`` with no case broken
+    outright (changes are spread over many cases, each also flipping by noise)."""
+    return suite.p * (1.0 - drop / float(np.mean(suite.p)))
+
+
+def margin_table(
+    sims: int, seed: int, sizes: Sequence[int] = (40, 100, 300)
+) -> list[tuple[str, str, Count, str, bool]]:
+    """Passes at a true drop equal to the tolerance under both drop models, at each n of
+    ``sizes`` (a pass there is the margin test's error; at most alpha is the target)."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    rows = []
+    for model in ("broken cases always fail", "diffuse drop"):
+        for n in sizes:
+            c = Count()
+            for _ in range(sims):
+                s = make_suite(rng, n)
+                cand = (
+                    with_drop(rng, s, TOLERANCE)
+                    if model.startswith("broken")
+                    else with_diffuse_drop(s, TOLERANCE)
+                )
+                c.add(pull_request(rng, [s], [cand], policy) == "pass")
+            rows.append(
+                (
+                    "pass at the margin (drop = tolerance)",
+                    f"{model}, n = {n}",
+                    c,
+                    "<= 5%",
+                    c.hits / c.n <= 0.05,
+                )
+            )
+            progress(f"margin {model} n={n}")
+    return rows
+
+
 def with_scenario_churn(rng: np.random.Generator, suite: Suite) -> np.ndarray:
     """A PR that breaks about as many scenarios as it fixes (expected change zero): each
     pass-leaning group breaks with probability 0.04, each fail-leaning group is fixed with
@@ -786,12 +825,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the group-level test: the skewed hard-group null and power on grouped suites",
     )
+    parser.add_argument(
+        "--margin",
+        type=positive,
+        nargs="*",
+        metavar="N",
+        help="only passes at a true drop equal to the tolerance, under both drop models, at "
+        "suites of N cases (default 40 100 300)",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
     if args.noise_check:
         started = time.perf_counter()
         rows = noise_check_table(args.sims, args.seed)
+        seconds = time.perf_counter() - started
+    elif args.margin is not None:
+        started = time.perf_counter()
+        rows = margin_table(args.sims, args.seed, args.margin or (40, 100, 300))
         seconds = time.perf_counter() - started
     elif args.groups:
         started = time.perf_counter()
