@@ -15,6 +15,8 @@ and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson i
   group is fixed with probability 0.2), by groups (the default) and by cases (contrast);
 * power at drops of 3, 4.7 and 8 points with R = 2, 3 and 5 (n = 300);
 * the pass rate at the margin (a true drop equal to the 5-point tolerance) at n = 40 and 300;
+  ``--margin [N ...]`` gives only these, under both drop models (broken cases always fail, or a
+  diffuse drop that lowers every case's pass rate in proportion);
 * the pass rate on unchanged prompts at n = 300 and 40;
 * the false-fail rate with the early stop (the sequential monitor fed in a random completion
   order, then the final gate with alpha split) at n = 300, 1,000 and 3,000.

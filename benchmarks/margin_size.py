@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Pass rate at a true drop of {100 * args.margin:g} points (exact, R = K = 1, "
         f"largest over the nuisance), alpha {args.alpha:g}"
     )
-    print(f"| n | Tango | corrected ({TANGO_CORRECTION:g}) | least favourable p01 |")
+    print(
+        f"| n | Tango | corrected ({TANGO_CORRECTION:g}) | p01 where the corrected size is largest |"
+    )
     print("|---:|---:|---:|---:|")
     worst = {0.0: (0.0, 0), TANGO_CORRECTION: (0.0, 0)}
     for n in EVERY:
