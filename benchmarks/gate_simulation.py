@@ -50,6 +50,7 @@ import yaml
 from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
 from evalgate.analysis.stats import (
     clustered_test_worse,
+    conditional_power,
     conditional_residuals,
     conditional_test_worse,
     sign_test_worse,
@@ -457,6 +458,49 @@ def margin_table(
     return rows
 
 
+# The predicted-versus-simulated power grid: (label, cases, scenario groups or None, R, drop).
+# Groups here are labels over independent cases (the gate still counts groups).
+POWER_GRID = {
+    "100": [("n = 100", 100, None, r, d) for r in (2, 3) for d in (0.047, 0.08)],
+    "300": [("n = 300", 300, None, r, d) for r in (2, 3) for d in (0.03, 0.047)],
+    "grouped": [("300 cases in 100 groups", 300, 100, 2, d) for d in (0.047, 0.08)],
+}
+
+
+def power_grid_table(
+    sims: int, seed: int, parts: Sequence[str]
+) -> tuple[list[tuple[str, str, Count, str, bool]], float]:
+    """The gate's predicted power (stats.conditional_power at the model's nominal f = 0.09, over
+    the units it counts, at the paired test's alpha share) beside simulated pull requests; the
+    largest absolute difference in points is returned too."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    level = policy.alpha * policy.paired_alpha_share
+    rows = []
+    worst = 0.0
+    for part in parts:
+        for label, n, groups, r, drop in POWER_GRID[part]:
+            c = Count()
+            for _ in range(sims):
+                s = make_suite(rng, n)
+                if groups:
+                    s = Suite(p=s.p, kind=s.kind, groups=[f"g{i % groups:03d}" for i in range(n)])
+                c.add(pull_request(rng, [s], [with_drop(rng, s, drop)], policy, r) == "fail")
+            predicted = conditional_power(groups or n, F_PR, drop, level, r, 1)
+            worst = max(worst, abs(100 * (predicted - c.hits / c.n)))
+            rows.append(
+                (
+                    f"power at {100 * drop:g} points",
+                    f"{label}, R = {r}: predicted {100 * predicted:.1f}%",
+                    c,
+                    "",
+                    True,
+                )
+            )
+            progress(f"power grid {label} R={r} d={drop}")
+    return rows, worst
+
+
 def with_scenario_churn(rng: np.random.Generator, suite: Suite) -> np.ndarray:
     """A PR that breaks about as many scenarios as it fixes (expected change zero): each
     pass-leaning group breaks with probability 0.04, each fail-leaning group is fixed with
@@ -835,6 +879,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only passes at a true drop equal to the tolerance, under both drop models, at "
         "suites of N cases (default 40 100 300)",
     )
+    parser.add_argument(
+        "--power-grid",
+        nargs="+",
+        choices=sorted(POWER_GRID),
+        help="only the gate's predicted power beside simulated pull requests, for these parts "
+        "of the grid",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
@@ -842,6 +893,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         rows = noise_check_table(args.sims, args.seed)
         seconds = time.perf_counter() - started
+    elif args.power_grid:
+        started = time.perf_counter()
+        rows, worst = power_grid_table(args.sims, args.seed, args.power_grid)
+        seconds = time.perf_counter() - started
+        progress(f"largest |predicted - simulated|: {worst:.1f} points")
+        print(f"largest |predicted - simulated|: {worst:.1f} points\n")
     elif args.margin is not None:
         started = time.perf_counter()
         rows = margin_table(args.sims, args.seed, args.margin or (40, 100, 300))
