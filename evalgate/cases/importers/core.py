@@ -593,7 +593,7 @@ def finish(source: Source, plan: Plan) -> Conversion:
                     fix="write the input as text (JSON inside a string, if the prompt wants JSON)",
                 )
         scored, expected, reason = _expected(draft, plan, notes)
-        if draft.withheld is not None:
+        if scored and draft.withheld is not None:
             scored, expected, reason = False, None, draft.withheld
         _note_other_checks(draft, plan, scored, notes)
         record: dict[str, Any] = {"id": case_id}
