@@ -15,6 +15,8 @@ and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson i
   group is fixed with probability 0.2), by groups (the default) and by cases (contrast);
 * power at drops of 3, 4.7 and 8 points with R = 2, 3 and 5 (n = 300);
 * the pass rate at the margin (a true drop equal to the 5-point tolerance) at n = 40 and 300;
+  ``--margin [N ...]`` gives only these, under both drop models (broken cases always fail, or a
+  diffuse drop that lowers every case's pass rate in proportion);
 * the pass rate on unchanged prompts at n = 300 and 40;
 * the false-fail rate with the early stop (the sequential monitor fed in a random completion
   order, then the final gate with alpha split) at n = 300, 1,000 and 3,000.
@@ -48,6 +50,7 @@ import yaml
 from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
 from evalgate.analysis.stats import (
     clustered_test_worse,
+    conditional_power,
     conditional_residuals,
     conditional_test_worse,
     sign_test_worse,
@@ -414,6 +417,88 @@ def with_drop(rng: np.random.Generator, suite: Suite, drop: float) -> np.ndarray
     k = round(drop * len(p) / float(np.mean(suite.p[leaning])))
     p[rng.choice(leaning, size=min(k, len(leaning)), replace=False)] = 0.0
     return p
+
+
+def with_diffuse_drop(suite: Suite, drop: float) -> np.ndarray:
+    """The candidate's pass rates under a diffuse drop: every case's rate falls in proportion,
+    ``p (1 - drop / mean p)``, so the expected accuracy falls by ``drop`` with no case broken
+    outright (changes are spread over many cases, each also flipping by noise)."""
+    return suite.p * (1.0 - drop / float(np.mean(suite.p)))
+
+
+def margin_table(
+    sims: int, seed: int, sizes: Sequence[int] = (40, 100, 300)
+) -> list[tuple[str, str, Count, str, bool]]:
+    """Passes at a true drop equal to the tolerance under both drop models, at each n of
+    ``sizes`` (a pass there is the margin test's error; at most alpha is the target)."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    rows = []
+    for model in ("broken cases always fail", "diffuse drop"):
+        for n in sizes:
+            c = Count()
+            for _ in range(sims):
+                s = make_suite(rng, n)
+                cand = (
+                    with_drop(rng, s, TOLERANCE)
+                    if model.startswith("broken")
+                    else with_diffuse_drop(s, TOLERANCE)
+                )
+                c.add(pull_request(rng, [s], [cand], policy) == "pass")
+            rows.append(
+                (
+                    "pass at the margin (drop = tolerance)",
+                    f"{model}, n = {n}",
+                    c,
+                    "<= 5%",
+                    c.hits / c.n <= 0.05,
+                )
+            )
+            progress(f"margin {model} n={n}")
+    return rows
+
+
+# The predicted-versus-simulated power grid: (label, cases, scenario groups or None, R, drop).
+# Groups here are labels over independent cases (the gate still counts groups).
+POWER_GRID = {
+    "100": [("n = 100", 100, None, r, d) for r in (2, 3) for d in (0.047, 0.08)],
+    "300": [("n = 300", 300, None, r, d) for r in (2, 3) for d in (0.03, 0.047)],
+    "grouped": [("300 cases in 100 groups", 300, 100, 2, d) for d in (0.047, 0.08)],
+}
+
+
+def power_grid_table(
+    sims: int, seed: int, parts: Sequence[str]
+) -> tuple[list[tuple[str, str, Count, str, bool]], float]:
+    """The gate's predicted power (stats.conditional_power at the model's nominal f = 0.09, over
+    the units it counts, at the paired test's alpha share) beside simulated pull requests; the
+    largest absolute difference in points is returned too."""
+    rng = np.random.default_rng(seed)
+    policy = GatePolicy(tolerance=TOLERANCE)
+    level = policy.alpha * policy.paired_alpha_share
+    rows = []
+    worst = 0.0
+    for part in parts:
+        for label, n, groups, r, drop in POWER_GRID[part]:
+            c = Count()
+            for _ in range(sims):
+                s = make_suite(rng, n)
+                if groups:
+                    s = Suite(p=s.p, kind=s.kind, groups=[f"g{i % groups:03d}" for i in range(n)])
+                c.add(pull_request(rng, [s], [with_drop(rng, s, drop)], policy, r) == "fail")
+            predicted = conditional_power(groups or n, F_PR, drop, level, r, 1)
+            worst = max(worst, abs(100 * (predicted - c.hits / c.n)))
+            rows.append(
+                (
+                    f"power at {100 * drop:g} points",
+                    f"{label}, R = {r}: predicted {100 * predicted:.1f}%",
+                    c,
+                    "",
+                    True,
+                )
+            )
+            progress(f"power grid {label} R={r} d={drop}")
+    return rows, worst
 
 
 def with_scenario_churn(rng: np.random.Generator, suite: Suite) -> np.ndarray:
@@ -786,12 +871,37 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the group-level test: the skewed hard-group null and power on grouped suites",
     )
+    parser.add_argument(
+        "--margin",
+        type=positive,
+        nargs="*",
+        metavar="N",
+        help="only passes at a true drop equal to the tolerance, under both drop models, at "
+        "suites of N cases (default 40 100 300)",
+    )
+    parser.add_argument(
+        "--power-grid",
+        nargs="+",
+        choices=sorted(POWER_GRID),
+        help="only the gate's predicted power beside simulated pull requests, for these parts "
+        "of the grid",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
     if args.noise_check:
         started = time.perf_counter()
         rows = noise_check_table(args.sims, args.seed)
+        seconds = time.perf_counter() - started
+    elif args.power_grid:
+        started = time.perf_counter()
+        rows, worst = power_grid_table(args.sims, args.seed, args.power_grid)
+        seconds = time.perf_counter() - started
+        progress(f"largest |predicted - simulated|: {worst:.1f} points")
+        print(f"largest |predicted - simulated|: {worst:.1f} points\n")
+    elif args.margin is not None:
+        started = time.perf_counter()
+        rows = margin_table(args.sims, args.seed, args.margin or (40, 100, 300))
         seconds = time.perf_counter() - started
     elif args.groups:
         started = time.perf_counter()

@@ -42,7 +42,7 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     path = baseline_path(runner.folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
-    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
+    noise = measure_noise(run, suite.gate)
     summary = summarise(run, price_as=suite.price_as)
     runner.add_summary(f"## evalgate baseline: {name}\n")
     runner.add_summary(render_model("run", summary, "markdown"))
@@ -50,7 +50,7 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
         runner.add_summary(
             f"Noise floor: flip rate {100 * noise.flip_rate:.1f}% over {noise.repeats} repeats "
             f"({noise.flips} unstable cases); minimum detectable effect "
-            f"{100 * noise.mde:.1f} points at n = {noise.n}.\n"
+            f"{100 * noise.mde:.1f} points over {noise.counted}.\n"
         )
     if run.incomplete:
         runner.annotate("error", f"the baseline of {name} is incomplete ({run.errors} errors)")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.stats import conditional_mde, flip_rate
+from evalgate.config.models import GatePolicy
 from evalgate.runs.schema import PASS_AT, Run
 
 
@@ -30,30 +32,50 @@ class NoiseFloor(BaseModel):
     # F: the number of cases that flipped at least once over the repeats.
     flips: int
     unstable: list[UnstableCase]
+    # The minimum detectable effect of the gate's paired test for a candidate run once against
+    # this run, over the units the gate would count (cases, or scenario groups when cases
+    # share a group), at the paired test's alpha share in a one-suite pull request (``level``).
     mde: float
+    unit: Literal["case", "group"]
+    units: int
+    level: float
     alpha: float
     power: float
 
+    @property
+    def counted(self) -> str:
+        """What the MDE counts, e.g. "54 scenario groups"."""
+        return f"{self.units} {'scenario groups' if self.unit == 'group' else 'cases'}"
 
-@lru_cache(maxsize=4096)  # a power search whose arguments repeat across runs
-def _mde(n: int, f: float, alpha: float, power: float, repeats: int) -> float:
+
+# The power searches cost ~0.05-0.15 s each and their arguments repeat (one suite's n, a flip
+# rate that is a count over n), so they are remembered.
+@lru_cache(maxsize=4096)
+def detectable_drop(n: int, flip: float, alpha: float, power: float, r: int, k: int) -> float:
+    """The MDE the gate states for ``n`` units at flip rate ``flip``, one-sided ``alpha``, with
+    ``r`` baseline and ``k`` candidate draws a case: one power model for every number shown."""
     if n == 0:
         return 1.0
-    # f >= 1/2 (e.g. one case and two repeats that disagree): the model has nothing settled.
-    if f >= 0.5:
+    # Every case flipping (possible with one case and two repeats) leaves nothing to detect with;
+    # past f = 1/2 the model has nothing settled unless each side has one draw.
+    if flip >= 1.0 or (flip >= 0.5 and (r, k) != (1, 1)):
         return math.inf
-    return conditional_mde(n, f, alpha, power, repeats, 1)
+    return conditional_mde(n, flip, alpha, power, r, k)
 
 
-def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> NoiseFloor | None:
+def measure_noise(run: Run, policy: GatePolicy | None = None) -> NoiseFloor | None:
     """The noise floor of a run made with repeats >= 2 (None for a single run).
 
-    Its MDE is that of the default paired test (the exact conditional test) for a candidate
-    run once against a baseline with this run's repeats, at ``alpha``.
+    Its MDE is the one the gate would state for a candidate run once against this run under
+    ``policy`` (default: the default policy): the same test (the exact conditional test over
+    this run's repeats, or the sign test), the same unit (scenario groups when the cases share
+    groups and ``unit`` is auto, or as set), at the paired test's share of alpha
+    (``paired_alpha_share``: the format route always shares it) in a one-suite pull request.
 
     Only cases whose every repeat was scored count; the regression split is left out of every
     estimate, as is the holdout (measured separately).
     """
+    policy = policy or GatePolicy()
     cases = [c for c in run.cases if c.error is None and c.split == "dev"]
     outcomes = [[(o.score or 0.0) >= PASS_AT for o in c.outcomes] for c in cases]
     # A merged or edited run can give cases unequal repeats: the rate counts the cases repeated
@@ -73,13 +95,26 @@ def measure_noise(run: Run, *, alpha: float = 0.05, power: float = 0.80) -> Nois
         for c, outcome in zip(cases, outcomes, strict=True)
         if len(set(outcome)) > 1
     ]
+    # The gate's unit rule: groups when some case names one and a group holds several cases.
+    groups = [c.group or c.id for c in cases]
+    clustered = any(c.group for c in cases) and len(set(groups)) < len(groups)
+    unit: Literal["case", "group"] = (
+        "group" if policy.unit == "group" or (policy.unit == "auto" and clustered) else "case"
+    )
+    units = len(set(groups)) if unit == "group" else len(cases)
+    binary = all(o.score in (0.0, 1.0) for c in cases for o in c.outcomes if o.error is None)
+    r = repeats if binary and policy.test == "conditional" else 1
+    level = policy.alpha * policy.paired_alpha_share
     return NoiseFloor(
         repeats=repeats,
         n=len(cases),
         flip_rate=f,
         flips=len(unstable),
         unstable=unstable,
-        mde=_mde(len(cases), f, alpha, power, repeats),
-        alpha=alpha,
-        power=power,
+        mde=detectable_drop(units, f, level, policy.power, r, 1),
+        unit=unit,
+        units=units,
+        level=level,
+        alpha=policy.alpha,
+        power=policy.power,
     )

@@ -19,7 +19,7 @@ def cmd_noise(ctx: Context) -> int:
     name, suite = loaded.suite(ctx.args.suite)
     ctx.args.cache = False  # a cached reply measures nothing about noise
     run = ctx.run_version(loaded, name, ctx.args.version, repeats=ctx.args.repeats)
-    noise = measure_noise(run, alpha=suite.gate.alpha, power=suite.gate.power)
+    noise = measure_noise(run, suite.gate)
     assert noise is not None  # repeats >= 2 is enforced by the parser
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)

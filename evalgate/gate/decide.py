@@ -34,7 +34,6 @@ between baseline repeats that the comparison does not use.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evalgate.analysis.noise import NoiseFloor, measure_noise
+from evalgate.analysis.noise import NoiseFloor, detectable_drop, measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
 from evalgate.analysis.stats import (
@@ -54,7 +53,6 @@ from evalgate.analysis.stats import (
     broke_more_than_noise,
     cases_to_rule_out,
     conditional_cases_for,
-    conditional_mde,
     conditional_test_worse,
     holm_adjust,
     paired_difference,
@@ -304,16 +302,7 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
-# The power searches cost ~0.05-0.15 s each and their arguments repeat (one suite's n, a flip
-# rate that is a count over n), so they are remembered.
-@lru_cache(maxsize=4096)
-def _mde(n: int, flip: float, alpha: float, power: float, r: int, k: int) -> float:
-    if n == 0:
-        return 1.0
-    # Every case flipping (possible with one case and two repeats) leaves nothing to detect with.
-    if flip >= 1.0 or (flip >= 0.5 and (r, k) != (1, 1)):
-        return math.inf
-    return conditional_mde(n, flip, alpha, power, r, k)
+_mde = detectable_drop  # the one power model the noise floor states too
 
 
 @lru_cache(maxsize=4096)
@@ -502,7 +491,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     conditional = binary and policy.test == "conditional"
     # The sign test and Wilcoxon need each side's score over the same number of repeats.
     matched = policy.test == "sign" if binary else policy.continuous_test == "wilcoxon"
-    noise = measure_noise(baseline, alpha=policy.alpha, power=policy.power)
+    noise = measure_noise(baseline, policy)
     if noise is None:
         found.warnings.append(
             "the baseline has no repeats, so the noise floor is not measured: the MDE assumes "

@@ -18,6 +18,7 @@ from test_gate import case, run
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.stats import conditional_mde
 from evalgate.cli import main
+from evalgate.config.models import GatePolicy
 from evalgate.runs.schema import runs_dir
 
 
@@ -58,11 +59,14 @@ def test_three_repeats_average_over_the_three_pairs() -> None:
 
 
 def test_the_mde_is_the_sign_tests_at_this_n_and_f() -> None:
-    noise = measure_noise(run(" ".join(["10"] * 3 + ["11"] * 57)), alpha=0.1, power=0.9)
+    policy = GatePolicy(alpha=0.1, power=0.9)
+    noise = measure_noise(run(" ".join(["10"] * 3 + ["11"] * 57)), policy)
     assert noise is not None
     assert noise.flip_rate == pytest.approx(0.05)
-    assert noise.mde == conditional_mde(60, 0.05, 0.1, 0.9, baseline_draws=2)
-    assert (noise.alpha, noise.power) == (0.1, 0.9)
+    # At the paired test's share of alpha, 0.9 * 0.1, as the gate states it.
+    assert noise.mde == conditional_mde(60, 0.05, 0.09, 0.9, baseline_draws=2)
+    assert (noise.alpha, noise.level, noise.power) == (0.1, pytest.approx(0.09), 0.9)
+    assert (noise.unit, noise.units, noise.counted) == ("case", 60, "60 cases")
 
 
 def test_a_single_run_has_no_noise_floor() -> None:
@@ -116,13 +120,28 @@ def test_noise_command_saves_a_baseline_and_reports(
     noise = json.loads(out.getvalue())
     # The fake model is deterministic: nothing flips.
     assert (noise["repeats"], noise["flip_rate"], noise["unstable"]) == (3, 0.0, [])
-    assert noise["mde"] == conditional_mde(noise["n"], 0.0, baseline_draws=2)
+    # The example's 143 dev cases share 54 scenario groups, which the gate counts: the MDE is
+    # over 54 units at the paired test's share of alpha, 0.9 * 0.05 (not 3.0% over 143 cases).
+    assert (noise["n"], noise["unit"], noise["units"]) == (143, "group", 54)
+    assert noise["level"] == pytest.approx(0.045)
+    assert noise["mde"] == conditional_mde(54, 0.0, 0.045, baseline_draws=3)
+    assert noise["mde"] > conditional_mde(143, 0.0, 0.05, baseline_draws=3)
     [saved] = runs_dir(root / ".evalgate").glob("*.json")
     assert f"saved {saved.stem} to " in err.getvalue()
     text = io.StringIO()
     assert main(["noise", "v2", "--config", config, "--no-save"], out=text, err=io.StringIO()) == 0
     assert text.getvalue().startswith(f"Noise floor · {noise['n']} cases × 2 repeats")
+    assert f"MDE           {100 * noise['mde']:.1f}% over 54 scenario groups (" in text.getvalue()
     assert len(list(runs_dir(root / ".evalgate").glob("*.json"))) == 1
+    # The gate of a candidate against the saved noise run states the same MDE, over the same unit.
+    [saved] = runs_dir(root / ".evalgate").glob("*.json")
+    out = io.StringIO()
+    argv = ["gate", "--baseline", str(saved), "--candidate", "v2", "--config", config]
+    main([*argv, "--no-save", "--format", "json"], out=out, err=io.StringIO())
+    verdict = json.loads(out.getvalue())
+    verdict = verdict.get("verdict", verdict)
+    assert (verdict["unit"], verdict["n_tested"]) == ("group", 54)
+    assert verdict["mde"] == noise["mde"]
 
 
 def test_noise_needs_two_repeats(capsys: pytest.CaptureFixture[str]) -> None:

@@ -737,18 +737,70 @@ def test_tango_restricted_mle_maximises_the_constrained_likelihood() -> None:
 
 
 def test_tango_bound_when_nothing_changed() -> None:
-    # b = c = 0: p01~ = 0, Z(D0) = -sqrt(n D0 / (1 - D0)), which is -z at D0 = z²/(n + z²).
+    # b = c = 0: p01~ = 0, so Z(D0) = (g - n D0) / sqrt(n D0 (1 - D0)) with g the correction.
+    # Z = -z squared: (n D0 - g)² = z² n D0 (1 - D0), i.e. (n + z²) D0² - (2g + z²) D0 + g²/n
+    # = 0, whose larger root is the bound; g = 0 gives Tango's own z²/(n + z²).
     z = 1.6448536269514722
     for n in (20, 40, 300):
-        assert s.tango_upper_drop(0, 0, n) == pytest.approx(z * z / (n + z * z), abs=1e-8)
-    # 40 unchanged cases cannot rule out a 5-point drop (6.3 > 5); n > z² * 0.95 / 0.05 = 51.4.
-    assert s.tango_upper_drop(0, 0, 51) > 0.05 > s.tango_upper_drop(0, 0, 52)
-    assert s.cases_to_rule_out(0, 0, 40, 0.05, 0.05) == 52
+        assert s.tango_upper_drop(0, 0, n, correction=0.0) == pytest.approx(
+            z * z / (n + z * z), abs=1e-8
+        )
+        g = 1.25
+        a, b, c = n + z * z, 2 * g + z * z, g * g / n
+        root = (b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
+        assert s.tango_upper_drop(0, 0, n) == pytest.approx(root, abs=1e-8)
+    # n = 40: 21.3 points at n = 20, 11.4 at 40, 1.6 at 300 (the root above, by hand).
+    assert s.tango_upper_drop(0, 0, 40) == pytest.approx(0.113860, abs=1e-6)
+    # Uncorrected, 52 cases rule out 5 points: n > z² 0.95 / 0.05 = 51.4.
+    assert s.tango_upper_drop(0, 0, 51, correction=0.0) > 0.05
+    assert s.tango_upper_drop(0, 0, 52, correction=0.0) < 0.05
+    # Corrected: Z(0.05) < -z is 0.05 n - 1.25 > z sqrt(0.0475 n); with x = sqrt(n),
+    # x > (z sqrt(0.0475) + sqrt(z² 0.0475 + 0.25)) / 0.1 = 9.7373, n > 94.81: 95 cases.
+    assert s.tango_upper_drop(0, 0, 94) > 0.05 > s.tango_upper_drop(0, 0, 95)
+    assert s.cases_to_rule_out(0, 0, 40, 0.05, 0.05) == 95
+
+
+def _pass_size(n: int, margin: float, alpha: float, correction: float) -> float:
+    """The largest chance, over the nuisance, that a true drop of exactly ``margin`` passes.
+
+    One draw a side (R = K = 1): each case is broken (p10), fixed (p01) or the same, so
+    (b, c) is trinomial with p10 = p01 + margin. The gate passes when the bound is under the
+    margin; P(pass) = sum over those (b, c) of n! / (b! c! (n - b - c)!) p10^b p01^c
+    p00^(n - b - c), at p01 on a grid over [0, (1 - margin) / 2] that includes both ends.
+    """
+    passes = [
+        (b, c)
+        for b in range(n + 1)
+        for c in range(n + 1 - b)
+        if s.tango_upper_drop(b, c, n, alpha, correction) < margin
+    ]
+    b = np.array([x for x, _ in passes], dtype=float)
+    c = np.array([y for _, y in passes], dtype=float)
+    coef = np.array([math.comb(n, x) * math.comb(n - x, y) for x, y in passes], dtype=float)
+    worst = 0.0
+    for p01 in np.linspace(0.0, (1.0 - margin) / 2.0, 241):
+        p10, p00 = p01 + margin, max(0.0, 1.0 - 2.0 * p01 - margin)
+        # numpy's 0.0 ** 0 is 1: a count of zero contributes nothing whatever its probability.
+        size = float(np.sum(coef * p10**b * p01**c * p00 ** (n - b - c)))
+        worst = max(worst, size)
+    return worst
+
+
+@pytest.mark.parametrize("n", [10, 20, 40])
+def test_tango_bound_passes_a_drop_at_the_margin_at_most_alpha(n: int) -> None:
+    # Exact enumeration of the trinomial (see _pass_size): the corrected bound passes a true
+    # 5-point drop with probability at most alpha = 5% at every nuisance value on the grid.
+    assert _pass_size(n, 0.05, 0.05, s.TANGO_CORRECTION) <= 0.05
+
+
+def test_tango_bound_uncorrected_passes_the_margin_too_often() -> None:
+    # The same enumeration without the correction: 5.75% at n = 20 (the issue's figure).
+    assert _pass_size(20, 0.05, 0.05, 0.0) == pytest.approx(0.0575, abs=5e-4)
 
 
 def test_tango_bound_inverts_the_test() -> None:
     bound = s.tango_upper_drop(9, 4, 300)
-    assert s.tango_z(9, 4, 300, bound) == pytest.approx(-1.6448536, abs=1e-5)
+    assert s.tango_z(9, 4, 300, bound, s.TANGO_CORRECTION) == pytest.approx(-1.6448536, abs=1e-5)
     # More breaks: a higher bound; more fixes: a lower one; never past 1.
     assert s.tango_upper_drop(15, 4, 300) > bound > s.tango_upper_drop(9, 10, 300)
     assert s.tango_upper_drop(40, 0, 40) == 1.0

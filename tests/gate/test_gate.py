@@ -345,10 +345,13 @@ def test_a_failed_regression_case_fails_even_without_a_baseline() -> None:
 
 
 def test_regression_cases_stay_out_of_the_paired_test() -> None:
-    base = run([case(f"r{i}", split="regression") for i in range(6)] + [case("d")], name="b")
-    cand = run([case(f"r{i}", split="regression") for i in range(6)] + [case("d")])
+    # Two dev cases: the corrected Tango bound of one unchanged case is 1 (its correction,
+    # 1.25, exceeds n D0 for every D0 < 1), of two 92.7 points, under the 99-point tolerance.
+    dev = [case("d0"), case("d1")]
+    base = run([case(f"r{i}", split="regression") for i in range(6)] + dev, name="b")
+    cand = run([case(f"r{i}", split="regression") for i in range(6)] + dev)
     v = decide(base, cand, policy())
-    assert (v.kind, v.n_tested) == ("pass", 1)
+    assert (v.kind, v.n_tested) == ("pass", 2)
 
 
 def test_a_significant_drop_in_format_validity_fails() -> None:
@@ -494,14 +497,15 @@ def test_underpowered_warning_says_how_many_cases_would_do() -> None:
     warning = next(w for w in v.warnings if w.startswith("underpowered"))
     assert f"about {needed} cases would bring that under the 5.0-point tolerance" in warning
     assert f"drops of {100 * v.mde:.1f} points" in warning
-    # Nothing changed in 20 cases: Tango's bound is z²/(n + z²) = 2.7055 / 22.7055 = 11.9
-    # points, over the 5-point tolerance. The bound falls under 5 points once
-    # n > z² (1 - 0.05) / 0.05 = 51.4, so 52 cases would decide it.
+    # Nothing changed in 20 cases: the corrected Tango bound (correction g = 1.25) solves
+    # (n + z²) D² - (2g + z²) D + g²/n = 0: 22.7055 D² - 5.2055 D + 0.078125 = 0, larger root
+    # 0.21312 (21.3 points), over the 5-point tolerance. It falls under 5 points once
+    # 0.05 n - 1.25 > z sqrt(0.0475 n), n > 94.81 (by hand), so 95 cases would decide it.
     assert v.kind == "inconclusive"
-    assert v.drop_bound == pytest.approx(1.6448536**2 / (20 + 1.6448536**2), abs=1e-7)
-    assert v.cases_to_decide == 52
-    assert "the data rule out drops above 11.9 points" in v.reasons[0]
-    assert "about 52 cases at the observed rates would rule it out" in v.reasons[0]
+    assert v.drop_bound == pytest.approx(0.2131181, abs=1e-6)
+    assert v.cases_to_decide == 95
+    assert "the data rule out drops above 21.3 points" in v.reasons[0]
+    assert "about 95 cases at the observed rates would rule it out" in v.reasons[0]
     # A tolerance the suite meets: no warning, no count.
     easy = decide(*sign_pair(same=20), GatePolicy(tolerance=0.9))
     assert easy.cases_needed is None
@@ -1109,13 +1113,15 @@ def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test
 
 def test_continuous_scores_need_enough_cases_to_pass() -> None:
     # Two identical judge scores: SE 0, so a t bound alone would rule out every drop. The
-    # Tango bound on the score changes (none) is z²/(n + z²) = 57.5 points at n = 2.
+    # corrected Tango bound on the score changes (none) is the larger root of
+    # (n + z²) D² - (2g + z²) D + g²/n = 0 at n = 2, g = 1.25: 4.70554 D² - 5.20554 D + 0.78125,
+    # 0.92719 (by hand).
     base = run([case("a", [0.7]), case("b", [0.4])], name="baseline")
     cand = run([case("a", [0.7]), case("b", [0.4])])
     v = decide(base, cand, policy(tolerance=0.05))
     assert v.kind == "inconclusive"
-    assert v.drop_bound == pytest.approx(2.705543 / 4.705543, abs=1e-6)
-    # 300 unchanged cases: z²/(300 + z²) = 0.9 points: a pass.
+    assert v.drop_bound == pytest.approx(0.9271929, abs=1e-6)
+    # 300 unchanged cases: the same root at n = 300 is 1.6 points: a pass.
     many_base = run([case(f"c{i}", [0.6]) for i in range(300)], name="baseline")
     many = run([case(f"c{i}", [0.6]) for i in range(300)])
     assert decide(many_base, many, policy(tolerance=0.05)).kind == "pass"

@@ -49,18 +49,19 @@ def test_suites_share_one_alpha() -> None:
 
 
 def test_suites_with_different_alphas_pass_at_the_pull_requests_alpha_too() -> None:
-    # Nothing changed in n cases bounds the drop at z²/(n + z²) (Tango, see test_gate). Suite a
-    # (alpha 0.05, 60 cases): z = 1.6449, 2.7055/62.7055 = 4.3 points, under the 5-point
-    # tolerance. Suite b sets alpha 0.01, so the pull request's alpha is 0.01, and at it a's
-    # bound is z = 2.3263: 5.4119/65.4119 = 8.3 points: not ruled out, so a is inconclusive
-    # (its own alpha would have passed it).
-    a = decide(*sign_pair(same=60), policy(tolerance=0.05))
+    # Nothing changed in n cases bounds the drop at the larger root of (n + z²) D² - (2g + z²) D
+    # + g²/n = 0 (Tango's bound with its correction g = 1.25, see test_gate). Suite a (alpha
+    # 0.05, 120 cases): z = 1.6449, 122.7055 D² - 5.2055 D + 0.013021 = 0, 4.0 points, under
+    # the 5-point tolerance. Suite b sets alpha 0.01, so the pull request's alpha is 0.01, and
+    # at it (z = 2.3263) a's bound is the root of 125.4119 D² - 7.9119 D + 0.013021 = 0, 6.1
+    # points: not ruled out, so a is inconclusive (its own alpha would have passed it).
+    a = decide(*sign_pair(same=120), policy(tolerance=0.05))
     b = decide(*sign_pair(same=400), policy(tolerance=0.05, alpha=0.01))
-    assert a.kind == "pass" and a.drop_bound == pytest.approx(2.7055 / 62.7055, abs=1e-4)
+    assert a.kind == "pass" and a.drop_bound == pytest.approx(0.0397538, abs=1e-6)
     decision = decide_pull_request([("a", a), ("b", b)])
     settled = decision.suites[0].verdict
     assert settled.alpha == 0.01
-    assert settled.drop_bound == pytest.approx(5.4119 / 65.4119, abs=1e-4)
+    assert settled.drop_bound == pytest.approx(0.0613962, abs=1e-6)
     assert settled.kind == "inconclusive"
     assert "one-sided 99.0%" in settled.reasons[0]
     assert decision.kind == "inconclusive"
@@ -102,12 +103,13 @@ def test_a_baseline_from_another_model_is_inconclusive_never_a_fail() -> None:
 
 
 def test_a_pass_needs_the_bound_under_the_tolerance() -> None:
-    # 300 unchanged cases: Tango's bound z²/(300 + z²) = 0.9%, under 5 points: a pass.
+    # 300 unchanged cases: Tango's corrected bound, the larger root of 302.7055 D² - 5.2055 D
+    # + 0.005208 = 0, is 1.6 points, under 5 points: a pass.
     v = decide(*sign_pair(same=300), policy(tolerance=0.05))
     assert v.kind == "pass"
-    assert v.drop_bound == pytest.approx(2.705543 / 302.705543, abs=1e-6)
-    assert "rule out drops above 0.9 points" in v.reasons[0]
-    # 30 unchanged cases: the bound (8.3 points) is over the tolerance: inconclusive.
+    assert v.drop_bound == pytest.approx(0.0161300, abs=1e-6)
+    assert "rule out drops above 1.6 points" in v.reasons[0]
+    # 30 unchanged cases: the bound (14.8 points) is over the tolerance: inconclusive.
     small = decide(*sign_pair(same=30), policy(tolerance=0.05))
     assert small.kind == "inconclusive"
     assert small.reasons[0].startswith("not shown to be worse, nor within the 5.0-point")

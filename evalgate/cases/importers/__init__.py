@@ -103,7 +103,7 @@ def summary_line(conversion: Conversion) -> str | None:
         more = ", ..." if len(conversion.unscored) > 3 else ""
         parts.append(
             f"{len(conversion.unscored)} {source.noun} left out, the {conversion.plan.kind} "
-            f"scorer has nothing to check on them ({ids}{more})"
+            f"scorer cannot check them as the source meant ({ids}{more})"
         )
     notes = list(source.notes.unmapped.values())
     if notes:
@@ -134,6 +134,15 @@ def load_foreign(
     hashes: dict[str, str] = {}
     for path in paths:
         conversion = convert(format, path, scorer=scorer, rename=rename)
+        if not conversion.records:
+            # As an evalgate case file with no cases: a suite of none would gate nothing.
+            first = conversion.unscored_list[0]
+            raise CaseFileError(
+                f"none of its {len(conversion.unscored)} {conversion.source.noun} can be "
+                f"scored as the source meant ({first.reason}, at {first.where})",
+                where=str(path),
+                fix=f"see `evalgate import {format} {path} --out -` for each one's reason",
+            )
         for case in validate(conversion, fields, need_expected=need_expected):
             add_unique(case, cases, seen)
         for file in conversion.source.files:

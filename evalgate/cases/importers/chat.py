@@ -35,13 +35,31 @@ def content_text(value: Any, where: str, notes: Notes) -> str:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 notes.add(
                     f"message part of type {kind!r}",
-                    "evalgate sends text only; the part is left out",
+                    "evalgate sends text only; the part is left out and the sample is not "
+                    "scored (a score would be of a question without its image)",
                     where,
                 )
         return "\n".join(texts)
     raise CaseFileError(
         f"a message's content must be text, found {type(value).__name__}", where=where
     )
+
+
+def lost_parts(value: Any) -> str | None:
+    """Why a sample cannot be scored faithfully: its messages carry parts that are not text
+    (Inspect's and OpenAI's image, audio, video parts), which evalgate does not send."""
+    if not isinstance(value, list):
+        return None
+    kinds: list[str] = []
+    for message in value:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if not (isinstance(part, dict) and part.get("type") == "text"):
+                kind = str(part.get("type")) if isinstance(part, dict) else type(part).__name__
+                kinds += [kind] if kind not in kinds else []
+    if not kinds:
+        return None
+    return f"its input has {', '.join(kinds)} parts, which evalgate does not send"
 
 
 def user_turn(

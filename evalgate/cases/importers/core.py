@@ -108,6 +108,9 @@ class Draft:
     # What a made-up id is a hash of (default: the inputs): the case's own content, so that
     # adding, moving or editing other cases, or shared defaults, renumbers nothing.
     identity: Any = None
+    # Why the case is kept out of scoring although it has a check: its input lost what the
+    # source sends with it (an image), so a score would be of a question no model was asked.
+    withheld: str | None = None
 
 
 class Note(BaseModel):
@@ -590,6 +593,8 @@ def finish(source: Source, plan: Plan) -> Conversion:
                     fix="write the input as text (JSON inside a string, if the prompt wants JSON)",
                 )
         scored, expected, reason = _expected(draft, plan, notes)
+        if scored and draft.withheld is not None:
+            scored, expected, reason = False, None, draft.withheld
         _note_other_checks(draft, plan, scored, notes)
         record: dict[str, Any] = {"id": case_id}
         for name in names:

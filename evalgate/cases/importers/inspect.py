@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.cases.importers import read
-from evalgate.cases.importers.chat import chat_source, user_turn
+from evalgate.cases.importers.chat import chat_source, lost_parts, user_turn
 from evalgate.cases.importers.core import (
     ANSWER,
     Check,
@@ -155,6 +155,7 @@ def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
             extra=extra,
         )
         notes.map("input", "input field input")
+        draft.withheld = lost_parts(sample["input"])
         if draft.source_id is not None:
             notes.map("id", "id")
         target = sample.get("target")

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from evalgate.cases.importers import read
-from evalgate.cases.importers.chat import chat_source, user_turn
+from evalgate.cases.importers.chat import chat_source, lost_parts, user_turn
 from evalgate.cases.importers.core import ANSWER, Check, Draft, Notes, Source, rename_fields
 from evalgate.errors import CaseFileError
 
@@ -34,6 +34,7 @@ def read_openai_evals(path: Path, rename: dict[str, str] | None = None) -> Sourc
         text, extra = user_turn(sample["input"], where, notes, systems)
         draft = Draft(where=where, source_id=None, inputs={"input": text}, extra=extra)
         notes.map("input (user turn)", "input field input")
+        draft.withheld = lost_parts(sample["input"])
         ideal = sample.get("ideal")
         if ideal is None:
             notes.add("sample without ideal", "add an ideal answer, or score with a judge", where)

@@ -111,7 +111,7 @@ def render_text(report: ImportReport) -> str:
         lines += [
             "",
             f"Not scored: {len(report.unscored)} {report.noun} the {report.scorer['kind']} "
-            f"scorer has nothing to check on, {target}:",
+            f"scorer cannot check as the source meant, {target}:",
         ]
         for u in report.unscored:
             lines.append(f"  {u.id}  {u.where}  {u.reason}")
