@@ -1,0 +1,270 @@
+"""Containment: nothing a pull request writes reaches past the files it may change.
+
+Each attack is data (the attack, the safe outcome), so more can be added by adding an entry:
+
+- ``BASE_GLOBS`` x ``PROTECTED``: a fork's data, laid onto the default branch's checkout by the
+  real fork job (in-process, against the GitHub and Messages stand-ins, as
+  tests/action/test_fork.py drives it), never writes evalgate's state, git's or GitHub's files,
+  the judge's labels, rules, programs, keys or the config, whatever the base config's case globs
+  say; the whole run is refused with one line naming each path and why, and no model is called.
+- ``GLOBS``: the one glob matcher (evalgate.globs) agrees with :func:`glob.glob`, which expands
+  the config's globs.
+- ``OUTSIDE``: every kind of promptfoo ``file://`` reference that leads out of the repository
+  (absolute, ``..``, a symbolic link) is refused by ``evalgate split`` and ``evalgate run``.
+- ``BOMBS``: a YAML case file whose aliases expand past the bound, and a case file past the size
+  limit (an 8 GB sparse file), are refused within seconds, exit 2, one line naming the file.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import copy_example
+from test_action import REPO, api, api_env, comments, gh, messages, open_pull, run_action
+
+from evalgate import globs
+from evalgate.action.fork import MANIFEST, ForkData
+from tests.support.github_server import GitHubServer
+from tests.support.messages_server import MessagesServer
+
+FORK = "forker/widgets"
+__all__ = ["gh", "messages"]  # fixtures, imported to be used here
+KEY = "sk-ant-containment-test-key-000000000000"
+
+# --------------------------------------------------------------------------- the fork overlay
+
+# The base config's case globs a fork's data is matched against (beside cases.jsonl).
+BASE_GLOBS = ["*.json", "*.jsonl", "*.yml", "agent/*", "*", "**/*", "**/*.yml", "**"]
+
+
+@dataclass(frozen=True)
+class Protected:
+    """A file of the default branch's checkout that a fork's data must never write."""
+
+    id: str
+    path: str
+    # What the attacker writes there.
+    text: str
+    # Words the refusal shows beside the path.
+    why: str
+
+
+PROTECTED = [
+    Protected(
+        "response-cache",
+        ".evalgate/cache/3f/3f2a9c.json",
+        '{"text": "{\\"category\\": \\"parts\\"}"}',
+        "evalgate's state",
+    ),
+    Protected("read-ledger", ".evalgate/holdout-ledger.jsonl", "", "evalgate's state"),
+    Protected("judge-labels", "judge-labels.jsonl", '{"id": "jl-1"}\n', "the judge's labels"),
+    Protected("nested-rules", "rules/deep/fake-rules.yml", "rules: []\n", "names"),
+    Protected("tool-script", "agent/tool.py", "print('{}')\n", "code"),
+    Protected("tool-data", "agent/answers.json", '{"result": 1}\n', "a program the suite runs"),
+    Protected("program-under-test", "app/answer.txt", "parts\n", "a program the suite runs"),
+    Protected("holdout-key", "holdout.pub", "evalgate-holdout-pub-1 x\n", "the sealed holdout"),
+    Protected("sealed-holdout", "holdout.sealed.jsonl", "", "the sealed holdout"),
+    Protected("config", "evalgate.yml", "version: 1\n", "the config"),
+    Protected("git-config", ".git/config", "[core]\n\thooksPath = /tmp\n", "git's"),
+    Protected("workflow", ".github/workflows/x.yml", "on: push\n", "git's or GitHub's"),
+    Protected("gitattributes", ".gitattributes", "* filter=x\n", "git's"),
+]
+
+
+def _base_workspace(root: Path, glob_: str, folder: str = ".") -> Path:
+    """The default branch's checkout: the example at the repository's top, with a judged suite,
+    an agent suite whose tool command runs agent/tool.py on agent/answers.json, a command
+    backend's suite, a rules file in a nested folder, git's folder, evalgate's state and a key.
+    Returns the config's folder (``folder`` of the checkout)."""
+    workspace = copy_example(root / "workspace" / folder)
+    extra = {
+        ".git/config": "[core]\n",
+        ".github/workflows/evalgate.yml": "on: pull_request\n",
+        ".gitattributes": "",
+        ".evalgate/cache/3f/3f2a9c.json": "{}",
+        ".evalgate/holdout-ledger.jsonl": "",
+        "rules/deep/fake-rules.yml": (workspace / "fake-rules.yml").read_text(encoding="utf-8"),
+        "agent/tool.py": "import json\nprint(json.dumps({'result': 'ok'}))\n",
+        "agent/answers.json": "{}\n",
+        "app/answer.txt": "other\n",
+        "holdout.pub": "evalgate-holdout-pub-1 key\n",
+        "holdout.sealed.jsonl": "",
+    }
+    for path, text in extra.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text, encoding="utf-8")
+    config = yaml.safe_load((workspace / "evalgate.yml").read_text(encoding="utf-8"))
+    shop = config["suites"]["bike-shop"]
+    shop["cases"] = ["cases.jsonl", glob_]
+    shop["model"] = {"backend": "anthropic", "name": "claude-haiku-4-5", "max_tokens": 64}
+    judged = yaml.safe_load((workspace / "judge.yml").read_text(encoding="utf-8"))
+    judged = judged["suites"]["bike-shop-judged"]
+    judged["model"]["options"]["rules_file"] = "rules/deep/fake-rules.yml"
+    agent = shop | {
+        "tools": [{"name": "lookup"}],
+        "agent": {"tool_command": ["python3", "agent/tool.py", "agent/answers.json"]},
+    }
+    app = shop | {"model": {"backend": "command", "options": {"command": "cat app/answer.txt"}}}
+    config["suites"] = {"bike-shop": shop, "judged": judged, "agent": agent, "app": app}
+    (workspace / "evalgate.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return workspace
+
+
+def _fork_job(
+    gh: GitHubServer,
+    messages: MessagesServer,
+    workspace: Path,
+    files: dict[str, str],
+    folder: str = ".",
+) -> Any:
+    """The base repository's workflow_run job for fork pull request #8 whose data is ``files``
+    (paths relative to the checkout's top), with the config in ``folder``."""
+    open_pull(gh, {"prompts/v3.txt": "x"}, number=8, fork=True)
+    head = gh.branch_sha(FORK, "feature") or ""
+    data = ForkData(pull_request=8, head_sha=head, files=files)
+    run = gh.add_workflow_run(
+        REPO, event="pull_request", head_branch="feature", head_repo=FORK, name="evalgate fork data"
+    )
+    gh.add_artifact(REPO, "evalgate-fork", files={MANIFEST: data.model_dump_json()}, run=run)
+    event = {
+        "action": "completed",
+        "workflow_run": {
+            "id": run.id,
+            "event": "pull_request",
+            "head_sha": head,
+            "head_branch": "feature",
+            "conclusion": "success",
+            "pull_requests": [],
+        },
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+    return run_action(
+        workspace,
+        "workflow_run",
+        event,
+        ref="refs/heads/main",
+        inputs=api(gh) | {"working_directory": folder, "anthropic_api_key": KEY},
+        env=api_env(gh) | {"ANTHROPIC_BASE_URL": messages.url},
+    )
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("target", PROTECTED, ids=[t.id for t in PROTECTED])
+@pytest.mark.parametrize("glob_", BASE_GLOBS)
+def test_fork_data_never_writes_a_protected_file_whatever_the_globs(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer, glob_: str, target: Protected
+) -> None:
+    workspace = _base_workspace(tmp_path, glob_)
+    before = _snapshot(workspace)
+    job = _fork_job(gh, messages, workspace, {target.path: target.text})
+    assert job.code == 1, job.out + job.err
+    assert job.outputs["verdict"] == "fail"
+    assert messages.requests == []
+    # Nothing of the checkout changed (the job's own state folder aside).
+    after = _snapshot(workspace)
+    assert {k: v for k, v in after.items() if k in before} == before
+    [line] = [a for a in job.annotations("error") if "refused" in a]
+    assert f"{target.path} (" in line and target.why in line, line
+    bodies = comments(gh, 8)  # one for each suite of the config
+    assert len(bodies) == 4 and all("was refused" in b and target.path in b for b in bodies)
+    assert gh.check_runs(REPO)[0].conclusion == "failure"
+
+
+# The fork's data that the base globs do name: laid onto the checkout, and the job runs (the
+# suite in a folder of the repository, as in tests/action).
+ALLOWED = [
+    ("*.jsonl", "more.jsonl"),
+    ("**/*.jsonl", "extra/more.jsonl"),
+    ("agent/*", "agent/more.jsonl"),
+    ("*", "more.jsonl"),
+]
+
+
+@pytest.mark.parametrize(("glob_", "path"), ALLOWED)
+def test_fork_data_the_globs_name_is_laid_onto_the_checkout(
+    tmp_path: Path, gh: GitHubServer, messages: MessagesServer, glob_: str, path: str
+) -> None:
+    folder = "examples/bike-shop"
+    config = _base_workspace(tmp_path, glob_, folder)
+    case = {"id": "fork-1", "group": "fork-1", "category": "parts", "split": "dev"}
+    text = json.dumps(case | {"message": "Do you sell bells?"}) + "\n"
+    job = _fork_job(gh, messages, config.parents[1], {f"{folder}/{path}": text}, folder)
+    assert "was refused" not in job.out + job.summary, job.out
+    assert (config / path).read_text(encoding="utf-8") == text
+    assert "laid onto the default branch's checkout" in job.out
+
+
+# --------------------------------------------------------------------------- the glob matcher
+
+# Files of a tree, and patterns: the matcher must list what glob.glob lists, no more, no less.
+TREE = [
+    "a.json",
+    ".hidden.json",
+    "cases.jsonl",
+    "judge-labels.jsonl",
+    "agent/tool.py",
+    "agent/.secret",
+    "agent/deep/x.json",
+    ".evalgate/cache/3f/3f2a.json",
+    ".git/config",
+    "rules/deep/fake-rules.yml",
+    "x.yml",
+    "prompts/v1.txt",
+    "prompts/.v0.txt",
+]
+GLOBS = [
+    "*.json",
+    "*.jsonl",
+    "*.yml",
+    "agent/*",
+    "*",
+    "**",
+    "**/*",
+    "**/*.json",
+    "**/*.yml",
+    "agent/**",
+    "agent/**/*.json",
+    ".*",
+    ".*/*",
+    ".evalgate/**",
+    "prompts/?1.txt",
+    "prompts/[v]*.txt",
+    "./prompts/*.txt",
+    "prompts//*.txt",
+    "*/*",
+    "*/deep/*",
+    "**/deep/**",
+    "[.]*",
+]
+
+
+@pytest.mark.parametrize("pattern", GLOBS)
+def test_the_glob_matcher_names_what_glob_lists(tmp_path: Path, pattern: str) -> None:
+    for path in TREE:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x", encoding="utf-8")
+    listed = {
+        Path(p).relative_to(tmp_path).as_posix()
+        for p in glob.glob(str(tmp_path / pattern), recursive=True)
+        if Path(p).is_file()
+    }
+    assert {p for p in TREE if globs.matches(p, pattern)} == listed
+
+
+def test_the_glob_matcher_never_names_absolute_or_folder_patterns() -> None:
+    assert not globs.matches("a.json", "/a.json")
+    assert not globs.matches("agent/x", "agent/")
+    assert not globs.matches("", "**")
