@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_example
+from conftest import CliResult, copy_example
 from test_action import REPO, api, api_env, comments, gh, messages, open_pull, run_action
 
 from evalgate import globs
@@ -268,3 +274,270 @@ def test_the_glob_matcher_never_names_absolute_or_folder_patterns() -> None:
     assert not globs.matches("a.json", "/a.json")
     assert not globs.matches("agent/x", "agent/")
     assert not globs.matches("", "**")
+
+
+# --------------------------------------------------------------------------- promptfoo files
+
+SECRET = "outside-secret-7f3a"
+# Files beside the repository (in the folder ``outside``), each holding SECRET.
+OUTSIDE_FILES = {
+    "x.jsonl": json.dumps(
+        {"vars": {"message": SECRET}, "assert": [{"type": "contains", "value": "x"}]}
+    )
+    + "\n",
+    "x.csv": f"message,__expected\n{SECRET},contains:x\n",
+    "x.yaml": f"- vars: {{message: {SECRET}}}\n  assert: [{{type: contains, value: x}}]\n",
+    "x.json": json.dumps(
+        [{"vars": {"message": SECRET}, "assert": [{"type": "contains", "value": "x"}]}]
+    ),
+    "p.txt": f"{SECRET} {{{{message}}}}\n",
+    "p.json": json.dumps(
+        [{"role": "system", "content": SECRET}, {"role": "user", "content": "{{message}}"}]
+    ),
+    "d.yaml": f"vars: {{message: {SECRET}}}\nassert: [{{type: contains, value: x}}]\n",
+    "a.json": json.dumps({"type": "object", "title": SECRET}),
+}
+TEST = "  - vars: {message: hello}\n    assert: [{type: contains, value: x}]\n"
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A promptfoo config (promptfooconfig.yaml, read with ``cases_format: promptfoo``) whose
+    reference leads out of the repository; OUT is the outside folder's absolute path."""
+
+    id: str
+    config: str
+    # Other files of the repository, and symbolic links (path -> target).
+    files: dict[str, str] | None = None
+    links: dict[str, str] | None = None
+
+
+OUTSIDE = [
+    Outside("tests-jsonl-absolute", "tests: [file://OUT/x.jsonl]\n"),
+    Outside("tests-csv-dotdot", "tests: [file://../outside/x.csv]\n"),
+    Outside("tests-yaml-dotdot", "tests: [file://../outside/x.yaml]\n"),
+    Outside("tests-json-absolute", "tests: file://OUT/x.json\n"),
+    Outside("tests-plain-path-dotdot", "tests: [../outside/x.yaml]\n"),
+    Outside("tests-glob-dotdot", "tests: [file://../outside/*.csv]\n"),
+    Outside("tests-glob-climbs-after-magic", "tests: [file://*/../../outside/x.jsonl]\n"),
+    Outside(
+        "tests-csv-symlink", "tests: [file://link.csv]\n", links={"link.csv": "../outside/x.csv"}
+    ),
+    Outside("tests-folder-symlink", "tests: [file://away/x.jsonl]\n", links={"away": "../outside"}),
+    Outside(
+        "tests-file-refers-out",
+        "tests: [file://more/tests.yaml]\n",
+        files={"more/tests.yaml": "- file://../../outside/x.csv\n"},
+    ),
+    Outside("default-test-dotdot", "defaultTest: file://../outside/d.yaml\ntests:\n" + TEST),
+    Outside("prompt-text-dotdot", "prompts: [file://../outside/p.txt]\ntests:\n" + TEST),
+    Outside("prompt-chat-absolute", "prompts: [file://OUT/p.json]\ntests:\n" + TEST),
+    Outside(
+        "prompt-symlink",
+        "prompts: [file://p.txt]\ntests:\n" + TEST,
+        links={"p.txt": "../outside/p.txt"},
+    ),
+    Outside(
+        "var-file-absolute",
+        "tests:\n  - vars: {message: file://OUT/p.txt}\n    assert: [{type: contains, value: x}]\n",
+    ),
+    Outside(
+        "assertion-text-dotdot",
+        "tests:\n  - vars: {message: hi}\n    assert: [{type: contains, value: file://../outside/p.txt}]\n",
+    ),
+    Outside(
+        "assertion-json-absolute",
+        "tests:\n  - vars: {message: hi}\n    assert: [{type: is-json, value: file://OUT/a.json}]\n",
+    ),
+    Outside(
+        "assertion-yaml-symlink",
+        "tests:\n  - vars: {message: hi}\n    assert: [{type: contains, value: file://a.yaml}]\n",
+        links={"a.yaml": "../outside/d.yaml"},
+    ),
+]
+
+
+def _promptfoo_repo(tmp_path: Path, case: Outside | None) -> Path:
+    """The example, its cases read from promptfooconfig.yaml; returns the config's path."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name, text in OUTSIDE_FILES.items():
+        (outside / name).write_text(text, encoding="utf-8")
+    repo = copy_example(tmp_path / "repo")
+    (repo / ".git").mkdir()
+    config_path = repo / "evalgate.yml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    config["suites"]["bike-shop"] |= {
+        "cases": "promptfooconfig.yaml",
+        "cases_format": "promptfoo",
+        "scorer": {"kind": "contains"},
+        "fields": {"input": ["message"], "expected": "expected"},
+    }
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    text = case.config.replace("OUT", str(outside)) if case else "tests:\n" + TEST
+    (repo / "promptfooconfig.yaml").write_text(text, encoding="utf-8")
+    for path, content in ((case and case.files) or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(content, encoding="utf-8")
+    for path, target in ((case and case.links) or {}).items():
+        (repo / path).symlink_to(target)
+    return config_path
+
+
+def test_a_promptfoo_config_inside_the_repository_is_read(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    config = _promptfoo_repo(tmp_path, None)
+    code, out, err = cli("run", "v3", "--no-save", "--config", str(config))
+    assert code in (0, 1) and "1 case" in out, out + err
+
+
+@pytest.mark.parametrize("argv", [("split",), ("run", "v3", "--no-save")], ids=["split", "run"])
+@pytest.mark.parametrize("case", OUTSIDE, ids=[c.id for c in OUTSIDE])
+def test_promptfoo_references_never_read_outside_the_repository(
+    tmp_path: Path, cli: Callable[..., CliResult], case: Outside, argv: tuple[str, ...]
+) -> None:
+    config = _promptfoo_repo(tmp_path, case)
+    code, out, err = cli(*argv, "--config", str(config))
+    assert code == 2, out + err
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert "outside the repository" in line, line
+    assert SECRET not in out + err
+
+
+# --------------------------------------------------------------------------- bombs and sizes
+
+
+def _laughs(indent: str = "  ") -> str:
+    """Ten anchors, each a list of ten aliases of the one before: 10^10 nodes in about 600 B."""
+    lines = [f"{indent}l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{indent}l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+def _merges() -> str:
+    """The same growth through merge keys: each mapping merges the one before ten times."""
+    lines = ["  m0: &m0 {a: x, b: x, c: x, d: x, e: x, f: x, g: x, h: x, i: x, j: x}"]
+    for i in range(1, 10):
+        keys = ", ".join(f"k{k}: *m{i - 1}" for k in range(10))
+        lines.append(f"  m{i}: &m{i} {{<<: *m{i - 1}, {keys}}}")
+    return "\n".join(lines) + "\n"
+
+
+CASE = "- id: a0\n  group: g\n  category: parts\n  message: hello\n"
+BIG = 8 << 30  # bytes of a sparse file: nothing of it is on disk
+
+
+@dataclass(frozen=True)
+class Bomb:
+    """A file that costs nothing to write and everything to read: refused, exit 2, one line."""
+
+    id: str
+    # The file written into the example, and what it holds (an int: a sparse file that size).
+    path: str
+    content: str | int
+    # Suite keys set in evalgate.yml so the file is read.
+    suite: dict[str, Any]
+    argv: tuple[str, ...]
+    # Words the one line says.
+    says: tuple[str, ...]
+
+
+CASES_YML = {"cases": "cases.yml"}
+PROMPTFOO = {
+    "cases": "promptfooconfig.yaml",
+    "cases_format": "promptfoo",
+    "scorer": {"kind": "contains"},
+    "fields": {"input": ["message"], "expected": "expected"},
+}
+RUN = ("run", "v3", "--no-save")
+ALIASES = ("alias", "100,000 nodes")
+TOO_BIG = ("8,589,934,592 bytes", "over the")
+
+BOMBS = [
+    Bomb("yaml-case-aliases-split", "cases.yml", CASE + _laughs(), CASES_YML, ("split",), ALIASES),
+    Bomb("yaml-case-aliases-run", "cases.yml", CASE + _laughs(), CASES_YML, RUN, ALIASES),
+    Bomb("yaml-case-merge-keys", "cases.yml", CASE + _merges(), CASES_YML, RUN, ALIASES),
+    Bomb(
+        "yaml-case-under-cases-key",
+        "cases.yml",
+        "cases:\n  - id: a0\n    group: g\n    category: parts\n    message: hi\n"
+        + _laughs("    "),
+        CASES_YML,
+        ("split",),
+        ALIASES,
+    ),
+    Bomb(
+        "promptfoo-tests-aliases",
+        "promptfooconfig.yaml",
+        "tests:\n  - vars: {message: hi}\n    assert: [{type: contains, value: x}]\n"
+        "    metadata:\n" + _laughs("      "),
+        PROMPTFOO,
+        RUN,
+        ALIASES,
+    ),
+    Bomb(
+        "rules-file-aliases",
+        "fake-rules.yml",
+        "field: category\n" + _laughs(""),
+        {},
+        RUN,
+        ALIASES,
+    ),
+    Bomb("sparse-jsonl-case-file", "big.jsonl", BIG, {"cases": "big.jsonl"}, ("split",), TOO_BIG),
+    Bomb("sparse-yaml-case-file", "big.yml", BIG, {"cases": "big.yml"}, RUN, TOO_BIG),
+    Bomb("sparse-prompt", "prompts/v3.txt", BIG, {}, RUN, TOO_BIG),
+    Bomb("sparse-rules-file", "fake-rules.yml", BIG, {}, RUN, TOO_BIG),
+    Bomb(
+        "sparse-promptfoo-csv",
+        "t.csv",
+        BIG,
+        PROMPTFOO | {"cases": "promptfooconfig.yaml"},
+        RUN,
+        TOO_BIG,
+    ),
+]
+
+
+def _bomb_repo(tmp_path: Path, bomb: Bomb) -> Path:
+    repo = copy_example(tmp_path / "repo")
+    (repo / ".git").mkdir()
+    config_path = repo / "evalgate.yml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    config["suites"]["bike-shop"] |= bomb.suite
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    if bomb.id == "sparse-promptfoo-csv":
+        (repo / "promptfooconfig.yaml").write_text("tests: [file://t.csv]\n", encoding="utf-8")
+    target = repo / bomb.path
+    if isinstance(bomb.content, int):
+        with target.open("wb") as handle:
+            handle.truncate(bomb.content)
+    else:
+        target.write_text(bomb.content, encoding="utf-8")
+    return config_path
+
+
+@pytest.mark.parametrize("bomb", BOMBS, ids=[b.id for b in BOMBS])
+def test_bombs_and_huge_files_are_refused_in_seconds(tmp_path: Path, bomb: Bomb) -> None:
+    config = _bomb_repo(tmp_path, bomb)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "evalgate", *bomb.argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env | {"NO_COLOR": "1"},
+        check=False,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert bomb.path in line, line
+    for word in bomb.says:
+        assert word in line, line
+    assert took < 10, took
+    # Nothing was read into memory (the peak of every child so far, in KiB on Linux).
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 300 * 1024

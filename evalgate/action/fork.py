@@ -26,6 +26,7 @@ from evalgate.config.load import LoadedConfig
 from evalgate.config.models import SealedHoldout, program_argv
 from evalgate.defaults import STATE_DIR
 from evalgate.errors import UserError, from_validation
+from evalgate.files import read_bytes
 
 MANIFEST = "evalgate-fork.json"
 # What one pull request's data may hold: the suite's prompts and cases, never a data set.
@@ -65,10 +66,12 @@ def collect(top: Path, folder: str, changed: list[str], pull_request: int, head:
         if target.is_symlink() or not target.is_file():
             continue
         try:
-            text = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            # Read no more than the data may carry: a huge file ends the job, not its memory.
+            data = read_bytes(target, "changed file", limit=MAX_BYTES)
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
             continue
-        total += len(text.encode())
+        total += len(data)
         if total > MAX_BYTES or len(files) >= MAX_FILES:
             raise UserError(
                 f"the pull request changes more than {MAX_FILES} files or {MAX_BYTES:,} bytes "
@@ -81,12 +84,9 @@ def collect(top: Path, folder: str, changed: list[str], pull_request: int, head:
 
 def read_manifest(path: Path) -> ForkData:
     try:
-        size = path.stat().st_size
-        if size > 2 * MAX_BYTES:
-            raise UserError(f"the fork's data is {size:,} bytes, over the limit", where=str(path))
-        return ForkData.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise UserError(f"cannot read the fork's data: {exc}", where=str(path)) from None
+        return ForkData.model_validate_json(
+            read_bytes(path, "the fork's data", limit=2 * MAX_BYTES)
+        )
     except ValidationError as exc:
         raise Refused(
             f"the fork's data is not an evalgate fork artefact ({from_validation(exc)})",
