@@ -48,14 +48,21 @@ def read_bytes(
     error: type[UserError] = UserError,
     *,
     limit: int = FILE_BYTES,
+    root: Path | None = None,
+    where: str | None = None,
 ) -> bytes:
     """The bytes of ``path``; any OS error is an ``error`` naming it.
+
+    With ``root``, a path that leads out of it (``..``, absolute, a symbolic link) is refused
+    first, as :func:`contain` refuses it (``where`` names the file that referred to it).
 
     A file over ``limit`` bytes is refused before it is read (its size taken from the open file,
     so the path cannot be swapped in between), and at most ``limit + 1`` bytes are ever read, so
     a file that grows meanwhile is refused too. Only regular files are read: a FIFO or a device
     would block or never end.
     """
+    if root is not None:
+        contain(path, root, what, where or str(path), error)
     fix = "split it into smaller files; a suite may read its cases from several"
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -108,9 +115,17 @@ def decode(data: bytes, path: Path, error: type[UserError] = UserError) -> str:
         ) from None
 
 
-def read_text(path: Path, what: str = "file", error: type[UserError] = UserError) -> str:
-    """The UTF-8 text of ``path`` (a byte-order mark dropped); OS and decode errors named."""
-    text = decode(read_bytes(path, what, error), path, error)
+def read_text(
+    path: Path,
+    what: str = "file",
+    error: type[UserError] = UserError,
+    *,
+    root: Path | None = None,
+    where: str | None = None,
+) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped); OS and decode errors named; with
+    ``root``, refused when it leads out of that folder (see :func:`read_bytes`)."""
+    text = decode(read_bytes(path, what, error, root=root, where=where), path, error)
     return text.removeprefix("\ufeff")
 
 
