@@ -549,3 +549,55 @@ def test_bombs_and_huge_files_are_refused_in_seconds(tmp_path: Path, bomb: Bomb)
     assert took < 10, took
     # Nothing was read into memory (the peak of every child so far, in KiB on Linux).
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 300 * 1024
+
+
+# --------------------------------------------------------------------------- named files
+
+# Files the config names deeper than rules_file / schema_file / rubric_file: a judge's own
+# options, the files a command or a tool command is handed. (config, suite key, value, says)
+NAMED_OUTSIDE = [
+    (
+        "judge.yml",
+        "scorer.model.options.judge_rules_file",
+        "../outside/rules.yml",
+        "scorer.model.options.judge_rules_file",
+    ),
+    (
+        "evalgate.yml",
+        "agent",
+        {"tool_command": ["python3", "../outside/tool.py"]},
+        "agent.tool_command",
+    ),
+    (
+        "evalgate.yml",
+        "model",
+        {"backend": "command", "options": {"command": "python3 ../outside/app.py"}},
+        "model.options.command",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config", "key", "value", "says"), NAMED_OUTSIDE)
+def test_files_the_config_names_at_any_depth_stay_inside_the_repository(
+    tmp_path: Path, cli: Callable[..., CliResult], config: str, key: str, value: Any, says: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("rules.yml", "tool.py", "app.py"):
+        (outside / name).write_text(f"# {SECRET}\n", encoding="utf-8")
+    repo = copy_example(tmp_path / "repo")
+    (repo / ".git").mkdir()
+    data = yaml.safe_load((repo / config).read_text(encoding="utf-8"))
+    suite = next(iter(data["suites"].values()))
+    *parents, last = key.split(".")
+    for part in parents:
+        suite = suite[part]
+    suite[last] = value
+    if key == "agent":
+        suite["tools"] = [{"name": "lookup"}]
+    (repo / config).write_text(yaml.safe_dump(data), encoding="utf-8")
+    code, out, err = cli("run", "v3", "--no-save", "--config", str(repo / config))
+    assert code == 2, out + err
+    [line] = err.strip().splitlines()
+    assert says in line and "outside the repository" in line, line
+    assert SECRET not in out + err

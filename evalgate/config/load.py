@@ -22,6 +22,7 @@ from evalgate.config.models import (
     Config,
     Suite,
     file_arguments,
+    program_argv,
     valid_name,
 )
 from evalgate.config.yamlcore import CoreLoader
@@ -305,6 +306,25 @@ def _check_paths(loaded: LoadedConfig) -> None:
         for what, value in named:
             if isinstance(value, str):
                 loaded.inside(value, what)
+        for what, value in named_files(suite.model_dump()):
+            loaded.inside(value, what)
+
+
+def named_files(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Every file a dumped suite names, with its key path: each ``*_file`` option at any depth
+    (a judge's model options, a scorer inside ``all_of``) and the files a ``command`` or
+    ``tool_command`` is handed. They are read (and hashed) like the rest: inside the repository."""
+    key = path[-1] if path else ""
+    if key in ("command", "tool_command"):
+        dotted = ".".join(path)
+        return [(dotted, arg) for arg in file_arguments(program_argv(value))]
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in named_files(v, (*path, str(k)))]
+    if isinstance(value, list | tuple):
+        return [f for i, v in enumerate(value) for f in named_files(v, (*path, str(i)))]
+    if isinstance(value, str) and key.endswith("_file"):
+        return [(".".join(path), value)]
+    return []
 
 
 def check_templates(config: Config, text: str, path: Path) -> None:
