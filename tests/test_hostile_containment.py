@@ -74,6 +74,7 @@ PROTECTED = [
     Protected("tool-script", "agent/tool.py", "print('{}')\n", "code"),
     Protected("tool-data", "agent/answers.json", '{"result": 1}\n', "a program the suite runs"),
     Protected("program-under-test", "app/answer.txt", "parts\n", "a program the suite runs"),
+    Protected("executable", "bin/answer", "#!/bin/sh\necho parts\n", "code"),
     Protected("holdout-key", "holdout.pub", "evalgate-holdout-pub-1 x\n", "the sealed holdout"),
     Protected("sealed-holdout", "holdout.sealed.jsonl", "", "the sealed holdout"),
     Protected("config", "evalgate.yml", "version: 1\n", "the config"),
@@ -101,10 +102,13 @@ def _base_workspace(root: Path, glob_: str, folder: str = ".") -> Path:
         "app/answer.txt": "other\n",
         "holdout.pub": "evalgate-holdout-pub-1 key\n",
         "holdout.sealed.jsonl": "",
+        "bin/answer": "#!/bin/sh\necho other\n",
     }
     for path, text in extra.items():
         (workspace / path).parent.mkdir(parents=True, exist_ok=True)
         (workspace / path).write_text(text, encoding="utf-8")
+    (workspace / "bin/answer").chmod(0o755)
+    (workspace / "cases.jsonl").chmod(0o755)  # data with the executable bit stays data
     config = yaml.safe_load((workspace / "evalgate.yml").read_text(encoding="utf-8"))
     shop = config["suites"]["bike-shop"]
     shop["cases"] = ["cases.jsonl", glob_]
@@ -193,6 +197,7 @@ def test_fork_data_never_writes_a_protected_file_whatever_the_globs(
 # suite in a folder of the repository, as in tests/action).
 ALLOWED = [
     ("*.jsonl", "more.jsonl"),
+    ("*.jsonl", "cases.jsonl"),  # executable bit set: still data
     ("**/*.jsonl", "extra/more.jsonl"),
     ("agent/*", "agent/more.jsonl"),
     ("*", "more.jsonl"),

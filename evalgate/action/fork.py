@@ -206,8 +206,10 @@ def _never(inside: str, target: Path, protected: dict[str, str], state: str) -> 
     if suffix in PROGRAM_SUFFIXES:
         return CODE
     try:
-        if target.is_file() and target.stat().st_mode & 0o111:
-            return CODE  # an executable of the default branch's checkout
+        # An executable without a suffix (bin/answer): a program. Data files with the executable
+        # bit (common in checkouts made on some systems) keep their suffix and stay data.
+        if not suffix and target.is_file() and target.stat().st_mode & 0o111:
+            return CODE
     except OSError:
         pass
     return None
