@@ -11,8 +11,11 @@ Each attack is data (the attack, the safe outcome), so more can be added by addi
   the config's globs.
 - ``OUTSIDE``: every kind of promptfoo ``file://`` reference that leads out of the repository
   (absolute, ``..``, a symbolic link) is refused by ``evalgate split`` and ``evalgate run``.
-- ``BOMBS``: a YAML case file whose aliases expand past the bound, and a case file past the size
-  limit (an 8 GB sparse file), are refused within seconds, exit 2, one line naming the file.
+- ``BOMBS``: a YAML file whose aliases expand past the bound, and a file past the size limit
+  (an 8 GB sparse file), are refused within seconds, exit 2, one line naming the file; so is a
+  pipe in place of a case file.
+- ``NAMED_OUTSIDE``: files the config names deeper than its top-level options (a judge's rules,
+  a command's or a tool command's files) stay inside the repository.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ import yaml
 from conftest import CliResult, copy_example
 from test_action import REPO, api, api_env, comments, gh, messages, open_pull, run_action
 
-from evalgate import globs
+from evalgate import files, globs
 from evalgate.action.fork import MANIFEST, ForkData
+from evalgate.errors import UserError
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import MessagesServer
 
@@ -606,3 +610,28 @@ def test_files_the_config_names_at_any_depth_stay_inside_the_repository(
     [line] = err.strip().splitlines()
     assert says in line and "outside the repository" in line, line
     assert SECRET not in out + err
+
+
+def test_a_pipe_in_place_of_a_case_file_is_refused_without_waiting(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    repo = copy_example(tmp_path / "repo")
+    (repo / "cases.jsonl").unlink()
+    os.mkfifo(repo / "cases.jsonl")  # opening it to read would wait for a writer forever
+    code, out, err = cli("split", "--config", str(repo / "evalgate.yml"))
+    assert code == 2, out + err
+    [line] = err.strip().splitlines()
+    assert "cases.jsonl" in line and "not a regular file" in line, line
+
+
+@pytest.mark.parametrize(("size", "refused"), [(64, False), (65, True)])
+def test_the_one_reader_reads_up_to_its_limit_and_refuses_past_it(
+    tmp_path: Path, size: int, refused: bool
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"x" * size)
+    if refused:
+        with pytest.raises(UserError, match="over the 64-byte limit"):
+            files.read_bytes(path, "case file", limit=64)
+    else:
+        assert files.read_bytes(path, "case file", limit=64) == b"x" * size
