@@ -277,6 +277,9 @@ def test_the_glob_matcher_names_what_glob_lists(tmp_path: Path, pattern: str) ->
         if Path(p).is_file()
     }
     assert {p for p in TREE if globs.matches(p, pattern)} == listed
+    # The walker that expands the config's globs finds the same files.
+    found = globs.expand(tmp_path, pattern, globs.MAX_MATCHES)
+    assert {p.relative_to(tmp_path).as_posix() for p in found if p.is_file()} == listed
 
 
 def test_the_glob_matcher_never_names_absolute_or_folder_patterns() -> None:
@@ -635,3 +638,26 @@ def test_the_one_reader_reads_up_to_its_limit_and_refuses_past_it(
             files.read_bytes(path, "case file", limit=64)
     else:
         assert files.read_bytes(path, "case file", limit=64) == b"x" * size
+
+
+def test_links_to_the_folder_itself_do_not_make_a_recursive_glob_endless(
+    tmp_path: Path,
+) -> None:
+    repo = copy_example(tmp_path / "repo")
+    config = repo / "evalgate.yml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("cases: cases.jsonl", "cases: '**/cases.jsonl'"),
+        encoding="utf-8",
+    )
+    for name in ("a", "b", "c"):
+        (repo / name).symlink_to(".")  # glob.glob's ** would walk 3^40 paths
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "evalgate", "split", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - started < 10

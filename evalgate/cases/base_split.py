@@ -62,32 +62,8 @@ class Tree(Protocol):
 
 
 def _glob(tree: Tree, pattern: str) -> list[str]:
-    """Paths of ``tree`` matching ``pattern`` as :func:`glob.glob` (recursive) would."""
-    parts = globs.parts(pattern)
-    found: set[str] = set()
-
-    def walk(prefix: str, i: int) -> None:
-        if len(found) > MAX_FILES:
-            return
-        if i == len(parts):
-            found.add(prefix)
-            return
-        part = parts[i]
-        if part == globs.RECURSIVE:
-            walk(prefix, i + 1)
-            for name, is_dir in tree.list(prefix):
-                if is_dir and not name.startswith("."):
-                    walk(posixpath.join(prefix, name), i)
-            return
-        if not globs.is_magic(part):
-            walk(posixpath.join(prefix, part), i + 1)
-            return
-        for name, _ in tree.list(prefix):
-            if globs.name_matches(name, part):
-                walk(posixpath.join(prefix, name), i + 1)
-
-    walk("", 0)
-    return sorted(found)
+    """Paths of ``tree`` matching ``pattern`` as the config's globs are expanded (evalgate.globs)."""
+    return globs.walk(pattern, tree.list, MAX_FILES)
 
 
 def _inside(path: str) -> bool:

@@ -4,7 +4,6 @@ the paths it names checked; ``LoadedConfig`` is a config with the folder it is r
 
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 from typing import Any, get_args
 
@@ -15,7 +14,7 @@ from pydantic import (
     ValidationError,
 )
 
-from evalgate import files
+from evalgate import files, globs
 from evalgate.config.models import (
     NAME_RULE,
     SCORER_KINDS,
@@ -82,14 +81,21 @@ class LoadedConfig(BaseModel):
         """Resolve files and globs relative to the config; each pattern must match something."""
         found: list[Path] = []
         for pattern in patterns:
-            matches = sorted(glob.glob(str(self.root / pattern), recursive=True))
+            # Not glob.glob: its ** follows links to folders (two links to . never end).
+            matches = globs.expand(self.root, pattern, globs.MAX_MATCHES)
+            if len(matches) > globs.MAX_MATCHES:
+                raise ConfigError(
+                    f"{what} {pattern!r} matches more than {globs.MAX_MATCHES:,} files",
+                    where=str(self.path),
+                    fix="narrow the glob",
+                )
             if not matches:
                 raise ConfigError(
                     f"{what} {pattern!r} matches no file",
                     where=str(self.path),
                     fix=f"paths are relative to {self.root}",
                 )
-            for match in map(Path, matches):
+            for match in matches:
                 if match not in found:
                     found.append(self.inside(match, what))
         return found
