@@ -26,6 +26,7 @@ import os
 import resource
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -651,6 +652,23 @@ def test_links_to_the_folder_itself_do_not_make_a_recursive_glob_endless(
     )
     for name in ("a", "b", "c"):
         (repo / name).symlink_to(".")  # glob.glob's ** would walk 3^40 paths
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "evalgate", "split", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - started < 10
+
+
+def test_links_to_the_folder_itself_do_not_make_a_promptfoo_glob_endless(tmp_path: Path) -> None:
+    config = _promptfoo_repo(tmp_path, Outside("loop", "tests: [file://**/t.yaml]\n"))
+    (config.parent / "t.yaml").write_text(textwrap.dedent(TEST), encoding="utf-8")
+    for name in ("a", "b", "c"):
+        (config.parent / name).symlink_to(".")
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "evalgate", "split", "--config", str(config)],
