@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from evalgate.errors import UserError
+from evalgate.limits import FILE_BYTES
 
 # Nesting deeper than this in a YAML or JSON document is refused: the C parser would recurse
 # until the stack runs out, and nothing evalgate reads needs more than a dozen levels.
@@ -35,13 +37,71 @@ def _reason(exc: OSError) -> tuple[str, str | None]:
     return f"cannot be read ({exc.strerror or type(exc).__name__})", None
 
 
-def read_bytes(path: Path, what: str = "file", error: type[UserError] = UserError) -> bytes:
-    """The bytes of ``path``; any OS error is an ``error`` naming it."""
+def _too_big(what: str, size: int | None, limit: int) -> str:
+    shown = f"{size:,} bytes, " if size is not None else ""
+    return f"{what} is {shown}over the {limit:,}-byte limit for a file evalgate reads"
+
+
+def read_bytes(
+    path: Path,
+    what: str = "file",
+    error: type[UserError] = UserError,
+    *,
+    limit: int = FILE_BYTES,
+    root: Path | None = None,
+    where: str | None = None,
+) -> bytes:
+    """The bytes of ``path``; any OS error is an ``error`` naming it.
+
+    With ``root``, a path that leads out of it (``..``, absolute, a symbolic link) is refused
+    first, as :func:`contain` refuses it (``where`` names the file that referred to it).
+
+    A file over ``limit`` bytes is refused before it is read (its size taken from the open file,
+    so the path cannot be swapped in between), and at most ``limit + 1`` bytes are ever read, so
+    a file that grows meanwhile is refused too. Only regular files are read: a FIFO or a device
+    would block or never end.
+    """
+    if root is not None:
+        contain(path, root, what, where or str(path), error)
+    fix = "split it into smaller files; a suite may read its cases from several"
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        reason, fix = _reason(exc)
-        raise error(f"{what} {reason}", where=str(path), fix=fix) from None
+        reason, hint = _reason(exc)
+        raise error(f"{what} {reason}", where=str(path), fix=hint) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise error(
+                f"{what} is a directory, not a file",
+                where=str(path),
+                fix="name a file, or a glob of files",
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise error(
+                f"{what} is not a regular file (a pipe, socket or device)",
+                where=str(path),
+                fix="name a file of the repository",
+            )
+        if info.st_size > limit:
+            raise error(_too_big(what, info.st_size, limit), where=str(path), fix=fix)
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        reason, hint = _reason(exc)
+        raise error(f"{what} {reason}", where=str(path), fix=hint) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise error(_too_big(what, None, limit), where=str(path), fix=fix)
+    return data
 
 
 def decode(data: bytes, path: Path, error: type[UserError] = UserError) -> str:
@@ -55,9 +115,17 @@ def decode(data: bytes, path: Path, error: type[UserError] = UserError) -> str:
         ) from None
 
 
-def read_text(path: Path, what: str = "file", error: type[UserError] = UserError) -> str:
-    """The UTF-8 text of ``path`` (a byte-order mark dropped); OS and decode errors named."""
-    text = decode(read_bytes(path, what, error), path, error)
+def read_text(
+    path: Path,
+    what: str = "file",
+    error: type[UserError] = UserError,
+    *,
+    root: Path | None = None,
+    where: str | None = None,
+) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped); OS and decode errors named; with
+    ``root``, refused when it leads out of that folder (see :func:`read_bytes`)."""
+    text = decode(read_bytes(path, what, error, root=root, where=where), path, error)
     return text.removeprefix("\ufeff")
 
 
@@ -83,8 +151,8 @@ def contain(
         raise error(
             f"{what} {shown} is outside the repository {root}",
             where=where,
-            fix="keep every path in evalgate.yml inside the repository; no '..', absolute "
-            "paths or symbolic links that lead out of it",
+            fix="keep every path (in evalgate.yml and in the files it reads) inside the "
+            "repository; no '..', absolute paths or symbolic links that lead out of it",
         )
     return path
 

@@ -60,3 +60,8 @@ def label(value: object, limit: int = LABEL) -> str:
 # case, not a reply held in memory whatever its size. Of its stderr only the last bytes are kept.
 PROGRAM_OUTPUT = 1 << 20
 PROGRAM_STDERR = 64 * 1024
+
+# The largest file of the repository evalgate reads (a case file, a prompt, rules, a schema, a
+# rubric, judge labels, a promptfoo file): larger ones are refused before they are read, so a
+# pull request cannot make a job read gigabytes into memory.
+FILE_BYTES = 100 * 1024 * 1024

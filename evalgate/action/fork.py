@@ -13,16 +13,20 @@ It never runs the pull request's code, workflow or config; the split is the defa
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import posixpath
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evalgate import globs
 from evalgate.config.load import LoadedConfig
+from evalgate.config.models import SealedHoldout, program_argv
+from evalgate.defaults import STATE_DIR
 from evalgate.errors import UserError, from_validation
+from evalgate.files import read_bytes
 
 MANIFEST = "evalgate-fork.json"
 # What one pull request's data may hold: the suite's prompts and cases, never a data set.
@@ -62,10 +66,12 @@ def collect(top: Path, folder: str, changed: list[str], pull_request: int, head:
         if target.is_symlink() or not target.is_file():
             continue
         try:
-            text = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            # Read no more than the data may carry: a huge file ends the job, not its memory.
+            data = read_bytes(target, "changed file", limit=MAX_BYTES)
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
             continue
-        total += len(text.encode())
+        total += len(data)
         if total > MAX_BYTES or len(files) >= MAX_FILES:
             raise UserError(
                 f"the pull request changes more than {MAX_FILES} files or {MAX_BYTES:,} bytes "
@@ -78,17 +84,59 @@ def collect(top: Path, folder: str, changed: list[str], pull_request: int, head:
 
 def read_manifest(path: Path) -> ForkData:
     try:
-        size = path.stat().st_size
-        if size > 2 * MAX_BYTES:
-            raise UserError(f"the fork's data is {size:,} bytes, over the limit", where=str(path))
-        return ForkData.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise UserError(f"cannot read the fork's data: {exc}", where=str(path)) from None
+        return ForkData.model_validate_json(
+            read_bytes(path, "the fork's data", limit=2 * MAX_BYTES)
+        )
     except ValidationError as exc:
         raise Refused(
             f"the fork's data is not an evalgate fork artefact ({from_validation(exc)})",
             where=str(path),
         ) from None
+
+
+# Folders whose files are never a suite's data, wherever they sit: git's, GitHub's (workflows,
+# actions) and evalgate's state (the response cache, the read ledger, baselines).
+NEVER_FOLDERS = frozenset({".git", ".github", STATE_DIR})
+# Programs and keys are never data either, whatever the globs say: a fork's files are text the
+# model reads, and a scorer's, a judge's or a tool's code (or a key) would decide the verdict.
+PROGRAM_SUFFIXES = frozenset(
+    [
+        ".py",
+        ".pyc",
+        ".pth",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".fish",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".rb",
+        ".pl",
+        ".php",
+        ".lua",
+        ".exe",
+        ".so",
+        ".dll",
+        ".bat",
+        ".cmd",
+        ".ps1",
+    ]
+)
+KEY_SUFFIXES = frozenset([".pub", ".pem", ".key", ".asc", ".gpg", ".p12", ".pfx"])
+# Why each kind of protected file is not the fork's to change (shown beside its path).
+CONFIG, HOLDOUT, NAMED, LABELS, PROGRAM, STATE, GIT, KEY, CODE = (
+    "the config",
+    "the sealed holdout or its key",
+    "a file the config names",
+    "the judge's labels",
+    "a program the suite runs, or a file it names",
+    "evalgate's state",
+    "git's or GitHub's files",
+    "a key",
+    "code",
+)
 
 
 def _patterns(loaded: LoadedConfig) -> list[str]:
@@ -98,52 +146,110 @@ def _patterns(loaded: LoadedConfig) -> list[str]:
     return patterns
 
 
-def _protected(loaded: LoadedConfig) -> set[str]:
-    """Files (relative to the config's folder) whose change is never data: the config, the
-    sealed holdout and its change ledger, rules, schemas, rubrics and scorer code."""
-    names = {loaded.path.name}
+def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string in a dumped config model, with the key it is under (list items: their list's)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _leaves(item, str(name))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item, key)
+    elif isinstance(value, str):
+        yield key, value
+
+
+def _protected(loaded: LoadedConfig) -> dict[str, str]:
+    """Files (relative to the config's folder) whose change is never data, and why: the config,
+    the sealed holdout, its change ledger and key, the judge's labels, every file an option
+    names (rules, schemas, rubrics, keys; at any depth, a judge's inside ``all_of`` too), the
+    programs the suite runs and the files their commands name, and scorer code."""
+    defaults = SealedHoldout()
+    names = {loaded.path.name: CONFIG}
+    names |= dict.fromkeys((defaults.file, defaults.changes, defaults.public_key), HOLDOUT)
     for suite in loaded.config.suites.values():
         if suite.sealed_holdout is not None:
-            names |= {suite.sealed_holdout.file, suite.sealed_holdout.changes}
-        for options in (suite.model.options, getattr(suite.scorer, "__dict__", {})):
-            for key in ("rules_file", "schema_file", "rubric_file"):
-                value = options.get(key)
-                if isinstance(value, str):
-                    names.add(posixpath.normpath(value))
+            sealed = suite.sealed_holdout
+            names |= dict.fromkeys((sealed.file, sealed.changes, sealed.public_key), HOLDOUT)
+        if suite.judge is not None:
+            names[suite.judge.labels] = LABELS
+        for key, value in _leaves(suite.model_dump()):
+            if key.endswith(("_file", "_key", "_path")):
+                names.setdefault(value, NAMED)
+            elif key in ("command", "tool_command"):
+                # Every word of the command that is not an option: the program when it is a
+                # path (``./judge.sh``) and the files it is handed (``agent/tool.py``).
+                for word in [value, *program_argv(value)]:
+                    if not word.startswith("-"):
+                        names.setdefault(word, PROGRAM)
         if suite.scorer.kind == "python":
-            names.add(suite.scorer.function.split(":")[0].replace(".", "/") + ".py")
-    return names
+            names[suite.scorer.function.split(":")[0].replace(".", "/") + ".py"] = CODE
+    return {posixpath.normpath(name): why for name, why in names.items() if name}
+
+
+def _state_folder(loaded: LoadedConfig) -> str:
+    return posixpath.normpath(Path(loaded.config.state_dir).as_posix())
+
+
+def _never(inside: str, target: Path, protected: dict[str, str], state: str) -> str | None:
+    """Why the file ``inside`` (relative to the config's folder) is not a fork's to change, or
+    None when nothing but the globs decide."""
+    names = inside.split("/")
+    if STATE_DIR in names[:-1] or inside == state or inside.startswith(state + "/"):
+        return STATE
+    if any(name in NEVER_FOLDERS for name in names[:-1]) or names[-1].startswith(".git"):
+        return GIT
+    if inside in protected:
+        return protected[inside]
+    suffix = posixpath.splitext(names[-1])[1].lower()
+    if suffix in KEY_SUFFIXES:
+        return KEY
+    if suffix in PROGRAM_SUFFIXES:
+        return CODE
+    try:
+        # An executable without a suffix (bin/answer): a program. Data files with the executable
+        # bit (common in checkouts made on some systems) keep their suffix and stay data.
+        if not suffix and target.is_file() and target.stat().st_mode & 0o111:
+            return CODE
+    except OSError:
+        pass
+    return None
 
 
 def overlay(data: ForkData, top: Path, loaded: LoadedConfig) -> list[str]:
     """Write the fork's prompt and case files over the default branch's checkout.
 
-    Every path must be a prompt or case file of the default branch's config (its globs), inside
-    the config's folder, and no link; anything else refuses the whole run, naming the paths.
-    Returns the paths written.
+    Every path must be a prompt or case file of the default branch's config (its globs, with
+    :mod:`evalgate.globs` semantics: ``*`` crosses no ``/`` and no leading dot), inside the
+    config's folder, no link, and none of the files that are never data (:func:`_never`:
+    evalgate's state, git's and GitHub's folders, the config, the holdout, keys, labels, rules
+    and programs), whatever the globs say; anything else refuses the whole run, naming the
+    paths and why. Returns the paths written.
     """
     folder = Path(os.path.relpath(loaded.root, top)).as_posix()
     patterns = _patterns(loaded)
     protected = _protected(loaded)
+    state = _state_folder(loaded)
     refused: list[str] = []
     accepted: list[tuple[Path, str]] = []
     for path, text in sorted(data.files.items()):
         clean = posixpath.normpath(path)
         inside = posixpath.relpath(clean, folder) if folder != "." else clean
         target = top / clean
-        if (
-            clean != path
-            or clean.startswith(("/", "../"))
-            or inside.startswith("../")
-            or inside in protected
-            or not any(fnmatch.fnmatchcase(inside, p) for p in patterns)
-            or any(
-                p.is_symlink() for p in (target, *target.parents) if p != top and top in p.parents
-            )
+        why: str | None = None
+        if clean != path or clean.startswith(("/", "../")) or inside.startswith("../"):
+            why = "outside the suite's folder"
+        elif any(
+            p.is_symlink() for p in (target, *target.parents) if p != top and top in p.parents
         ):
-            refused.append(path)
+            why = "a symbolic link"
         else:
+            why = _never(inside, target, protected, state)
+        if why is None and not any(globs.matches(inside, p) for p in patterns):
+            why = "not a prompt or case file of the default branch's config"
+        if why is None:
             accepted.append((target, text))
+        else:
+            refused.append(f"{path} ({why})")
     if refused:
         shown = ", ".join(refused[:5]) + (
             f" and {len(refused) - 5} more" if len(refused) > 5 else ""

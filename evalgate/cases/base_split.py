@@ -20,7 +20,6 @@ base's holdout cases stay in memory.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import posixpath
 import re
@@ -34,7 +33,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate import files
+from evalgate import files, globs
 from evalgate.cases.read import Case, CaseSet, SplitName
 from evalgate.cases.split import assign, group_key, hashed_side, input_text
 from evalgate.cases.split import not_input as bookkeeping
@@ -63,32 +62,8 @@ class Tree(Protocol):
 
 
 def _glob(tree: Tree, pattern: str) -> list[str]:
-    """Paths of ``tree`` matching ``pattern`` as :func:`glob.glob` (recursive) would."""
-    parts = [p for p in pattern.split("/") if p not in ("", ".")]
-    found: set[str] = set()
-
-    def walk(prefix: str, i: int) -> None:
-        if len(found) > MAX_FILES:
-            return
-        if i == len(parts):
-            found.add(prefix)
-            return
-        part = parts[i]
-        if part == "**":
-            walk(prefix, i + 1)
-            for name, is_dir in tree.list(prefix):
-                if is_dir and not name.startswith("."):
-                    walk(posixpath.join(prefix, name), i)
-            return
-        if not any(ch in part for ch in "*?["):
-            walk(posixpath.join(prefix, part), i + 1)
-            return
-        for name, _ in tree.list(prefix):
-            if fnmatch.fnmatchcase(name, part) and (part.startswith(".") or name[:1] != "."):
-                walk(posixpath.join(prefix, name), i + 1)
-
-    walk("", 0)
-    return sorted(found)
+    """Paths of ``tree`` matching ``pattern`` as the config's globs are expanded (evalgate.globs)."""
+    return globs.walk(pattern, tree.list, MAX_FILES)
 
 
 def _inside(path: str) -> bool:

@@ -453,5 +453,7 @@ def load_cases(
         name = (
             path.relative_to(root).as_posix() if root and path.is_relative_to(root) else str(path)
         )
-        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        hashes[name] = hashlib.sha256(
+            files.read_bytes(path, "case file", CaseFileError)
+        ).hexdigest()
     return CaseSet(cases=tuple(cases), file_hashes=hashes)

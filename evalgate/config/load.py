@@ -4,7 +4,6 @@ the paths it names checked; ``LoadedConfig`` is a config with the folder it is r
 
 from __future__ import annotations
 
-import glob
 import shlex
 from pathlib import Path
 from typing import Any, get_args
@@ -16,13 +15,14 @@ from pydantic import (
     ValidationError,
 )
 
-from evalgate import files
+from evalgate import files, globs
 from evalgate.config.models import (
     NAME_RULE,
     SCORER_KINDS,
     Config,
     Suite,
     file_arguments,
+    program_argv,
     valid_name,
 )
 from evalgate.config.yamlcore import CoreLoader
@@ -87,14 +87,21 @@ class LoadedConfig(BaseModel):
         """Resolve files and globs relative to the config; each pattern must match something."""
         found: list[Path] = []
         for pattern in patterns:
-            matches = sorted(glob.glob(str(self.root / pattern), recursive=True))
+            # Not glob.glob: its ** follows links to folders (two links to . never end).
+            matches = globs.expand(self.root, pattern, globs.MAX_MATCHES)
+            if len(matches) > globs.MAX_MATCHES:
+                raise ConfigError(
+                    f"{what} {pattern!r} matches more than {globs.MAX_MATCHES:,} files",
+                    where=str(self.path),
+                    fix="narrow the glob",
+                )
             if not matches:
                 raise ConfigError(
                     f"{what} {pattern!r} matches no file",
                     where=str(self.path),
                     fix=f"paths are relative to {self.root}",
                 )
-            for match in map(Path, matches):
+            for match in matches:
                 if match not in found:
                     found.append(self.inside(match, what))
         return found
@@ -332,6 +339,25 @@ def _check_paths(loaded: LoadedConfig) -> None:
         for what, value in named:
             if isinstance(value, str):
                 loaded.inside(value, what)
+        for what, value in named_files(suite.model_dump()):
+            loaded.inside(value, what)
+
+
+def named_files(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Every file a dumped suite names, with its key path: each ``*_file`` option at any depth
+    (a judge's model options, a scorer inside ``all_of``) and the files a ``command`` or
+    ``tool_command`` is handed. They are read (and hashed) like the rest: inside the repository."""
+    key = path[-1] if path else ""
+    if key in ("command", "tool_command"):
+        dotted = ".".join(path)
+        return [(dotted, arg) for arg in file_arguments(program_argv(value))]
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in named_files(v, (*path, str(k)))]
+    if isinstance(value, list | tuple):
+        return [f for i, v in enumerate(value) for f in named_files(v, (*path, str(i)))]
+    if isinstance(value, str) and key.endswith("_file"):
+        return [(".".join(path), value)]
+    return []
 
 
 def check_templates(config: Config, text: str, path: Path) -> None:

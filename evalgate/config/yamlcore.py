@@ -8,6 +8,12 @@ YAML spec has said since 2009) keeps them strings: only ``true``/``false`` (also
 ``TRUE``...) are booleans, only ``null``, ``~`` and the empty value are null, integers are
 decimal, ``0o`` octal or ``0x`` hex, floats as JSON writes them plus ``.inf`` and ``.nan``.
 The merge key ``<<`` is kept, as js-yaml keeps it. Dates stay strings.
+
+Aliases are counted as they are composed: a document stands for the nodes it holds with every
+alias expanded, and one whose aliases expand past :data:`MAX_EXPANDED` nodes (and past
+:data:`MAX_RATIO` times the nodes written) is refused before anything walks it. Ten anchors
+nesting ten aliases each are a 1 KB file that stands for ten billion nodes ("billion laughs"):
+PyYAML shares the nodes, but every reader after it (hashes, checks, templates) walks them all.
 """
 
 from __future__ import annotations
@@ -16,6 +22,11 @@ import re
 from typing import Any
 
 import yaml
+
+# The nodes a YAML document may stand for once its aliases are expanded, beyond those written
+# (a case file that reuses a shared block through aliases stays far below both bounds).
+MAX_EXPANDED = 100_000
+MAX_RATIO = 10
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -32,6 +43,32 @@ class CoreLoader(yaml.SafeLoader):
 
     # PyYAML's resolvers are YAML 1.1's: start from none, add the core schema's below.
     yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML copies it on the first add
+
+    def compose_document(self) -> yaml.Node | None:
+        # Per document: the nodes written, those aliases add, and each anchor's expanded size.
+        self._written = self._expanded = 0
+        self._sizes: dict[str, int] = {}
+        return super().compose_document()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        before = self._written + self._expanded
+        node = super().compose_node(parent, index)
+        if isinstance(event, yaml.AliasEvent):
+            self._expanded += self._sizes.get(str(event.anchor), 1)
+        else:
+            self._written += 1
+            if event.anchor is not None:
+                self._sizes[event.anchor] = self._written + self._expanded - before
+        if self._expanded > max(MAX_EXPANDED, MAX_RATIO * self._written):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"its aliases expand past {MAX_EXPANDED:,} nodes ({self._written:,} written, "
+                "a YAML alias bomb); write the values out instead of nesting aliases",
+                event.start_mark,
+            )
+        return node
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         value = str(self.construct_scalar(node))

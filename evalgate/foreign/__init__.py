@@ -17,7 +17,7 @@ from evalgate import files
 from evalgate.errors import RunFileError
 from evalgate.foreign import inspect, junit, promptfoo
 from evalgate.foreign.build import ForeignRun
-from evalgate.runs.schema import Run
+from evalgate.runs.schema import MAX_RUN_BYTES, Run
 
 Format = Literal["promptfoo", "inspect", "junit"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -56,11 +56,14 @@ def is_foreign(path: Path) -> bool:
     """Whether ``path`` is a file of another harness's results (not an evalgate run file)."""
     if not path.is_file():
         return False
-    return detect(path, files.read_bytes(path, "results file", RunFileError)) is not None
+    return (
+        detect(path, files.read_bytes(path, "results file", RunFileError, limit=MAX_RUN_BYTES))
+        is not None
+    )
 
 
 def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
-    data = files.read_bytes(path, "results file", RunFileError)
+    data = files.read_bytes(path, "results file", RunFileError, limit=MAX_RUN_BYTES)
     found = format or detect(path, data)
     if found is None:
         raise RunFileError(

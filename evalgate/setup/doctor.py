@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from evalgate import files
 from evalgate.cases.read import Case
 from evalgate.cases.split import LEAK_KINDS, check_split
 from evalgate.config.load import LoadedConfig, load_config
@@ -468,7 +469,11 @@ def read_workflows(repo: Path) -> tuple[list[Workflow], list[Finding]]:
     problems: list[Finding] = []
     for path in paths:
         rel = shown_path(path, repo)
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = files.read_bytes(path, "workflow").decode("utf-8", errors="replace")
+        except UserError as exc:
+            problems.append(_fail(f"workflow {rel}", exc.one_line()))
+            continue
         try:
             data = yaml.load(text, Loader=YAML_LOADER)
         except yaml.YAMLError as exc:

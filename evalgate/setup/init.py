@@ -38,6 +38,7 @@ from evalgate.config.load import load_config, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
 from evalgate.errors import UserError
+from evalgate.files import read_text as read_user_text
 from evalgate.report.render import render
 
 if TYPE_CHECKING:
@@ -187,8 +188,8 @@ def read_sample(paths: list[Path], limit: int = 200) -> tuple[list[dict[str, Any
     total = 0
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_user_text(path, "case file")
+        except UserError:
             continue
         if path.suffix.lower() in (".yml", ".yaml"):
             try:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from evalgate import files
 from evalgate.cases.importers.core import Conversion, Source, choose, finish, plan_from_config
 from evalgate.cases.importers.inspect import read_inspect
 from evalgate.cases.importers.langfuse import read_langfuse
@@ -151,7 +152,8 @@ def load_foreign(
                 if root and file.is_relative_to(root)
                 else str(file)
             )
-            hashes[name] = hashlib.sha256(file.read_bytes()).hexdigest()
+            data = files.read_bytes(file, "case file", CaseFileError)
+            hashes[name] = hashlib.sha256(data).hexdigest()
         line = summary_line(conversion)
         if line is not None and on_note is not None:
             on_note(line)

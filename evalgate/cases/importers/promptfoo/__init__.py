@@ -61,9 +61,9 @@ class _Reader:
 
     def text(self, file: Path, what: str) -> str:
         """A referenced file's text: inside the repository, read by the one reader."""
-        files.contain(file, self.root, what, str(self.path), CaseFileError)
+        text = files.read_text(file, what, CaseFileError, root=self.root, where=str(self.path))
         self.files.append(file)
-        return files.read_text(file, what, CaseFileError)
+        return text
 
     def document(self, path: Path) -> tuple[Any, yaml.Node | FakeSequence | None]:
         files.contain(path, self.root, "test file", str(self.path), CaseFileError)

@@ -4,12 +4,11 @@ YAML, JSON and JSONL tests files are lists of tests, read by the reader."""
 
 from __future__ import annotations
 
-import glob
 import re
 from pathlib import Path
 from typing import Any
 
-from evalgate import files
+from evalgate import files, globs
 from evalgate.cases.importers import read
 from evalgate.cases.importers.core import Notes
 from evalgate.cases.importers.promptfoo.assertions import parse_assertion
@@ -59,8 +58,9 @@ def resolve(ref: str, base: Path, root: Path, where: str) -> list[Path] | None:
     target = ref[len("file://") :] if ref.startswith("file://") else ref
     if "://" in target or not _TESTS_FILE.search(target):
         return None
-    pattern = referenced(ref, base, root, where, "tests file")
-    found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
+    referenced(ref, base, root, where, "tests file")
+    # The config's glob walker: its ** enters no linked folder (glob.glob's would loop).
+    found = globs.expand(base.parent, target, globs.MAX_MATCHES)
     if not found:
         raise CaseFileError(
             f"tests file {ref!r} matches no file",
