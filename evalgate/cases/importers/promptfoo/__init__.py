@@ -41,6 +41,10 @@ __all__ = ["FIXES", "MAPPED", "parse_assertion", "read_promptfoo"]
 _TEST_KEYS = {"vars", "assert", "description", "metadata", "options"}
 
 
+# var files promptfoo runs for their value (the rest it reads as data or text).
+SCRIPT_SUFFIXES = (".py", ".js", ".cjs", ".mjs", ".ts")
+
+
 class _Reader:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -232,6 +236,16 @@ class _Reader:
             values.update(given)
             metadata.update(given_metadata)
         inputs = {str(k): self.var(str(k), v, base, where) for k, v in values.items()}
+        # A var still a file:// reference is one evalgate did not read: promptfoo runs a
+        # script's (.py, .js) or loads a data file's value. Sending the path and scoring the
+        # reply would be a guess: the case is kept out of scoring, and says why.
+        unread = [
+            f"var {name!r} is computed by {value}, which evalgate does not run"
+            if value.lower().endswith(SCRIPT_SUFFIXES)
+            else f"var {name!r} is read from {value}, which evalgate does not read"
+            for name, value in inputs.items()
+            if isinstance(value, str) and value.startswith("file://")
+        ]
         options = test.get("options") or {}
         # promptfoo: a test's own assertions follow defaultTest's, unless it disables those.
         own_only = isinstance(options, dict) and options.get("disableDefaultAsserts") is True
@@ -276,6 +290,7 @@ class _Reader:
                 extra=extra,
                 # The test's own vars, not defaultTest's: editing a shared var keeps the ids.
                 identity={str(k): inputs[str(k)] for k in test.get("vars") or {}} or None,
+                withheld=unread[0] if unread else None,
             )
         )
         self.assert_vars.append(read_vars)
