@@ -41,6 +41,7 @@ from evalgate import files, globs
 from evalgate.action.fork import MANIFEST, ForkData
 from evalgate.errors import UserError
 from tests.support.github_server import GitHubServer
+from tests.support.measured import run_measured
 from tests.support.messages_server import MessagesServer
 
 FORK = "forker/widgets"
@@ -538,43 +539,21 @@ def _bomb_repo(tmp_path: Path, bomb: Bomb) -> Path:
     return config_path
 
 
-# `evalgate ARGS...` that writes its peak memory (KiB) to $PEAK_FILE as it exits: VmHWM, the
-# high-water mark of this program's own memory (ru_maxrss would count the forking parent's).
-PEAK = (
-    "import atexit, os, runpy, sys\n"
-    "def peak():\n"
-    "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
-    "    open(os.environ['PEAK_FILE'], 'w').write(hwm[0].split()[1])\n"
-    "atexit.register(peak)\n"
-    "sys.argv[0] = 'evalgate'\n"
-    "runpy.run_module('evalgate', run_name='__main__')\n"
-)
-
-
 @pytest.mark.parametrize("bomb", BOMBS, ids=[b.id for b in BOMBS])
 def test_bombs_and_huge_files_are_refused_in_seconds(tmp_path: Path, bomb: Bomb) -> None:
     config = _bomb_repo(tmp_path, bomb)
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS")}
-    peak = tmp_path / "peak"
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", PEAK, *bomb.argv, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env | {"NO_COLOR": "1", "PEAK_FILE": str(peak)},
-        check=False,
-    )
-    took = time.monotonic() - started
+    done = run_measured([*bomb.argv, "--config", str(config)], env | {"NO_COLOR": "1"}, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
     assert bomb.path in line, line
     for word in bomb.says:
         assert word in line, line
-    assert took < 10, took
-    # Nothing was read into memory (the command's own peak, in KiB on Linux).
-    assert int(peak.read_text(encoding="utf-8")) < 300 * 1024
+    # Refused soon, and nothing was read into memory: the command's own CPU time and memory
+    # high-water mark (tests/support/measured.py).
+    assert done.cpu_s < 10, done.cpu_s
+    assert done.peak_mb < 300, done.peak_mb
 
 
 # --------------------------------------------------------------------------- named files

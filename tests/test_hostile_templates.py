@@ -12,10 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,6 +43,7 @@ from evalgate.cases.templating import compile_template, render_turn
 from evalgate.errors import UserError
 from evalgate.report.escape import inert
 from tests.support.github_server import GitHubServer
+from tests.support.measured import run_measured
 from tests.support.messages_server import MessagesServer
 
 PEAK_MB = 300
@@ -137,27 +134,6 @@ def test_every_attack_has_its_own_id() -> None:
     assert len({a.id for a in BUDGET}) == len(BUDGET)
 
 
-def _child(argv: list[str], env: Mapping[str, str]) -> tuple[int, str, float, int]:
-    """``python -m evalgate ARGV`` in a child: (exit code, stderr, seconds, peak RSS in MB),
-    the peak read from the kernel's accounting of that child alone (``wait4``)."""
-    started = time.monotonic()
-    with open(os.devnull, "wb") as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "evalgate", *argv], stdout=out, stderr=err, env=dict(env)
-        )
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - started > 3 * SECONDS:
-                process.send_signal(signal.SIGKILL)
-            time.sleep(0.02)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    return process.returncode, text, time.monotonic() - started, usage.ru_maxrss // 1024
-
-
 def _example(attack: Attack, root: Path) -> Path:
     """The bike-shop example (its offline fake model) with the attack written in."""
     repo = copy_example(root / "repo")
@@ -176,15 +152,17 @@ def test_run_refuses_the_template_in_one_line_soon_and_small(
 ) -> None:
     config = _example(attack, tmp_path)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "NO_COLOR": "1"}
-    code, err, seconds, peak = _child(["run", "v3", "--no-save", "--config", str(config)], env)
-    assert code == 2, err
+    done = run_measured(["run", "v3", "--no-save", "--config", str(config)], env, tmp_path)
+    err = done.stderr
+    assert done.returncode == 2, err
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     for word in (attack.where, *attack.says):
         assert word in lines[0], (word, lines[0])
-    assert seconds < SECONDS, seconds
-    assert peak < PEAK_MB, peak
+    # The child's own CPU time and memory high-water mark (tests/support/measured.py).
+    assert done.cpu_s < SECONDS, done.cpu_s
+    assert done.peak_mb < PEAK_MB, done.peak_mb
 
 
 @pytest.mark.parametrize("attack", BUDGET, ids=[a.id for a in BUDGET])
