@@ -35,10 +35,11 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CliResult, copy_example
-from test_action import REPO, api, api_env, comments, gh, messages, open_pull, run_action
+from test_action import REPO, comments, gh, messages, open_pull
+from test_fork import gate_in
 
 from evalgate import files, globs
-from evalgate.action.fork import MANIFEST, ForkData
+from evalgate.action.fork import ForkData
 from evalgate.errors import UserError
 from tests.support.github_server import GitHubServer
 from tests.support.measured import run_measured
@@ -143,29 +144,12 @@ def _fork_job(
     open_pull(gh, {"prompts/v3.txt": "x"}, number=8, fork=True)
     head = gh.branch_sha(FORK, "feature") or ""
     data = ForkData(pull_request=8, head_sha=head, files=files)
-    run = gh.add_workflow_run(
-        REPO, event="pull_request", head_branch="feature", head_repo=FORK, name="evalgate fork data"
-    )
-    gh.add_artifact(REPO, "evalgate-fork", files={MANIFEST: data.model_dump_json()}, run=run)
-    event = {
-        "action": "completed",
-        "workflow_run": {
-            "id": run.id,
-            "event": "pull_request",
-            "head_sha": head,
-            "head_branch": "feature",
-            "conclusion": "success",
-            "pull_requests": [],
-        },
-        "repository": {"full_name": REPO, "default_branch": "main"},
-    }
-    return run_action(
+    return gate_in(
         workspace,
-        "workflow_run",
-        event,
-        ref="refs/heads/main",
-        inputs=api(gh) | {"working_directory": folder, "anthropic_api_key": KEY},
-        env=api_env(gh) | {"ANTHROPIC_BASE_URL": messages.url},
+        gh,
+        data,
+        inputs={"working_directory": folder, "anthropic_api_key": KEY},
+        env={"ANTHROPIC_BASE_URL": messages.url},
     )
 
 

@@ -30,7 +30,6 @@ import yaml
 from conftest import CliResult
 from test_action import (
     FOLDER,
-    FORK,
     NO_LABELS,
     PROMPT,
     REPO,
@@ -52,9 +51,9 @@ from test_action import (
     upload,
     use_anthropic,
 )
-from test_fork import collect
+from test_fork import collect, gate_in
 
-from evalgate.action.fork import MANIFEST, ForkData
+from evalgate.action.fork import ForkData
 from evalgate.app import RunOptions, World, plan_run
 from evalgate.backends.base import Reply, Request
 from evalgate.config.load import load_config
@@ -155,32 +154,9 @@ def fork_job(
 ) -> Job:
     """The base repository's workflow_run job on the fork's data (as tests/action/test_fork.py
     drives it), over a checkout of the default branch that ``prepare`` makes."""
-    run = gh.add_workflow_run(
-        REPO, event="pull_request", head_branch="feature", head_repo=FORK, name="evalgate fork data"
-    )
-    gh.add_artifact(REPO, "evalgate-fork", files={MANIFEST: data.model_dump_json()}, run=run)
     workspace = make_workspace(root / "base")
     prepare(workspace)
-    event = {
-        "action": "completed",
-        "workflow_run": {
-            "id": run.id,
-            "event": "pull_request",
-            "head_sha": gh.branch_sha(FORK, "feature"),
-            "head_branch": "feature",
-            "conclusion": "success",
-            "pull_requests": [],
-        },
-        "repository": {"full_name": REPO, "default_branch": "main"},
-    }
-    return run_action(
-        workspace,
-        "workflow_run",
-        event,
-        ref="refs/heads/main",
-        inputs=api(gh) | KEY,
-        env=api_env(gh) | env,
-    )
+    return gate_in(workspace, gh, data, inputs=KEY, env=env)
 
 
 def anthropic_on_main(gh: GitHubServer) -> None:

@@ -80,15 +80,27 @@ def gate(
 ) -> Job:
     """The base repository's workflow_run job: the artefact uploaded by the fork's run, a
     checkout of the default branch, the write token."""
+    workspace = make_workspace(tmp_path / "base")
+    if anthropic:
+        use_anthropic(workspace)
+    return gate_in(workspace, gh, data, env=env, inputs=inputs)
+
+
+def gate_in(
+    workspace: Path,
+    gh: GitHubServer,
+    data: ForkData | dict[str, Any],
+    *,
+    env: dict[str, str] | None = None,
+    inputs: dict[str, str] | None = None,
+) -> Job:
+    """:func:`gate` over a checkout of the default branch that the caller made."""
     head = gh.branch_sha(FORK, "feature")
     run = gh.add_workflow_run(
         REPO, event="pull_request", head_branch="feature", head_repo=FORK, name="evalgate fork data"
     )
     body = data.model_dump_json() if isinstance(data, ForkData) else json.dumps(data)
     gh.add_artifact(REPO, "evalgate-fork", files={MANIFEST: body}, run=run)
-    workspace = make_workspace(tmp_path / "base")
-    if anthropic:
-        use_anthropic(workspace)
     event = {
         "action": "completed",
         "workflow_run": {
