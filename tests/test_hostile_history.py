@@ -179,6 +179,21 @@ def test_retired_lines_appended_again_fail_the_next_release(
     assert {line_digest(x) for x in gone} <= set(report["current"]["sealed_lines"])
 
 
+def three_new_cases() -> list[str]:
+    """Three holdout cases for `evalgate holdout add`, as JSONL lines."""
+    return [
+        json.dumps(
+            {
+                "id": f"new-{i}",
+                "group": f"gn{i}",
+                "category": "parts",
+                "message": f"Do you stock tyre levers of size {i}?",
+            }
+        )
+        for i in range(3)
+    ]
+
+
 def test_a_failing_rerun_of_a_tag_never_replaces_its_good_record(
     cli: Callable[..., CliResult], bike_shop: Path
 ) -> None:
@@ -187,20 +202,7 @@ def test_a_failing_rerun_of_a_tag_never_replaces_its_good_record(
     first = store_lines(bike_shop)
     # Three new holdout cases, sealed and recorded: r2 passes on the bigger store.
     new = bike_shop / "more.jsonl"
-    write_lines(
-        new,
-        [
-            json.dumps(
-                {
-                    "id": f"new-{i}",
-                    "group": f"gn{i}",
-                    "category": "parts",
-                    "message": f"Do you stock tyre levers of size {i}?",
-                }
-            )
-            for i in range(3)
-        ],
-    )
+    write_lines(new, three_new_cases())
     assert cli("holdout", "add", str(new), "--config", str(bike_shop / "evalgate.yml"))[0] == 0
     code, second, err = release(cli, bike_shop, "r2", secret)
     assert code == 0, (second, err)
@@ -408,20 +410,7 @@ def test_in_the_action_a_failing_rerun_keeps_the_tags_good_record(
     assert repo.release("v1").code == 0
     first = store_lines(folder)
     new = folder / "more.jsonl"
-    write_lines(
-        new,
-        [
-            json.dumps(
-                {
-                    "id": f"new-{i}",
-                    "group": f"gn{i}",
-                    "category": "parts",
-                    "message": f"Do you stock tyre levers of size {i}?",
-                }
-            )
-            for i in range(3)
-        ],
-    )
+    write_lines(new, three_new_cases())
     assert cli("holdout", "add", str(new), "--config", str(folder / "evalgate.yml"))[0] == 0
     new.unlink()
     job = repo.release("v2")
