@@ -225,6 +225,7 @@ def plan_run(
         splits=options.splits,
         shard=options.shard,
         holdout_key=HoldoutKey(secret),
+        template_at=f"{loaded.path.name}: suites.{name}.template",
     )
 
 

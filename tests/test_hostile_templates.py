@@ -67,7 +67,8 @@ class Attack:
 
     @property
     def where(self) -> str:
-        return "prompts/v3.txt" if self.into == "prompt" else "template (case "
+        # The user-turn template is written in evalgate.yml: its errors say where.
+        return "prompts/v3.txt" if self.into == "prompt" else "suites.bike-shop.template (case "
 
 
 DOUBLING = (

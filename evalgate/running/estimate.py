@@ -106,7 +106,13 @@ def estimate_run(
     suite = spec.suite
     cases = cases_to_run(spec)
     jobs: list[Job] = build_jobs(
-        suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools_sha(suite, base_dir)
+        suite,
+        spec.prompt,
+        cases,
+        spec.repeats,
+        spec.holdout_key,
+        tools_sha(suite, base_dir),
+        spec.template_at,
     )
     # Repeats share their case's request: count each case once.
     first = {job.case_index: job.request for job in jobs}

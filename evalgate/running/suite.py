@@ -219,10 +219,12 @@ def build_jobs(
     repeats: int,
     key: HoldoutKey | None = None,
     tools_sha256: str | None = None,
+    template_at: str = "template",
 ) -> list[Job]:
     """``tools_sha256`` (see :func:`tools_sha`) joins each agent request, so a cached reply is
-    never reused after the tool command's files change."""
-    template = compile_template(suite.template, "template")
+    never reused after the tool command's files change. ``template_at``: where the user-turn
+    template is written (``evalgate.yml: suites.NAME.template``), for its errors."""
+    template = compile_template(suite.template, template_at)
     key = key or HoldoutKey()
     jobs: list[Job] = []
     for index, case in enumerate(cases):
@@ -231,7 +233,9 @@ def build_jobs(
         name = key.case(case.id, case.hash) if holdout else case.id
         # A holdout case is not named in a template error, nor are its values quoted.
         where = (
-            "template (a holdout case)" if holdout else f"template (case {name!r}, {case.source})"
+            f"{template_at} (a holdout case)"
+            if holdout
+            else f"{template_at} (case {name!r}, {case.source})"
         )
         turn = render_turn(template, case.input, where, holdout=holdout)
         request = Request(
@@ -274,6 +278,8 @@ class RunSpec:
     holdout_key: HoldoutKey = field(default_factory=HoldoutKey)
     # Send only these (case id, repeat) jobs: a resumed run's unsent calls, or extra repeats.
     only: frozenset[tuple[str, int]] | None = None
+    # Where the user-turn template is written, for its errors.
+    template_at: str = "template"
 
 
 def cases_to_run(spec: RunSpec) -> list[Case]:
@@ -311,7 +317,9 @@ def run_suite(
     cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
     tools = tools_sha(suite, base_dir)
-    jobs = build_jobs(suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools)
+    jobs = build_jobs(
+        suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools, spec.template_at
+    )
     if spec.only is not None:
         jobs = [j for j in jobs if (cases[j.case_index].id, j.repeat) in spec.only]
     started = time.perf_counter()

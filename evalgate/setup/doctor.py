@@ -225,7 +225,13 @@ def _check_template(
     except UserError:
         return [], []  # reported by the prompts check
     try:
-        jobs = build_jobs(suite, prompt, cases, 1)
+        jobs = build_jobs(
+            suite,
+            prompt,
+            cases,
+            1,
+            template_at=f"{loaded.path.name}: suites.{label.removeprefix('suite ')}.template",
+        )
     except UserError as exc:
         return [_from_error(check, exc)], []
     return [_ok(check, f"renders for all {len(cases)} dev and regression cases")], jobs
