@@ -19,6 +19,7 @@ from evalgate.action.job import ActionJob, pr_number
 from evalgate.action.judge import judge_in_pr
 from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.action.modes import suites_to_run
+from evalgate.action.spend import keep_spend
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
@@ -58,6 +59,7 @@ from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
+from evalgate.runs.spend import spend_of
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,10 @@ def run_pr(
                 "rule_failures": [*judge.failures, *verdict.rule_failures],
             }
         )
+    spent = [spend_of(candidate, "pr", pull_request=number)]
+    if found.run is not None and found.provenance and found.provenance.source == "same job":
+        spent.append(spend_of(found.run, "pr", pull_request=number))
+    keep_spend(runner, name, spent)
     markdown = judge.markdown if judge else None
     return PendingSuite(
         name, suite, candidate, verdict, found, number, version, fork, markdown, estimate

@@ -1,0 +1,35 @@
+"""Each job's spend kept on the data branch: one record per suite appended to its spend file."""
+
+from __future__ import annotations
+
+from evalgate.action.job import ActionJob
+from evalgate.defaults import DATA_BRANCH
+from evalgate.errors import UserError
+from evalgate.publish import github as gh
+from evalgate.runs.spend import SpendRecord, appended, dump, read_spend, spend_file
+
+
+def keep_spend(runner: ActionJob, name: str, records: list[SpendRecord]) -> None:
+    """Append what this job spent on the suite to the data branch (applied to the file as it
+    is then, so a concurrent job's records are kept); a job that cannot write says so."""
+    if not records:
+        return
+    if runner.repo is None or runner.read_only:
+        runner.log(f"{name}: this job's token cannot write the data branch; its spend is not kept")
+        return
+    path = spend_file(name)
+
+    def add(current: str | None) -> str:
+        return dump(appended(read_spend(current, f"{DATA_BRANCH}:{path}"), records))
+
+    try:
+        gh.write_data_file(runner.repo, DATA_BRANCH, path, add, f"evalgate: spend of {name}")
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning",
+            f"{name}: what this job spent is not kept ({exc.what}); give the job "
+            f"contents: write for the {DATA_BRANCH} branch",
+        )
+    except UserError as exc:
+        # A spend file that cannot be read loses the cost history, not the job's verdict.
+        runner.annotate("warning", f"{name}: what this job spent is not kept: {exc.one_line()}")
