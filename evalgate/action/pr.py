@@ -265,7 +265,7 @@ def run_pr(
     spent = [spend_of(candidate, "pr", pull_request=number)]
     if found.run is not None and found.provenance and found.provenance.source == "same job":
         spent.append(spend_of(found.run, "pr", pull_request=number))
-    keep_spend(runner, name, spent)
+    keep_spend(runner, name, spent, expect_write=False)
     markdown = judge.markdown if judge else None
     return PendingSuite(
         name, suite, candidate, verdict, found, number, version, fork, markdown, estimate

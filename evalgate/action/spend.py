@@ -9,9 +9,14 @@ from evalgate.publish import github as gh
 from evalgate.runs.spend import SpendRecord, appended, dump, read_spend, spend_file
 
 
-def keep_spend(runner: ActionJob, name: str, records: list[SpendRecord]) -> None:
+def keep_spend(
+    runner: ActionJob, name: str, records: list[SpendRecord], *, expect_write: bool = True
+) -> None:
     """Append what this job spent on the suite to the data branch (applied to the file as it
-    is then, so a concurrent job's records are kept); a job that cannot write says so."""
+    is then, so a concurrent job's records are kept); a job that cannot write says so: in a
+    warning when it should be able to (``expect_write``), else in the log. A pull-request job
+    has ``contents: read`` in the workflow evalgate writes (it reads the pull request's files),
+    so a refusal there is the setup working as meant."""
     if not records:
         return
     if runner.repo is None or runner.read_only:
@@ -25,6 +30,12 @@ def keep_spend(runner: ActionJob, name: str, records: list[SpendRecord]) -> None
     try:
         gh.write_data_file(runner.repo, DATA_BRANCH, path, add, f"evalgate: spend of {name}")
     except gh.GitHubError as exc:
+        if not expect_write and exc.status in (401, 403, 404):
+            runner.log(
+                f"{name}: what this job spent is not kept ({exc.what}); a job with contents: "
+                f"write for the {DATA_BRANCH} branch keeps it"
+            )
+            return
         runner.annotate(
             "warning",
             f"{name}: what this job spent is not kept ({exc.what}); give the job "

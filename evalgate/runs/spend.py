@@ -81,7 +81,8 @@ def _usage(outcomes: Sequence[Outcome]) -> Usage:
 
 
 def _part(model: str, calls: int, usage: Usage, usd: float | None) -> SpendPart:
-    return SpendPart(model=model, calls=calls, usd=usd, **usage.model_dump())
+    # Nothing sent costs nothing, whatever the price.
+    return SpendPart(model=model, calls=calls, usd=usd if calls else 0.0, **usage.model_dump())
 
 
 def spend_of(run: Run, job: Job, *, pull_request: int | None = None) -> SpendRecord:

@@ -150,7 +150,14 @@ def test_history_cost_prints_the_month_and_json(
     assert code == 0, err
     assert "Spend · 2026-11 (UTC), per suite" in out
     [total] = [line for line in out.splitlines() if line.startswith("total")]
-    assert total.split() == ["total", "5", "95", "9,595", "$0.8500"]
+    assert total.split() == ["total", "5", "95", "9,595", "$0.8500", "+", "unknown"]
+    # A row whose every call has no price shows its dollars as unknown, never $0.
+    rows = [line.split() for line in out.splitlines() if line.startswith("triage ")]
+    assert [r[1:3] + r[5:] for r in rows] == [
+        ["pr", "1", "$0.0500"],
+        ["release", "1", "unknown"],
+        ["all", "2", "$0.0500", "+", "unknown"],
+    ]
     assert "Not in the USD above: 10 calls (1,010 tokens)" in out
     code, out, err = cli("history", "--cost", "--month", "2026-11", "--file", str(path), "--json")
     assert code == 0, err
@@ -269,3 +276,32 @@ def test_a_job_that_cannot_write_the_data_branch_says_its_spend_is_not_kept(
     assert job.code == 0, job.out + job.err
     assert any("what this job spent is not kept" in a for a in job.annotations("warning"))
     assert gh.file(REPO, f"evalgate/{SUITE}/spend.jsonl", ref="evalgate-data") is None
+
+
+def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The workflow `evalgate init` writes gives the pull-request job contents: read only.
+    base = run_action(
+        make_workspace(tmp_path / "base"),
+        "push",
+        push_event(),
+        ref="refs/heads/main",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert base.code == 0, base.out + base.err
+    upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
+    open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+    pr = run_action(
+        make_workspace(tmp_path / "pr", HARMLESS),
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh, gh.contents_read_token),
+        env=api_env(gh),
+    )
+    assert pr.code == 0, pr.out + pr.err
+    assert "what this job spent is not kept" in pr.out
+    assert not any("spent" in a for a in pr.annotations("warning"))
+    assert [r.job for r in _spend(gh)] == ["baseline"]
