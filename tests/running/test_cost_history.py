@@ -239,6 +239,10 @@ def test_baseline_pr_and_release_jobs_keep_their_spend_and_history_sums_it(
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "pr", "release"]
     assert records[1].pull_request == 7 and all(r.parts[0].calls > 0 for r in records)
+    # The release's summary ends with the month's spend on the suite, this release included.
+    spend = shipped.summary[shipped.summary.index("**Spend** ·") :]
+    assert "| bike-shop | baseline | 1 |" in spend and "| bike-shop | release | 1 |" in spend
+    assert f"| **total** | | 3 | {sum(r.parts[0].calls for r in records):,} |" in spend
 
     month = records[0].created_at.astimezone(UTC).strftime("%Y-%m")
     config = str(workspace / FOLDER / "evalgate.yml")
