@@ -24,8 +24,9 @@ from evalgate.runs.schema import Outcome, Run
 
 Job = Literal["baseline", "pr", "release"]
 
-# Records kept per suite: years of weekly baselines and a busy repository's pull requests.
-KEEP = 5000
+# Records kept per suite: months of a busy repository's pull-request jobs (a record is about
+# 360 bytes, so the file stays under the 1 MB the contents API returns inline).
+KEEP = 2500
 
 
 class SpendPart(BaseModel):

@@ -32,7 +32,16 @@ from test_budget import MODEL, env, sent, suite_with
 
 from evalgate.config.load import load_config
 from evalgate.runs.schema import Run, iter_runs
-from evalgate.runs.spend import SpendPart, SpendRecord, dump, month_spend, read_spend, spend_of
+from evalgate.runs.spend import (
+    KEEP,
+    SpendPart,
+    SpendRecord,
+    appended,
+    dump,
+    month_spend,
+    read_spend,
+    spend_of,
+)
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -139,6 +148,13 @@ def test_a_months_spend_is_summed_per_suite_and_kind_of_job() -> None:
     assert (month.total.calls, month.total.unknown_calls) == (95, 10)
     assert month.total.usd == pytest.approx(0.85)
     assert month_spend(RECORDS, "2026-09").suites == []
+
+
+def test_the_spend_file_keeps_the_newest_records() -> None:
+    old, new = RECORDS[0], RECORDS[1]
+    kept = appended([old] * KEEP, [new])
+    assert len(kept) == KEEP and kept[-1] == new and kept[0] == old
+    assert read_spend(dump(kept[-2:]), "spend.jsonl") == [old, new]
 
 
 def test_history_cost_prints_the_month_and_json(
