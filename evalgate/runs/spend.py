@@ -35,6 +35,9 @@ class SpendPart(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
+    # Whose calls: the system under test's, its judge scorer's, or a pull request's check of the
+    # judge against its human labels.
+    role: Literal["system", "judge", "judge-check"] = "system"
     calls: int = Field(ge=0)
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
@@ -81,9 +84,14 @@ def _usage(outcomes: Sequence[Outcome]) -> Usage:
     )
 
 
-def _part(model: str, calls: int, usage: Usage, usd: float | None) -> SpendPart:
+def _part(
+    model: str, calls: int, usage: Usage, usd: float | None, role: str = "system"
+) -> SpendPart:
     # Nothing sent costs nothing, whatever the price.
-    return SpendPart(model=model, calls=calls, usd=usd if calls else 0.0, **usage.model_dump())
+    return SpendPart.model_validate(
+        {"model": model, "role": role, "calls": calls, "usd": usd if calls else 0.0}
+        | usage.model_dump()
+    )
 
 
 def spend_of(run: Run, job: Job, *, pull_request: int | None = None) -> SpendRecord:
@@ -103,7 +111,7 @@ def spend_of(run: Run, job: Job, *, pull_request: int | None = None) -> SpendRec
             output_tokens=sum(o.judge_output_tokens for o in sent),
         )
         judge_usd = 0.0 if judge.get("backend") == "fake" else cost(judge_usage, name)
-        parts.append(_part(name, judged, judge_usage, judge_usd))
+        parts.append(_part(name, judged, judge_usage, judge_usd, "judge"))
     return SpendRecord(
         job=job,
         suite=run.suite,
@@ -113,6 +121,13 @@ def spend_of(run: Run, job: Job, *, pull_request: int | None = None) -> SpendRec
         pull_request=pull_request,
         parts=parts,
     )
+
+
+def judge_check_part(judge: str, calls: int, usage: Usage) -> SpendPart:
+    """A pull request's check of its judge (``judge`` is ``backend/name``) against the labels."""
+    backend, _, name = judge.partition("/")
+    usd = 0.0 if backend == "fake" else cost(usage, name)
+    return _part(name, calls, usage, usd, "judge-check")
 
 
 def read_spend(text: str | None, where: str) -> list[SpendRecord]:

@@ -325,3 +325,24 @@ def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
     assert "what this job spent is not kept" in pr.out
     assert not any("spent" in a for a in pr.annotations("warning"))
     assert [r.job for r in _spend(gh)] == ["baseline"]
+
+
+def test_a_pull_requests_judge_check_is_spent_apart_from_its_run(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    from test_judge_pr import REWORDED, RUBRIC, pr_job_again
+
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files))
+    job = pr_job_again(tmp_path, gh, files, gh.write_token)
+    assert job.code == 0, job.out + job.err
+    text = gh.file(REPO, "evalgate/bike-shop-judged/spend.jsonl", ref="evalgate-data")
+    assert text is not None
+    # The candidate's run with the judge's check, and the base branch's prompt run in the job
+    # (there is no baseline artefact): two records of one pull request.
+    record, base = read_spend(text.decode(), "spend.jsonl")
+    assert (record.pull_request, base.pull_request) == (7, 7)
+    assert [p.role for p in record.parts] == ["system", "judge", "judge-check"]
+    assert all(p.calls > 0 and p.usd == 0.0 for p in record.parts)  # the offline fakes
+    # Only the rubric changed: the base's prompt is the head's, and the job's cache answers it.
+    assert [(p.role, p.calls, p.tokens, p.usd) for p in base.parts] == [("system", 0, 0, 0.0)]
