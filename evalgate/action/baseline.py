@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evalgate.action.job import ActionJob
+from evalgate.action.spend import keep_spend
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.summary import summarise
@@ -25,6 +26,7 @@ from evalgate.report.comment import (
 from evalgate.report.render import render_model
 from evalgate.runs.history import appended, pool, read_history, record_of
 from evalgate.runs.schema import Run, read_run
+from evalgate.runs.spend import spend_of
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
@@ -42,6 +44,8 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     path = baseline_path(runner.folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
+    # Spent whether or not the baseline is complete: the cost history keeps every job's calls.
+    keep_spend(runner, name, [spend_of(run, "baseline")])
     noise = measure_noise(run, suite.gate)
     summary = summarise(run, price_as=suite.price_as)
     runner.add_summary(f"## evalgate baseline: {name}\n")

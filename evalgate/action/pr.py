@@ -19,6 +19,8 @@ from evalgate.action.job import ActionJob, pr_number
 from evalgate.action.judge import judge_in_pr
 from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.action.modes import suites_to_run
+from evalgate.action.spend import keep_spend
+from evalgate.analysis.pricing import Usage
 from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
@@ -58,6 +60,7 @@ from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
+from evalgate.runs.spend import judge_check_part, spend_of
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,15 @@ def run_pr(
                 "rule_failures": [*judge.failures, *verdict.rule_failures],
             }
         )
+    spent = [spend_of(candidate, "pr", pull_request=number)]
+    if judge is not None and judge.report.calls:
+        usage = Usage(
+            input_tokens=judge.report.input_tokens, output_tokens=judge.report.output_tokens
+        )
+        spent[0].parts.append(judge_check_part(judge.report.judge, judge.report.calls, usage))
+    if found.run is not None and found.provenance and found.provenance.source == "same job":
+        spent.append(spend_of(found.run, "pr", pull_request=number))
+    keep_spend(runner, name, spent, expect_write=False)
     markdown = judge.markdown if judge else None
     return PendingSuite(
         name, suite, candidate, verdict, found, number, version, fork, markdown, estimate

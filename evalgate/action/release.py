@@ -9,6 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
 from evalgate.action.ledger import pull_ledger, push_ledger
+from evalgate.action.spend import keep_spend
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.app import (
     RunOptions,
@@ -28,8 +29,9 @@ from evalgate.config.models import Suite
 from evalgate.defaults import DATA_BRANCH, data_file
 from evalgate.errors import UserError, from_validation
 from evalgate.publish import github as gh
-from evalgate.report.render import render
+from evalgate.report.render import render, render_model
 from evalgate.runs.schema import save_run
+from evalgate.runs.spend import month_of, month_spend, spend_of
 
 # The data branch's releases.json: a JSON list of release records.
 _HISTORY = TypeAdapter(list[ReleaseRecord])
@@ -74,6 +76,11 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
         # harmless; a record without its read would leave a history with no ledger to match.
         push_ledger(runner, loaded, name, pulled, f"evalgate: holdout read for {tag} of {name}")
         _append_record(runner, history_file, history, record, f"evalgate: release {tag} of {name}")
+        spent = keep_spend(runner, name, [spend_of(run, "release")])
+        if spent:
+            # The month's spend on the suite so far, this release included.
+            month = month_spend(spent, month_of(spent[-1].created_at))
+            runner.add_summary("\n" + render_model("spend", month, "markdown"))
         if suite.sealed_holdout is not None and record.mac is not None and record.seq:
             _write_anchor(runner, loaded, suite, record, key)
         sha = runner.env.get("GITHUB_SHA")

@@ -26,6 +26,7 @@ from evalgate.cli import (
     demo,
     doctor,
     gate,
+    history,
     holdout,
     importing,
     init,
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     importing.add_parser(sub, common)
     saved.add_parser(sub, common)
     compare.add_parser(sub, common)
+    history.add_parser(sub, common)
     return parser
 
 

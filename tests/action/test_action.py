@@ -528,7 +528,13 @@ def test_comment_false_publishes_only_the_summary_and_outputs(
 
     assert job.code == 0, job.out + job.err
     assert job.outputs["verdict"] == "pass" and "comment_url" not in job.outputs
-    assert not gh.find_requests("GET", "*/comments") and not gh.find_requests("POST")
+    assert not gh.find_requests("GET", "*/comments")
+    # Nothing is published; the only write is the job's spend, kept on the data branch (whose
+    # creation is the one POST).
+    assert [r.path for r in gh.find_requests("POST")] == [f"/repos/{REPO}/git/refs"]
+    assert [r.path for r in gh.find_requests("PUT")] == [
+        f"/repos/{REPO}/contents/evalgate/{SUITE}/spend.jsonl"
+    ]
     assert "**bike-shop passed" in job.summary
 
 

@@ -199,3 +199,23 @@ def test_run_estimate_on_the_cli_calls_no_model(
     assert "Calls          12" in out and "Cost           $" in out
     assert messages_calls(srv) == 0
     assert not list((loaded.state_dir / "runs").glob("shop-v3-*"))
+
+
+def test_run_estimate_for_a_model_without_a_price_says_so_and_counts(
+    standin: Callable[..., tuple[LoadedConfig, AnthropicBackend]],
+    srv: MessagesServer,
+    cli: Callable[..., CliResult],
+) -> None:
+    loaded, _ = standin(7, model="claude-opus-9")
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    config = str(loaded.path)
+    code, out, err = cli("run", "v2", "--estimate", "--repeats", "3", "--config", config, env=env)
+    assert code == 0, err
+    assert "Calls          21" in out
+    assert "Cost           unknown: the model is not in the price table" in out
+    code, out, err = cli("run", "v2", "--estimate", "--json", "--config", config, env=env)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["calls"] == 7 and got["usd"] is None
+    assert got["input_tokens"] > 0 and got["output_tokens"] == 7 * 64  # no baseline: max_tokens
+    assert messages_calls(srv) == 0

@@ -1,0 +1,217 @@
+"""What each job spent, kept on the data branch beside the baseline history, and a month's sum.
+
+Every baseline, pull-request and release job appends one :class:`SpendRecord` per suite to the
+suite's ``spend.jsonl``: the calls it sent (every attempt, retries included; a cached reply and a
+call the budget kept back are never sent and cost nothing), their tokens and their dollars at the price table's prices, one
+part per model (the system under test's, and a judge's own calls apart). A model missing from
+the price table has an unknown price: its part's ``usd`` is None, never $0, and a month's sum
+counts its calls and tokens apart from the dollars it knows. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalgate.analysis.pricing import Usage, cost
+from evalgate.defaults import data_file
+from evalgate.jsonl import parse_lines
+from evalgate.runs.resume import UNSENT
+from evalgate.runs.schema import Outcome, Run
+
+Job = Literal["baseline", "pr", "release"]
+
+# Records kept per suite: months of a busy repository's pull-request jobs (a record is about
+# 360 bytes, so the file stays under the 1 MB the contents API returns inline).
+KEEP = 2500
+
+
+class SpendPart(BaseModel):
+    """One model's calls in a job: their count, tokens and price (None: the price is unknown)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    # Whose calls: the system under test's, its judge scorer's, or a pull request's check of the
+    # judge against its human labels.
+    role: Literal["system", "judge", "judge-check"] = "system"
+    calls: int = Field(ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    usd: float | None
+
+    @property
+    def tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_write_tokens
+            + self.cache_read_tokens
+        )
+
+
+class SpendRecord(BaseModel):
+    """One job's spend on one suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = 1
+    job: Job
+    suite: str
+    run: str
+    created_at: datetime
+    commit: str | None = None
+    pull_request: int | None = None
+    parts: list[SpendPart]
+
+
+def spend_file(suite: str) -> str:
+    """The suite's spend file on the data branch, beside its baseline history."""
+    return data_file(suite, "spend.jsonl")
+
+
+def _usage(outcomes: Sequence[Outcome]) -> Usage:
+    return Usage(
+        input_tokens=sum(o.input_tokens for o in outcomes),
+        output_tokens=sum(o.output_tokens for o in outcomes),
+        cache_write_tokens=sum(o.cache_write_tokens for o in outcomes),
+        cache_read_tokens=sum(o.cache_read_tokens for o in outcomes),
+    )
+
+
+def _part(
+    model: str, calls: int, usage: Usage, usd: float | None, role: str = "system"
+) -> SpendPart:
+    # Nothing sent costs nothing, whatever the price.
+    return SpendPart.model_validate(
+        {"model": model, "role": role, "calls": calls, "usd": usd if calls else 0.0}
+        | usage.model_dump()
+    )
+
+
+def spend_of(run: Run, job: Job, *, pull_request: int | None = None) -> SpendRecord:
+    """What ``run`` spent: the calls it sent (not the cached replies), by model."""
+    # A cached reply was not sent; a call the budget or an interrupt kept back was not made.
+    sent = [o for c in run.cases for o in c.outcomes if not o.cached and o.error_kind not in UNSENT]
+    usage = _usage(sent)
+    # An offline (fake) run calls nothing that costs: its dollars are a known zero.
+    usd = 0.0 if run.model.offline else cost(usage, run.model.name, batch=run.batch)
+    parts = [_part(run.model.name, sum(max(1, o.attempts) for o in sent), usage, usd)]
+    judge = run.scorer.get("model")
+    judged = sum(o.judge_calls for o in sent)
+    if run.scorer.get("kind") == "judge" and isinstance(judge, dict) and judged:
+        name = str(judge.get("name"))
+        judge_usage = Usage(
+            input_tokens=sum(o.judge_input_tokens for o in sent),
+            output_tokens=sum(o.judge_output_tokens for o in sent),
+        )
+        judge_usd = 0.0 if judge.get("backend") == "fake" else cost(judge_usage, name)
+        parts.append(_part(name, judged, judge_usage, judge_usd, "judge"))
+    return SpendRecord(
+        job=job,
+        suite=run.suite,
+        run=run.name,
+        created_at=run.created_at,
+        commit=run.git_commit,
+        pull_request=pull_request,
+        parts=parts,
+    )
+
+
+def judge_check_part(judge: str, calls: int, usage: Usage) -> SpendPart:
+    """A pull request's check of its judge (``judge`` is ``backend/name``) against the labels."""
+    backend, _, name = judge.partition("/")
+    usd = 0.0 if backend == "fake" else cost(usage, name)
+    return _part(name, calls, usage, usd, "judge-check")
+
+
+def read_spend(text: str | None, where: str) -> list[SpendRecord]:
+    return [
+        r
+        for _, r in parse_lines(
+            text or "",
+            SpendRecord,
+            where,
+            "not a spend record",
+            "restore the file from the data branch's git history",
+        )
+    ]
+
+
+def appended(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[SpendRecord]:
+    """The spend file with ``new`` added, the oldest records dropped past KEEP."""
+    return [*records, *new][-KEEP:]
+
+
+def dump(records: Sequence[SpendRecord]) -> str:
+    return "".join(r.model_dump_json() + "\n" for r in records)
+
+
+class JobSpend(BaseModel):
+    """A month's spend of one kind of job on one suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: int = 0
+    calls: int = 0
+    tokens: int = 0
+    # Dollars of the calls whose price is known.
+    usd: float = 0.0
+    # Calls and tokens of models missing from the price table: spent, at a price unknown.
+    unknown_calls: int = 0
+    unknown_tokens: int = 0
+
+    def add(self, record: SpendRecord) -> None:
+        self.jobs += 1
+        for part in record.parts:
+            self.calls += part.calls
+            self.tokens += part.tokens
+            if part.usd is None:
+                self.unknown_calls += part.calls
+                self.unknown_tokens += part.tokens
+            else:
+                self.usd += part.usd
+
+
+class SuiteSpend(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    total: JobSpend
+    by_job: dict[str, JobSpend]
+
+
+class MonthSpend(BaseModel):
+    """``evalgate history --cost``: one month's spend per suite (``--json`` prints this)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    month: str
+    suites: list[SuiteSpend]
+    total: JobSpend
+
+
+def month_of(when: datetime) -> str:
+    """The UTC month of a time (a naive time is taken as UTC)."""
+    return (when.astimezone(UTC) if when.tzinfo else when).strftime("%Y-%m")
+
+
+def month_spend(records: Sequence[SpendRecord], month: str) -> MonthSpend:
+    """The records made in ``month`` (YYYY-MM, UTC), summed per suite and per kind of job."""
+    suites: dict[str, SuiteSpend] = {}
+    total = JobSpend()
+    for record in records:
+        if month_of(record.created_at) != month:
+            continue
+        row = suites.setdefault(
+            record.suite, SuiteSpend(suite=record.suite, total=JobSpend(), by_job={})
+        )
+        row.total.add(record)
+        row.by_job.setdefault(record.job, JobSpend()).add(record)
+        total.add(record)
+    return MonthSpend(month=month, suites=[suites[s] for s in sorted(suites)], total=total)

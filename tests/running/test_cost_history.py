@@ -1,0 +1,348 @@
+"""Cost over time: what each job sent, its tokens and its dollars (unknown when the model has no
+price, never $0), kept per suite on the data branch by the baseline, pull-request and release
+jobs, and `evalgate history --cost`, a month's spend per suite. Runs go through the CLI, the
+anthropic SDK and the Messages stand-in; the jobs through the action and the GitHub stand-in."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import CliResult
+from test_action import (
+    FOLDER,
+    HARMLESS,
+    REPO,
+    SUITE,
+    api,
+    api_env,
+    gh,
+    make_workspace,
+    open_pull,
+    pr_event,
+    push_event,
+    release,
+    run_action,
+    upload,
+)
+from test_budget import MODEL, env, sent, suite_with
+
+from evalgate.config.load import load_config
+from evalgate.runs.schema import Run, iter_runs
+from evalgate.runs.spend import (
+    KEEP,
+    SpendPart,
+    SpendRecord,
+    appended,
+    dump,
+    month_spend,
+    read_spend,
+    spend_of,
+)
+from tests.support.github_server import GitHubServer
+from tests.support.messages_server import Knobs, MessagesServer
+
+__all__ = ["gh"]  # a fixture, imported to be used here
+
+
+def runs(root: Path) -> list[Run]:
+    state = load_config(root / "evalgate.yml").state_dir
+    return sorted((r for _, r in iter_runs(state)), key=lambda r: r.created_at)
+
+
+def test_a_runs_spend_is_every_attempt_it_sent_at_the_tables_price(
+    tmp_path: Path, cli: Callable[..., CliResult], srv: MessagesServer
+) -> None:
+    loaded = suite_with(tmp_path / "s", None, cases=10, concurrency=1)
+    srv.knobs = Knobs(cache_min_tokens=4096)  # no prefix cached: every input token at $1/M
+    srv.script(["overloaded"])  # the first call is answered 529 and retried: two attempts
+    code, _, err = cli("run", "v2", "--config", str(loaded.path), env=env(srv))
+    assert code == 0, err
+    [run] = runs(loaded.root)
+    record = spend_of(run, "baseline")
+    [part] = record.parts
+    assert part.calls == sent(srv) == 11  # 10 cases, one of them sent twice
+    assert part.model == "claude-haiku-4-5" and part.cache_read_tokens == 0
+    outcomes = [o for c in run.cases for o in c.outcomes]
+    assert part.input_tokens == sum(o.input_tokens for o in outcomes) > 0
+    assert part.output_tokens == sum(o.output_tokens for o in outcomes) > 0
+    # claude-haiku-4-5: $1 a million input tokens, $5 a million output (data/prices.json).
+    assert part.usd == pytest.approx((part.input_tokens * 1.0 + part.output_tokens * 5.0) / 1e6)
+
+    # The same run again from the cache sends nothing and spends nothing.
+    srv.reset()
+    assert cli("run", "v2", "--cache", "--config", str(loaded.path), env=env(srv))[0] == 0
+    assert cli("run", "v2", "--cache", "--config", str(loaded.path), env=env(srv))[0] == 0
+    again = spend_of(runs(loaded.root)[-1], "pr").parts[0]
+    assert sent(srv) == 10 and (again.calls, again.input_tokens, again.usd) == (0, 0, 0.0)
+
+
+def test_calls_the_budget_kept_back_are_not_spent(
+    tmp_path: Path, cli: Callable[..., CliResult], srv: MessagesServer
+) -> None:
+    loaded = suite_with(tmp_path / "s", {"max_calls": 6}, concurrency=1)
+    code, _, err = cli("run", "v2", "--config", str(loaded.path), env=env(srv))
+    assert code == 3, err
+    [run] = runs(loaded.root)
+    assert spend_of(run, "pr").parts[0].calls == sent(srv) == 6
+
+
+def test_a_model_without_a_price_has_an_unknown_cost_counted_apart(
+    tmp_path: Path, cli: Callable[..., CliResult], srv: MessagesServer
+) -> None:
+    loaded = suite_with(tmp_path / "s", None, cases=4, model=MODEL | {"name": "claude-opus-9"})
+    assert cli("run", "v2", "--config", str(loaded.path), env=env(srv))[0] == 0
+    [part] = spend_of(runs(loaded.root)[0], "pr").parts
+    assert part.usd is None and part.calls == 4 and part.tokens > 0
+    priced = SpendRecord(
+        job="baseline",
+        suite="shop",
+        run="b",
+        created_at=datetime(2026, 11, 3, tzinfo=UTC),
+        parts=[SpendPart(model="claude-haiku-4-5", calls=2, input_tokens=10, usd=0.25)],
+    )
+    unpriced = SpendRecord(
+        job="pr",
+        suite="shop",
+        run="p",
+        created_at=datetime(2026, 11, 4, tzinfo=UTC),
+        parts=[part],
+    )
+    month = month_spend([priced, unpriced], "2026-11")
+    [row] = month.suites
+    assert (row.total.calls, row.total.usd) == (6, 0.25)  # the unknown price adds no dollars
+    assert (row.total.unknown_calls, row.total.unknown_tokens) == (4, part.tokens)
+    assert row.by_job["pr"].unknown_calls == 4 and row.by_job["baseline"].unknown_calls == 0
+
+
+def _record(suite: str, job: str, day: str, calls: int, usd: float | None) -> SpendRecord:
+    part = SpendPart(model="m", calls=calls, input_tokens=100 * calls, output_tokens=calls, usd=usd)
+    return SpendRecord.model_validate(
+        {"job": job, "suite": suite, "run": f"{suite}-{day}", "created_at": day, "parts": [part]}
+    )
+
+
+RECORDS = [
+    _record("shop", "baseline", "2026-10-31T23:59:00Z", 50, 9.0),  # October: left out
+    _record("shop", "baseline", "2026-11-01T00:00:00Z", 40, 0.4),
+    _record("shop", "pr", "2026-11-10T12:00:00Z", 20, 0.2),
+    _record("shop", "pr", "2026-11-11T12:00:00Z", 20, 0.2),
+    _record("triage", "release", "2026-11-30T23:00:00Z", 10, None),
+    # 01:00 on 1 December in UTC+2 is 23:00 on 30 November in UTC: November's.
+    _record("triage", "pr", "2026-12-01T01:00:00+02:00", 5, 0.05),
+]
+
+
+def test_a_months_spend_is_summed_per_suite_and_kind_of_job() -> None:
+    month = month_spend(RECORDS, "2026-11")
+    shop, triage = month.suites
+    # Known answers by hand: shop's November is 40 + 20 + 20 calls, $0.40 + $0.20 + $0.20.
+    assert (shop.suite, shop.total.jobs, shop.total.calls) == ("shop", 3, 80)
+    assert shop.total.usd == pytest.approx(0.8)
+    assert shop.total.tokens == 80 * 101  # 100 input tokens and one output token a call
+    assert shop.by_job["pr"].calls == 40 and shop.by_job["pr"].jobs == 2
+    assert (triage.total.calls, triage.total.usd, triage.total.unknown_calls) == (15, 0.05, 10)
+    assert (month.total.calls, month.total.unknown_calls) == (95, 10)
+    assert month.total.usd == pytest.approx(0.85)
+    assert month_spend(RECORDS, "2026-09").suites == []
+
+
+def test_the_spend_file_keeps_the_newest_records() -> None:
+    old, new = RECORDS[0], RECORDS[1]
+    kept = appended([old] * KEEP, [new])
+    assert len(kept) == KEEP and kept[-1] == new and kept[0] == old
+    assert read_spend(dump(kept[-2:]), "spend.jsonl") == [old, new]
+
+
+def test_history_cost_prints_the_month_and_json(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    path = tmp_path / "spend.jsonl"
+    path.write_text(dump(RECORDS), encoding="utf-8")
+    code, out, err = cli("history", "--cost", "--month", "2026-11", "--file", str(path))
+    assert code == 0, err
+    assert "Spend · 2026-11 (UTC), per suite" in out
+    [total] = [line for line in out.splitlines() if line.startswith("total")]
+    assert total.split() == ["total", "5", "95", "9,595", "$0.8500", "+", "unknown"]
+    # A row whose every call has no price shows its dollars as unknown, never $0.
+    rows = [line.split() for line in out.splitlines() if line.startswith("triage ")]
+    assert [r[1:3] + r[5:] for r in rows] == [
+        ["pr", "1", "$0.0500"],
+        ["release", "1", "unknown"],
+        ["all", "2", "$0.0500", "+", "unknown"],
+    ]
+    assert "Not in the USD above: 10 calls (1,010 tokens)" in out
+    code, out, err = cli("history", "--cost", "--month", "2026-11", "--file", str(path), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["month"] == "2026-11" and [s["suite"] for s in got["suites"]] == ["shop", "triage"]
+    assert got["total"]["calls"] == 95 and got["total"]["unknown_calls"] == 10
+    code, out, err = cli(
+        "history", "--cost", "--month", "2026-11", "--file", str(path), "--suite", "triage"
+    )
+    assert code == 0 and "shop" not in out and "triage" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--cost", "--month", "November", "--file", "x"], "--month 'November' is not a month"),
+        (["--cost", "--month", "2026-13", "--file", "x"], "is not a month"),
+        (["--cost"], "needs where the spend is kept"),
+        (["--cost", "--file", "missing.jsonl"], "no spend file at missing.jsonl"),
+        (["--month", "2026-11"], "history --cost"),
+    ],
+)
+def test_bad_history_arguments_are_one_line(
+    cli: Callable[..., CliResult], argv: list[str], says: str
+) -> None:
+    code, _, err = cli("history", *argv)
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert says in line
+
+
+def test_a_broken_spend_file_names_its_line(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    path = tmp_path / "spend.jsonl"
+    path.write_text(dump(RECORDS[:1]) + '{"job": "nightly"}\n', encoding="utf-8")
+    code, _, err = cli("history", "--cost", "--file", str(path))
+    assert code == 2 and f"{path}:2" in err and len(err.strip().splitlines()) == 1
+
+
+# --- the action --------------------------------------------------------------------------------
+
+
+def _spend(gh: GitHubServer) -> list[SpendRecord]:
+    text = gh.file(REPO, f"evalgate/{SUITE}/spend.jsonl", ref="evalgate-data")
+    assert text is not None, "no spend file on the data branch"
+    return read_spend(text.decode(), "spend.jsonl")
+
+
+def _sent(run_file: str) -> int:
+    run = Run.model_validate_json(Path(run_file).read_text(encoding="utf-8"))
+    return sum(1 for c in run.cases for o in c.outcomes if not o.cached)
+
+
+def test_baseline_pr_and_release_jobs_keep_their_spend_and_history_sums_it(
+    tmp_path: Path, gh: GitHubServer, cli: Callable[..., CliResult]
+) -> None:
+    workspace = make_workspace(tmp_path / "base")
+    base = run_action(
+        workspace, "push", push_event(), ref="refs/heads/main", inputs=api(gh), env=api_env(gh)
+    )
+    assert base.code == 0, base.out + base.err
+    [first] = _spend(gh)
+    assert (first.job, first.suite) == ("baseline", SUITE)
+    assert first.parts[0].calls == _sent(base.outputs["run_file"]) > 0
+    assert first.parts[0].usd == 0.0  # the example's fake model costs nothing, known
+
+    upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
+    open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+    pr = run_action(
+        make_workspace(tmp_path / "pr", HARMLESS),
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert pr.code == 0, pr.out + pr.err
+    shipped = release(gh, tmp_path / "rel", "v1.0.0")
+    assert shipped.code == 0, shipped.out + shipped.err
+    records = _spend(gh)
+    assert [r.job for r in records] == ["baseline", "pr", "release"]
+    assert records[1].pull_request == 7 and all(r.parts[0].calls > 0 for r in records)
+    # The release's summary ends with the month's spend on the suite, this release included.
+    spend = shipped.summary[shipped.summary.index("**Spend** ·") :]
+    assert "| bike-shop | baseline | 1 |" in spend and "| bike-shop | release | 1 |" in spend
+    assert f"| **total** | | 3 | {sum(r.parts[0].calls for r in records):,} |" in spend
+
+    month = records[0].created_at.astimezone(UTC).strftime("%Y-%m")
+    config = str(workspace / FOLDER / "evalgate.yml")
+    code, out, err = cli(
+        "history",
+        "--cost",
+        "--json",
+        "--month",
+        month,
+        "--repo",
+        REPO,
+        "--config",
+        config,
+        env={"GITHUB_TOKEN": gh.write_token, "GITHUB_API_URL": gh.url},
+    )
+    assert code == 0, err
+    [row] = json.loads(out)["suites"]
+    assert row["suite"] == SUITE and set(row["by_job"]) == {"baseline", "pr", "release"}
+    assert row["total"]["calls"] == sum(r.parts[0].calls for r in records)
+    assert row["total"]["usd"] == 0.0 and row["total"]["unknown_calls"] == 0
+
+
+def test_a_job_that_cannot_write_the_data_branch_says_its_spend_is_not_kept(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    workspace = make_workspace(tmp_path)
+    job = run_action(
+        workspace,
+        "push",
+        push_event(),
+        ref="refs/heads/main",
+        inputs=api(gh, gh.read_token),
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    assert any("what this job spent is not kept" in a for a in job.annotations("warning"))
+    assert gh.file(REPO, f"evalgate/{SUITE}/spend.jsonl", ref="evalgate-data") is None
+
+
+def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The workflow `evalgate init` writes gives the pull-request job contents: read only.
+    base = run_action(
+        make_workspace(tmp_path / "base"),
+        "push",
+        push_event(),
+        ref="refs/heads/main",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert base.code == 0, base.out + base.err
+    upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
+    open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+    pr = run_action(
+        make_workspace(tmp_path / "pr", HARMLESS),
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh, gh.contents_read_token),
+        env=api_env(gh),
+    )
+    assert pr.code == 0, pr.out + pr.err
+    assert "what this job spent is not kept" in pr.out
+    assert not any("spent" in a for a in pr.annotations("warning"))
+    assert [r.job for r in _spend(gh)] == ["baseline"]
+
+
+def test_a_pull_requests_judge_check_is_spent_apart_from_its_run(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    from test_judge_pr import REWORDED, RUBRIC, pr_job_again
+
+    files = {RUBRIC: REWORDED}
+    open_pull(gh, dict(files))
+    job = pr_job_again(tmp_path, gh, files, gh.write_token)
+    assert job.code == 0, job.out + job.err
+    text = gh.file(REPO, "evalgate/bike-shop-judged/spend.jsonl", ref="evalgate-data")
+    assert text is not None
+    # The candidate's run with the judge's check, and the base branch's prompt run in the job
+    # (there is no baseline artefact): two records of one pull request.
+    record, base = read_spend(text.decode(), "spend.jsonl")
+    assert (record.pull_request, base.pull_request) == (7, 7)
+    assert [p.role for p in record.parts] == ["system", "judge", "judge-check"]
+    assert all(p.calls > 0 and p.usd == 0.0 for p in record.parts)  # the offline fakes
+    # Only the rubric changed: the base's prompt is the head's, and the job's cache answers it.
+    assert [(p.role, p.calls, p.tokens, p.usd) for p in base.parts] == [("system", 0, 0, 0.0)]
