@@ -365,7 +365,7 @@ def test_each_release_appends_to_the_ledger(cli: Callable[..., CliResult], bike_
 
     code, first, err = release(cli, bike_shop, "r1")
     assert code == 0 and first["reads"] == 1
-    assert "(1 reads of this holdout)" in err
+    assert "(1 read of this holdout)" in err
     code, second, err = release(cli, bike_shop, "r2")
     assert code == 0 and second["reads"] == 2
     assert "(2 reads of this holdout)" in err
