@@ -310,8 +310,12 @@ def test_cases_an_interrupt_kept_from_running_are_not_run_not_errored(
     save_run(run, loaded.state_dir)
     config = str(loaded.path)
 
-    code, text, _ = cli("report", run.name, "--config", config)
+    code, text, err = cli("report", run.name, "--config", config)
     assert code == 3  # an incomplete run
+    assert (
+        f"the run is incomplete: it was interrupted; `evalgate run v3 --resume {run.name}` "
+        "sends the cases not run (exit 3)"
+    ) in err
     lines = text.splitlines()
     assert "Errors              0" in lines
     assert (
