@@ -382,7 +382,10 @@ def _record_holdout_read(
         purpose=options.purpose,
         forced_reason=options.force_reason,
     )
-    world.status(f"holdout read recorded in the ledger ({reads} reads of this holdout)")
+    world.status(
+        f"holdout read recorded in the ledger ({reads} read{'' if reads == 1 else 's'} "
+        "of this holdout)"
+    )
 
 
 def _append_read(

@@ -320,7 +320,11 @@ def chart_title(records: list[ReleaseRecord]) -> str:
         return "dev (upper) and holdout (lower) accuracy by release"
     if all(hold >= dev for dev, hold in pairs):
         return "holdout (upper) and dev (lower) accuracy by release"
-    return "dev (first line) and holdout (second line) accuracy by release; they cross"
+    # Crossing lines: say which one starts on top, which a reader can see (the chart has no
+    # legend, so "the first line" would name nothing visible).
+    first, last = (r.name.replace('"', "'") for r in (records[0], records[-1]))
+    upper, lower = ("dev", "holdout") if pairs[0][0] >= pairs[0][1] else ("holdout", "dev")
+    return f"{upper} (upper at {first}) and {lower} accuracy by release; they cross by {last}"
 
 
 def mermaid_chart(records: list[ReleaseRecord]) -> str:

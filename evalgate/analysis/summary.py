@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.analysis.pricing import Usage, cost, uncached_cost
 from evalgate.analysis.stats import wilson_interval
 from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
-from evalgate.runs.resume import cases_not_run
+from evalgate.runs.resume import UNSENT
 from evalgate.runs.schema import CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
@@ -40,6 +40,8 @@ class CategoryRow(BaseModel):
     accuracy: Rate
     format: Rate
     errors: int
+    # Cases with a call the budget or an interrupt kept from being made: not errors.
+    not_run: int = 0
 
 
 class WrongCase(BaseModel):
@@ -131,6 +133,7 @@ class RunSummary(BaseModel):
     holdout_n: int = 0
     holdout: Rate | None = None
     scored: int
+    # Cases whose calls were made and failed; cases not run (not_run) are not among them.
     errors: int
     error_kinds: list[tuple[str, int]]
     # Scored cases answered wrong (score below one half), and the first wrong and errored cases
@@ -192,8 +195,20 @@ def _rates(cases: list[CaseResult]) -> tuple[Rate, Rate]:
     )
 
 
+def _unsent(case: CaseResult) -> bool:
+    """A case with a call that was never made (the budget's or an interrupt's): not run, which
+    is not errored; `evalgate run --resume` sends it."""
+    return any(o.error_kind in UNSENT for o in case.outcomes)
+
+
+def _errored(cases: list[CaseResult]) -> int:
+    """Cases whose calls were made and failed (a case not run is counted apart)."""
+    return sum(1 for c in cases if c.error is not None and not _unsent(c))
+
+
 def _failed(cases: list[CaseResult], show: int) -> list[FailedCase]:
-    errored = [c for c in cases if c.error is not None]
+    # Cases not run are counted, not listed: each would only say it was not sent.
+    errored = [c for c in cases if c.error is not None and not _unsent(c)]
     wrong = [c for c in cases if c.error is None and not c.passed]
     rows = []
     for c in [*errored, *wrong][: max(show, 0)]:
@@ -230,13 +245,26 @@ def summarise(
     rows = []
     for name in sorted(by_category):
         acc, form = _rates(by_category[name])
-        errors = sum(1 for c in by_category[name] if c.error is not None)
-        rows.append(CategoryRow(category=name, accuracy=acc, format=form, errors=errors))
+        members = by_category[name]
+        rows.append(
+            CategoryRow(
+                category=name,
+                accuracy=acc,
+                format=form,
+                errors=_errored(members),
+                not_run=sum(1 for c in members if _unsent(c)),
+            )
+        )
     confusion = _confusion(scored) if run.scorer.get("kind") == "label" and scored else None
     outcomes = [o for c in run.cases for o in c.outcomes]
     stops = Counter(o.stop_reason or "none" for o in outcomes if o.error is None)
     cut = sorted({c.id for c in cases for o in c.outcomes if o.stop_reason == "max_tokens"})
-    kinds = Counter(o.error_kind or "other" for c in run.cases for o in c.outcomes if o.error)
+    kinds = Counter(
+        o.error_kind or "other"
+        for c in run.cases
+        for o in c.outcomes
+        if o.error and o.error_kind not in UNSENT
+    )
     return RunSummary(
         run=run.name,
         suite=run.suite,
@@ -250,13 +278,13 @@ def summarise(
         holdout_n=len(holdout),
         holdout=_holdout_rate(holdout) if holdout else None,
         scored=len(scored),
-        errors=sum(1 for c in cases if c.error is not None),
+        errors=_errored(cases),
         error_kinds=kinds.most_common(),
         wrong=sum(1 for c in scored if not c.passed),
         failed=_failed(cases, show),
         incomplete=run.incomplete,
         interrupted=run.interrupted,
-        not_run=cases_not_run(run),
+        not_run=sum(1 for c in cases if _unsent(c)),
         accuracy=accuracy,
         format=fmt,
         categories=rows,

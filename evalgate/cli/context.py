@@ -63,7 +63,9 @@ EXIT_CODES = (
     (
         EXIT_INCOMPLETE,
         "an incomplete run (`run`, `report`, `merge`): more cases errored than "
-        "`max_error_share` allows, or the run was interrupted; the report lists the errors",
+        "`max_error_share` allows (the report lists the errors), or the run was interrupted or "
+        "stopped by its budget (the report counts the cases not run, which `evalgate run "
+        "VERSION --resume RUN` sends)",
     ),
 )
 

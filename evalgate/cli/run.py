@@ -20,6 +20,7 @@ from evalgate.report.render import render_model
 from evalgate.running.suite import (
     DEFAULT_SPLITS,
 )
+from evalgate.runs.resume import unsent
 from evalgate.runs.schema import Run, find_run, save_run
 
 HTML_HELP = (
@@ -79,7 +80,12 @@ def run_exit(ctx: Context, run: Run) -> int:
             f"{run.max_error_share:g})"
         )
     )
-    ctx.warn(f"the run is incomplete: {why}; see the errors listed above (exit {EXIT_INCOMPLETE})")
+    then = (
+        f"`evalgate run {run.prompt.name} --resume {run.name}` sends the cases not run"
+        if unsent(run)
+        else "see the errors listed above"
+    )
+    ctx.warn(f"the run is incomplete: {why}; {then} (exit {EXIT_INCOMPLETE})")
     return EXIT_INCOMPLETE
 
 

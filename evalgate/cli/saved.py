@@ -44,6 +44,7 @@ def cmd_list(ctx: Context) -> int:
                 "accuracy": s.accuracy.rate,
                 "format": s.format.rate,
                 "errors": s.errors,
+                "not_run": s.not_run,
             }
         )
     if ctx.args.format == "json":
@@ -63,9 +64,11 @@ def cmd_list(ctx: Context) -> int:
     for r in rows:
         acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
         fmt = "n/a" if r["format"] is None else f"{100 * r['format']:.1f}%"
+        # Cases an interrupt or the budget kept from being run are not errors: said apart.
+        errors = f"{r['errors']}, {r['not_run']} not run" if r["not_run"] else str(r["errors"])
         ctx.print(
             f"{r['name']:<{width}}  {r['prompt']:<8} {r['backend']:<9} {r['model']:<20} "
-            f"{r['n']:>5} {r['repeats']:>7} {acc:>8} {fmt:>7} {r['errors']}"
+            f"{r['n']:>5} {r['repeats']:>7} {acc:>8} {fmt:>7} {errors}"
         )
     return EXIT_OK
 

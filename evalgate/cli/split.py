@@ -66,7 +66,7 @@ def check_plaintext_key(loaded: LoadedConfig, secret: SecretKey) -> None:
             f"holdout has no {PLAINTEXT_PUBLIC_KEY} to check {HOLDOUT_KEY_VARIABLE} against",
             where=str(loaded.root),
             fix=f"commit the {PLAINTEXT_PUBLIC_KEY} that `evalgate holdout keygen` writes, or "
-            "seal the holdout (`evalgate holdout seal`)",
+            "seal the holdout (`evalgate holdout add`, docs/holdout.md)",
         )
     if not is_key_of(secret, load_public_key(files.read_text(public, "holdout public key"))):
         raise UserError(

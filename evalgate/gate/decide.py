@@ -640,8 +640,12 @@ def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
             "tool command runs): the verdict gates that change together with the prompt's"
         )
     if "A" in d.incomplete:
+        missing = cases_not_run(baseline)
         found.blockers.append(
-            f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} errored)"
+            f"the baseline run is incomplete ({missing} of {len(baseline.cases)} cases not run)"
+            if missing
+            else f"the baseline run is incomplete ({baseline.errors} of {len(baseline.cases)} "
+            "errored)"
         )
 
 

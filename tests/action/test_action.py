@@ -847,7 +847,7 @@ def test_audit_mode_reports_on_the_holdout_in_aggregate_only(tmp_path: Path) -> 
     assert "400 equal candidates" in job.summary
     # Both reads are in the job's ledger (kept outside the checkout, and on the data branch
     # when there is a token), and no holdout case shows anywhere.
-    assert "(1 reads of this holdout)" in job.err and "(2 reads of this holdout)" in job.err
+    assert "(1 read of this holdout)" in job.err and "(2 reads of this holdout)" in job.err
     assert not (workspace / FOLDER / ".evalgate" / "holdout-ledger.jsonl").exists()
     for case_id, message in holdout_cases(workspace):
         assert case_id not in job.summary + job.out + job.err

@@ -383,6 +383,9 @@ def test_split_exits_1_on_a_planted_leak(cli: Callable[..., CliResult], bike_sho
     stranger = {"EVALGATE_HOLDOUT_KEY": fresh}
     code, _, err = cli("split", "--config", str(config), "--show-holdout", env=stranger)
     assert code == 2 and "has no holdout.pub to check EVALGATE_HOLDOUT_KEY against" in err
+    # The fix names commands that exist (there is no `holdout seal`).
+    assert "`evalgate holdout keygen`" in err and "`evalgate holdout add`" in err
+    assert "holdout seal" not in err
     code, out, _ = cli("holdout", "keygen", "--config", str(config))
     key = {"EVALGATE_HOLDOUT_KEY": out.strip().splitlines()[-1]}
     code, text, err = cli("split", "--config", str(config), "--show-holdout", env=stranger)

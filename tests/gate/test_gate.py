@@ -555,6 +555,19 @@ def test_an_interrupted_candidate_is_inconclusive() -> None:
     assert "errored" not in v.reasons[0]
 
 
+def test_an_interrupted_baseline_says_its_cases_were_not_run() -> None:
+    base, cand = sign_pair(same=10)
+    stopped = Outcome(error="interrupted before this call was made", error_kind="interrupted")
+    cases = [
+        c.model_copy(update={"outcomes": [stopped]}) if i >= 6 else c
+        for i, c in enumerate(base.cases)
+    ]
+    v = decide(base.model_copy(update={"interrupted": True, "cases": cases}), cand, policy())
+    assert v.kind == "inconclusive"
+    assert "the baseline run is incomplete (4 of 10 cases not run)" in v.reasons
+    assert not any("errored" in r for r in v.reasons)
+
+
 def test_different_models_are_inconclusive() -> None:
     base, _ = sign_pair(same=10)
     cand = run([case(f"c{i:03d}") for i in range(10)], model="claude-other")

@@ -232,6 +232,17 @@ def test_the_comparison_shows_the_known_p_value(
 RAW_TAG = re.compile(r"(?<!\\)<(?!/?(?:details|summary)>)[!/A-Za-z]")  # unescaped
 
 
+def test_a_one_case_run_says_one_case_and_one_call(
+    make_run: RunFactory, make_case: Callable[..., CaseResult]
+) -> None:
+    text = render_model("run", summarise(make_run([make_case("c1")])), "text")
+    assert text.splitlines()[0].endswith(" · 1 case")
+    assert "per call (1 call) · wall" in text
+    assert "1 cases" not in text and "1 calls" not in text
+    two = render_model("run", summarise(make_run()), "text")
+    assert two.splitlines()[0].endswith(" · 2 cases") and "per call (2 calls) · wall" in two
+
+
 def test_md_leaves_no_raw_html_mentions_or_pipes() -> None:
     escaped = md(HOSTILE)
     assert not RAW_TAG.search(escaped)

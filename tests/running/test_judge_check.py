@@ -238,10 +238,12 @@ def test_below_the_floor_exits_1_with_the_reason(
     code, out, _ = cli("judge", "check", "--config", str(config))
     assert code == 1
     assert "NOT MET" in out
-    # Each reason on a line of its own, under the Floor line, never glued onto it.
-    [floor] = [line for line in out.splitlines() if line.startswith("Floor ")]
-    assert floor.endswith("NOT MET, gates it scores are inconclusive")
-    assert any(ln.startswith("  - the judge is checked on 10 holdout") for ln in out.splitlines())
+    # Each reason on a line of its own, right under the Floor line (no blank line between).
+    lines = out.splitlines()
+    [at] = [i for i, line in enumerate(lines) if line.startswith("Floor ")]
+    assert lines[at].endswith("NOT MET, gates it scores are inconclusive")
+    assert lines[at + 1].startswith("  - the judge is checked on 10 holdout")
+    assert all(line.startswith("  - ") for line in lines[at + 1 : at + 3])
     assert "on 10 holdout labels, under judge.min_labels = 11" in out
     assert "kappa 0.80 (95% CI 0.44 to 1.00) on 10 holdout labels" in out
     assert "judge.min_kappa = 0.6" in out

@@ -7,6 +7,7 @@ except where a tiny Backend fake is the point (stopping midway).
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from conftest import shop_suite, spec_of
+from conftest import CliResult, shop_suite, spec_of
 
 from evalgate.analysis.summary import summarise
 from evalgate.backends.anthropic import AnthropicBackend
@@ -28,6 +29,7 @@ from evalgate.running.execute import Job, Progress, execute
 from evalgate.running.progress import ProgressPrinter
 from evalgate.running.suite import RunSpec, build_jobs, run_suite
 from evalgate.runs.resume import fill, unsent
+from evalgate.runs.schema import save_run
 from evalgate.scorers.base import Scorer, build_scorer
 from tests.support.messages_server import Knobs, MessagesServer
 
@@ -285,6 +287,52 @@ def test_ctrl_c_through_the_pipeline_makes_an_interrupted_incomplete_run(tmp_pat
     whole = fill(run, rest)
     assert not whole.interrupted and not whole.incomplete
     assert len(whole.scored()) == 60 and unsent(whole) == frozenset()
+
+
+def test_cases_an_interrupt_kept_from_running_are_not_run_not_errored(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    # The run report, its Markdown and `evalgate list` say "not run" for the cases Ctrl-C kept
+    # from being sent: none of them errored.
+    loaded = offline_suite(tmp_path, 30)
+    fake = FakeBackend(
+        ModelSettings(options={"rules_file": "fake-rules.yml"}),
+        BackendContext(base_dir=loaded.root),
+    )
+
+    def ctrl_c(p: Progress) -> None:
+        if p.done == 10:
+            raise KeyboardInterrupt
+
+    run = run_suite(spec_of(loaded, concurrency=1), fake, loaded.root, on_progress=ctrl_c)
+    not_run = 30 - len(run.scored())
+    assert run.interrupted and 0 < not_run < 30
+    save_run(run, loaded.state_dir)
+    config = str(loaded.path)
+
+    code, text, err = cli("report", run.name, "--config", config)
+    assert code == 3  # an incomplete run
+    assert (
+        f"the run is incomplete: it was interrupted; `evalgate run v3 --resume {run.name}` "
+        "sends the cases not run (exit 3)"
+    ) in err
+    lines = text.splitlines()
+    assert "Errors              0" in lines
+    assert (
+        f"Not run       {not_run:7d}  (interrupted); not counted as wrong, nor as errors" in lines
+    )
+    assert any(ln.startswith("Failed cases  0 errored, ") for ln in lines)
+    assert f"0 errored, {not_run} not run (not listed), " in text
+    assert "ERROR " not in text and "[interrupted]" not in text  # the not-run are not listed
+
+    code, markdown, _ = cli("report", run.name, "--config", config, "--format", "markdown")
+    assert f"> Incomplete run: {not_run} of 30 cases not run (interrupted; " in markdown
+    assert "cases errored" not in markdown
+
+    code, listed, _ = cli("list", "--config", config)
+    assert listed.splitlines()[-1].endswith(f" 0, {not_run} not run")
+    code, as_json, _ = cli("list", "--config", config, "--json")
+    assert json.loads(as_json)[0]["errors"] == 0 and json.loads(as_json)[0]["not_run"] == not_run
 
 
 # ---------------------------------------------------------------- progress
