@@ -3,7 +3,8 @@ against the default branch's artefact of the same format, and named as the basel
 on the default branch. Driven in-process as tests/action/test_action.py drives the action, the
 real PyGithub client against the GitHub stand-in; the files are promptfoo output and Inspect
 logs in the shapes tests/foreign/test_foreign.py writes (its builders), and, when
-scripts/harness-setup installed it, promptfoo's own output.
+scripts/harness-setup installed them, promptfoo's own output and inspect-ai's own .eval logs
+(skipped without them, as tests/foreign/test_harness_runs.py is).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tests.foreign.test_foreign import (
     pf_result,
     write_eval,
 )
-from tests.foreign.test_harness_runs import run_promptfoo
+from tests.foreign.test_harness_runs import run_inspect, run_promptfoo
 from tests.support.github_server import GitHubServer
 
 N = 50
@@ -356,3 +357,30 @@ def test_the_comments_reproduce_lines_fetch_an_inspect_baseline_and_gate_it(
     assert pulled.read_bytes() == base.read_bytes()
     code = main(["gate", "--baseline", str(pulled), "--candidate", str(base)], out=out, err=err)
     assert code == 0, out.getvalue() + err.getvalue()
+
+
+def test_inspects_own_eval_logs_through_the_action_by_a_glob(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    """Real files: the zstd-compressed .eval logs inspect-ai writes (scripts/harness-setup),
+    named by a glob as a workflow must (Inspect puts the time in the log's name)."""
+    base = run_inspect(tmp_path, 0, "base", log_format="eval")
+    worse = run_inspect(tmp_path, WRONG, "worse", log_format="eval")
+    checkout = bare_workspace(tmp_path / "main")
+    (checkout / FOLDER / "logs").mkdir()
+    (checkout / FOLDER / "logs" / base.name).write_bytes(base.read_bytes())
+    push = run_action(
+        checkout, "push", push_event(), ref="refs/heads/main", inputs={"results": "logs/*.eval"}
+    )
+    assert push.code == 0, push.out + push.err
+    made = Path(push.outputs["run_file"])
+    upload_results(gh, {made.name: made.read_bytes()})
+    open_pull(gh, {f"{FOLDER}/task.py": "changed\n"})
+    pr = bare_workspace(tmp_path / "pr")
+    (pr / FOLDER / "logs").mkdir()
+    (pr / FOLDER / "logs" / worse.name).write_bytes(worse.read_bytes())
+    job = pr_results_job(pr, gh, results="logs/*.eval")
+    assert job.code == 1, job.out + job.err
+    assert (job.outputs["verdict"], job.outputs["broken"]) == ("fail", str(WRONG))
+    [body] = comments(gh)
+    assert body.startswith("<!-- evalgate:suite=triage -->\n") and "failed the gate" in body
