@@ -44,6 +44,10 @@ class Inputs(BaseModel):
     # The job's total across its suites, beside each suite's own budget: (calls, US dollars).
     max_calls: int | None = Field(default=None, gt=0)
     max_usd: float | None = Field(default=None, gt=0)
+    # Another harness's results file (promptfoo -o, an Inspect log, JUnit XML) that an earlier
+    # step wrote, relative to working_directory (a glob that names one file): the gate on it
+    # (pull requests) or its record as the baseline (the default branch), no suite run.
+    results: str | None = None
 
     @field_validator("fail_on", mode="before")
     @classmethod

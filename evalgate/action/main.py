@@ -8,6 +8,9 @@ then for each suite:
   (never one a pull-request run made), one comment edited in place, the job summary, outputs;
 * ``baseline``: dev with repeats (the noise floor), written where ``run_file`` says, for the
   workflow's upload-artifact step;
+* with the ``results`` input, another harness's results file instead of a suite run: gated on
+  a pull request against the default branch's artefact of its format, named as the baseline
+  to upload on the default branch (results.py);
 * ``release``: the holdout gate, its ledger and release history kept in a data branch, a check
   run on the tagged commit.
 
@@ -43,6 +46,7 @@ from evalgate.action.pr import (
     run_pr,
 )
 from evalgate.action.release import run_release
+from evalgate.action.results import run_results
 from evalgate.action.state import JobState, checkout_state_note
 from evalgate.cases.base_split import (
     BaseSplit,
@@ -88,6 +92,12 @@ def action(
     try:
         inputs = Inputs.from_env(env)
         runner = ActionJob(env=env, inputs=inputs, out=out, err=err, event=read_event(env))
+        if inputs.results:
+            # Another harness's results: gated or recorded, no suite run (results.py).
+            runner.log(f"evalgate {__version__}: results {inputs.results}")
+            runner.repo = connect(env, inputs)
+            runner.state = JobState.create(env, runner.workspace)
+            return run_results(runner)
         loaded = load_config(runner.folder / inputs.config)
         mode = detect_mode(inputs, env, runner.event, loaded.config.release_tags)
         runner.log(f"evalgate {__version__}: {mode} mode, config {loaded.path}")

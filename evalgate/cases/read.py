@@ -170,6 +170,16 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             where=where,
             fix="write the answer the reply must give, or drop the case",
         )
+    if need_expected and isinstance(expected, list):
+        blank = [i for i, v in enumerate(expected) if isinstance(v, str) and not v.strip()]
+        if blank:
+            # One empty answer among several is in every reply (contains, any of): no test.
+            raise CaseFileError(
+                f"case {case_id!r} has an empty expected answer (field "
+                f"{fields.expected!r}[{blank[0]}])",
+                where=where,
+                fix="remove the empty answer, or write the one the reply must give",
+            )
     optional: dict[str, str | None] = {}
     for key in ("group", "category", "split"):
         name = getattr(fields, key)

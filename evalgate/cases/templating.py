@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import types
 import weakref
 from collections.abc import Callable, Iterable
@@ -61,11 +62,19 @@ _SIZED = (str, bytes, list, tuple)
 tb.HOLDERS[Namespace] = lambda ns: object.__getattribute__(ns, "_Namespace__attrs")
 
 
-def _null_is_empty(value: Any) -> Any:
-    """The documented rule for null case fields: ``{{ field }}`` renders nothing, never "None"
-    (a field missing from a case is still an error; test a null one with ``{% if field %}``)."""
+def _finalize(value: Any) -> Any:
+    """The documented rules for what ``{{ }}`` prints (docs/suites.md): null renders nothing,
+    never "None" (a field missing from a case is still an error; test a null one with
+    ``{% if field %}``); an object or a list renders as JSON (keys in the file's order,
+    non-ASCII kept), never Python's repr (``{'text': 'x'}``), which no model was taught."""
     limit_text(value, MAX_OUTPUT)
-    return "" if value is None else value
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        limit_text(text, MAX_OUTPUT)
+        return text
+    return value
 
 
 def _refused(what: str) -> Callable[..., Any]:
@@ -331,7 +340,7 @@ _ENV = _Sandbox(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,  # prompts are plain text sent to a model, not HTML
-    finalize=_null_is_empty,
+    finalize=_finalize,
 )
 
 

@@ -39,8 +39,11 @@ def cmd_baseline_pull(ctx: Context) -> int:
     out = Path(ctx.args.out)
     folder = gh.download_artifact(ref, token, out)
     written: list[str] = []
-    for path in sorted(folder.glob("*.json")):
-        # One file per suite, where `evalgate gate --baseline` finds it.
+    # An evalgate run file per suite (.json), or the results file another harness wrote
+    # (promptfoo's .json, an Inspect .eval or .json log, JUnit .xml): where `evalgate gate
+    # --baseline` finds it.
+    kept = (".json", ".eval", ".xml")
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in kept):
         shutil.copy(path, out / path.name)
         written.append(str(out / path.name))
     if ctx.args.format == "json":

@@ -14,7 +14,8 @@ from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.config.models import GatePolicy
 from evalgate.errors import RunFileError
 from evalgate.foreign import is_foreign, read_foreign
-from evalgate.gate.decide import Verdict, decide
+from evalgate.foreign.gate import decide_foreign, defaults_line, dropped_notes
+from evalgate.gate.decide import Verdict
 from evalgate.report.render import render_model
 from evalgate.runs.schema import Run
 
@@ -26,15 +27,6 @@ def wants_foreign(ctx: Context) -> bool:
     return any(is_foreign(Path(ref)) for ref in (ctx.args.baseline, ctx.args.candidate))
 
 
-def defaults_line(policy: GatePolicy, config: Path) -> str:
-    return (
-        f"no {config}: the gate's defaults decided (alpha {policy.alpha}, tolerance "
-        f"{policy.tolerance}, power {policy.power}, test {policy.test}, at most "
-        f"{policy.max_unpaired_share:.0%} of cases unpaired); write an evalgate.yml with a "
-        "suite's gate: to set them"
-    )
-
-
 def _read(ctx: Context, ref: str, side: str) -> tuple[Run, list[str]]:
     path = Path(ref)
     if not path.is_file():
@@ -44,10 +36,7 @@ def _read(ctx: Context, ref: str, side: str) -> tuple[Run, list[str]]:
         )
     foreign = read_foreign(path, getattr(ctx.args, "results_format", None))
     run = foreign.run()
-    notes = []
-    if foreign.dropped:
-        notes.append(f"{path}: {foreign.dropped_line()} left out of the comparison")
-    return run, notes
+    return run, dropped_notes(foreign)
 
 
 def cmd_gate_foreign(ctx: Context) -> int:
@@ -61,17 +50,9 @@ def cmd_gate_foreign(ctx: Context) -> int:
     else:
         policy = GatePolicy()
         notes.append(defaults_line(policy, config))
-    shared = set(baseline.by_id()) & set(candidate.by_id())
-    if not shared:
-        raise RunFileError(
-            f"no case of {ctx.args.candidate} pairs with one of {ctx.args.baseline} "
-            f"({len(candidate.cases)} and {len(baseline.cases)} cases; a case is told by "
-            f"{_identity(candidate)})",
-            fix="gate two runs of the same tests (the same files, vars and descriptions)",
-        )
-    verdict = decide(baseline, candidate, policy)
-    notes += _unpaired(verdict, candidate)
-    verdict = verdict.model_copy(update={"warnings": [*notes, *verdict.warnings]})
+    verdict = decide_foreign(
+        baseline, candidate, policy, notes, (ctx.args.baseline, ctx.args.candidate)
+    )
     _print(ctx, verdict, baseline, candidate)
     if verdict.kind == "fail":
         return EXIT_GATE_FAILED
@@ -83,32 +64,6 @@ def cmd_gate_foreign(ctx: Context) -> int:
         )
         return policy.inconclusive_exit
     return EXIT_OK
-
-
-def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
-    """How many cases the pairing left out, and why (never silently)."""
-    told = _identity(candidate)
-    lines = []
-    for count, why in (
-        (len(verdict.only_baseline), "are in the baseline only (no candidate result with"),
-        (len(verdict.only_candidate), "are in the candidate only (no baseline result with"),
-    ):
-        if count:
-            lines.append(f"{count} cases {why} {told}): left out of the pairing")
-    if verdict.edited:
-        lines.append(
-            f"{len(verdict.edited)} cases changed their test (the same {told}, other "
-            "assertions or target): left out of the pairing"
-        )
-    return lines
-
-
-def _identity(run: Run) -> str:
-    return {
-        "promptfoo": "its vars and description",
-        "inspect": "its sample id",
-        "junit": "its classname and name",
-    }.get(run.model.backend, "its id")
 
 
 def _print(ctx: Context, verdict: Verdict, baseline: Run, candidate: Run) -> None:

@@ -16,9 +16,16 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
+import sys
 from pathlib import Path
 from typing import Any
+
+# inspect_ai 0.3.2xx compresses its .eval archives with zstd: Python's zipfile reads them from
+# 3.14 on, and before it the backport of 3.14's zipfile (backports.zstd) does.
+if sys.version_info >= (3, 14):
+    import zipfile
+else:
+    from backports.zstd import zipfile
 
 from evalgate.errors import RunFileError
 from evalgate.foreign.build import ForeignCase, ForeignRun, digest, errored, load_json
@@ -76,12 +83,10 @@ def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, An
                 raise RunFileError(f"{name} is over 64 MiB", where=str(path))
             try:
                 return json.loads(archive.read(name))
-            except NotImplementedError:
-                # inspect_ai 0.3.2xx compresses its archives with zstd (zipfile-zstd), which
-                # Python's own zipfile cannot open before 3.14.
+            except NotImplementedError as exc:
+                # A compression method neither zipfile nor the zstd backport knows.
                 raise RunFileError(
-                    f"{name} in the .eval archive is compressed in a way Python's zipfile "
-                    "cannot read (zstd)",
+                    f"{name} in the .eval archive cannot be decompressed ({exc})"[:300],
                     where=str(path),
                     fix="write the log as JSON: inspect eval --log-format json, or "
                     "`inspect log convert --to json --output-dir DIR LOG`",

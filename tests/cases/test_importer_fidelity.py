@@ -338,3 +338,89 @@ def test_field_options_work_on_cases_format_too(tmp_path: Path) -> None:
     loaded = load_config(tmp_path / "evalgate.yml")
     cases = load_suite_cases(loaded, loaded.config.suites["s"]).cases
     assert [(c.input["input"], c.expected) for c in cases] == [("2+2?", "4")]
+
+
+# ------------------------------------------------------------------------------------------
+# Empty expected answers: an error naming file and line, in evalgate's files and every importer
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line"),
+    [
+        ("own.jsonl", '{"id": "a", "expected": "b"}\n{"id": "c", "expected": ""}\n', 2),
+        ("own.jsonl", '{"id": "a", "expected": "b"}\n{"id": "c", "expected": "  "}\n', 2),
+        ("own.jsonl", '{"id": "a", "expected": ["b", ""]}\n', 1),
+        ("own.yaml", "- id: a\n  expected: b\n- id: c\n  expected: ''\n", 3),
+    ],
+)
+def test_an_empty_expected_answer_in_evalgates_own_files_names_its_line(
+    tmp_path: Path, name: str, text: str, line: int
+) -> None:
+    from evalgate.cases.read import load_case_file
+    from evalgate.config.models import Fields
+
+    path = write(tmp_path, name, text)
+    with pytest.raises(CaseFileError) as caught:
+        load_case_file(path, Fields())
+    assert caught.value.where == f"{path}:{line}"
+    assert "empty expected answer" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("format", "name", "text", "line"),
+    [
+        (
+            "promptfoo",
+            "promptfooconfig.yaml",
+            "prompts: ['{{q}}']\ntests:\n  - vars: {q: a}\n    assert: [{type: equals, value: b}]\n"
+            "  - vars: {q: c}\n    assert: [{type: equals, value: ''}]\n",
+            5,
+        ),
+        (
+            "promptfoo",
+            "promptfooconfig.yaml",
+            "prompts: ['{{q}}']\ntests:\n  - vars: {q: c}\n    assert: [{type: icontains, value: ''}]\n",
+            3,
+        ),
+        ("inspect", "s.jsonl", '{"input": "a", "target": "b"}\n{"input": "c", "target": " "}\n', 2),
+        (
+            "openai-evals",
+            "s.jsonl",
+            '{"input": "a", "ideal": "b"}\n{"input": "c", "ideal": ""}\n',
+            2,
+        ),
+        # One empty alternative among the acceptable answers would match every reply.
+        ("openai-evals", "s.jsonl", '{"input": "a", "ideal": ["b", ""]}\n', 1),
+        (
+            "langfuse",
+            "items.jsonl",
+            '{"id": "1", "input": "a", "expectedOutput": "b"}\n'
+            '{"id": "2", "input": "c", "expectedOutput": ""}\n',
+            2,
+        ),
+    ],
+)
+def test_an_empty_expected_answer_from_every_importer_names_its_line(
+    repo: Path, format: str, name: str, text: str, line: int
+) -> None:
+    from evalgate.cases.importers import validate
+    from evalgate.config.models import Fields
+
+    path = write(repo, name, text)
+    with pytest.raises(CaseFileError) as caught:
+        conversion = convert(format, path)
+        validate(conversion, Fields(input=conversion.inputs), need_expected=True)
+    assert caught.value.where == f"{path}:{line}"
+    assert "empty" in str(caught.value)
+
+
+def test_an_empty_inspect_target_is_inspects_own_no_target(tmp_path: Path) -> None:
+    """Inspect's Sample.target defaults to "": an empty target is a sample without one (for a
+    model-graded scorer), kept out of scoring and counted, as a CSV's empty __expected is for
+    promptfoo (no assertion); a target of only spaces is refused above."""
+    path = write(
+        tmp_path, "s.jsonl", '{"input": "a", "target": "b"}\n{"input": "c", "target": ""}\n'
+    )
+    conversion = convert("inspect", path)
+    assert len(conversion.records) == 1 and len(conversion.unscored) == 1

@@ -1,4 +1,5 @@
-"""The user-turn template: the documented rule for null fields, and syntax errors."""
+"""The user-turn template: the documented rules for null fields and for objects and lists
+(JSON), and syntax errors."""
 
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ def test_a_null_field_can_be_tested_in_the_template() -> None:
 
 def test_a_one_field_suite_with_a_null_input_sends_nothing() -> None:
     assert render_turn(compile_template("{{ input }}", "t"), {"message": None}, "c") == ""
+
+
+def test_objects_and_lists_render_as_json_and_stay_readable_field_by_field() -> None:
+    template = compile_template("{{ order }}|{{ order.lines }}|{{ order.lines[0].sku }}", "t")
+    order = {"id": 7, "lines": [{"sku": "ä-1", "qty": 2}], "gift": False, "note": None}
+    turn = render_turn(template, {"order": order}, "c")
+    assert turn == (
+        '{"id": 7, "lines": [{"sku": "ä-1", "qty": 2}], "gift": false, "note": null}'
+        '|[{"sku": "ä-1", "qty": 2}]|ä-1'
+    )
+    # One field whose value is an object, through the default template {{ input }}.
+    assert render_turn(compile_template("{{ input }}", "t"), {"q": {"text": "x"}}, "c") == (
+        '{"text": "x"}'
+    )
 
 
 def test_a_missing_field_is_still_an_error() -> None:

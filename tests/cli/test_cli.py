@@ -558,6 +558,43 @@ def test_a_null_input_field_reaches_the_model_as_nothing(
     assert json.loads(replies["T-2"]) == {"label": "[message number 2]"}
 
 
+@pytest.mark.parametrize(
+    ("template", "fields", "sent"),
+    [
+        # An object field printed whole: JSON, keys in the file's order, non-ASCII kept.
+        ("[{{ body }}]", None, '[{"text": "café", "n": 1, "ok": true, "tags": ["a"]}]'),
+        # Its fields are still read one by one.
+        ("[{{ body.text }} {{ body.tags[0] }}]", None, "[café a]"),
+        # The default template, {{ input }}, with two input fields: the whole input as JSON.
+        (
+            "{{ input }}",
+            "{id: ticket, input: [thread, body], expected: label, category: null}",
+            '{"thread": "th-1", "body": {"text": "café", "n": 1, "ok": true, "tags": ["a"]}}',
+        ),
+    ],
+)
+def test_an_object_input_reaches_the_model_as_json_never_a_python_repr(
+    tmp_path: Path,
+    cli: Callable[..., tuple[int, str, str]],
+    template: str,
+    fields: str | None,
+    sent: str,
+) -> None:
+    extra = {"fields": fields} if fields else {}
+    root = triage_workspace(tmp_path / "triage", mode="echo", template=template, **extra)
+    rows = [json.loads(x) for x in (root / "cases.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows, 1):
+        row["body"] = {"text": "café", "n": i, "ok": True, "tags": ["a"]}
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli("run", "v1", "--config", str(root / "evalgate.yml"))
+    assert code == 0, err
+    [saved] = runs_dir(root / ".evalgate").glob("*.json")
+    replies = {c["id"]: c["outcomes"][0]["text"] for c in json.loads(saved.read_text())["cases"]}
+    # The app echoes the user turn it got (of the first case, whose n is 1).
+    assert json.loads(replies["T-1"]) == {"label": sent}
+    assert "{'text'" not in replies["T-1"]
+
+
 def test_merging_incomplete_shards_exits_3_and_lists_the_errors(
     tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,26 @@ def test_an_eval_archive_reads_samples_with_epochs_as_repeats(tmp_path: Path) ->
     assert [len(c.outcomes) for c in run.cases] == [2, 2, 2]
     assert [c.score for c in run.cases] == [1.0, 0.0, 0.5]  # value_to_float: C, I, P
     assert (run.model.name, run.suite) == ("anthropic/m", "triage")
+
+
+def test_an_eval_archive_compressed_with_zstd_is_read(tmp_path: Path) -> None:
+    """inspect_ai 0.3.2xx writes its members with zstd (zip method 93), as here through the
+    zstd backport's zipfile (Python 3.14's own from 3.14 on); the stdlib zipfile of 3.11 cannot
+    read them, so the reader's own zipfile must."""
+    if sys.version_info >= (3, 14):
+        import zipfile as zstd_zipfile
+    else:
+        from backports.zstd import zipfile as zstd_zipfile
+    samples = [inspect_sample(i, 1, "C" if i else "I") for i in range(3)]
+    path = tmp_path / "log.eval"
+    with zstd_zipfile.ZipFile(path, "w", compression=zstd_zipfile.ZIP_ZSTANDARD) as archive:
+        for s in samples:
+            archive.writestr(f"samples/{s['id']}_epoch_1.json", json.dumps(s))
+        archive.writestr("header.json", json.dumps(inspect_header()))
+    with zipfile.ZipFile(path) as plain:
+        assert {i.compress_type for i in plain.infolist()} == {93}
+    run = read_results(path)
+    assert [(c.id, c.score) for c in run.cases] == [("0", 0.0), ("1", 1.0), ("2", 1.0)]
 
 
 def test_a_json_log_is_read_and_the_same_as_its_archive(tmp_path: Path) -> None:

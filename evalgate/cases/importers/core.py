@@ -434,6 +434,16 @@ def _expected(draft: Draft, plan: Plan, notes: Notes) -> tuple[bool, Any, str]:
 
 
 def _answer_expected(answers: list[Any], plan: Plan, where: str, notes: Notes) -> Any:
+    empty = [i for i, a in enumerate(answers, 1) if not str(a).strip()]
+    if empty and len(answers) > 1:
+        # One empty alternative makes any-of match every reply ("(?:b|)"): never a test. (A
+        # single empty answer is refused with every case file's, in parse_case.)
+        raise CaseFileError(
+            f"acceptable answer {empty[0]} of {len(answers)} is empty, so every reply (or "
+            "none) would match it",
+            where=where,
+            fix="remove the empty answer, or write the one the reply must give",
+        )
     if plan.kind == "regex":
         parts = [re.escape(str(a)) for a in answers]
         return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"

@@ -1,0 +1,76 @@
+"""The gate on two foreign result files: read, paired, decided as two evalgate runs are, with
+every case the pairing leaves out counted. The CLI (``evalgate gate``) and the action (its
+``results`` input) both decide here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalgate.config.models import GatePolicy
+from evalgate.errors import RunFileError
+from evalgate.foreign.build import ForeignRun
+from evalgate.gate.decide import Verdict, decide
+from evalgate.runs.schema import Run
+
+
+def defaults_line(policy: GatePolicy, config: Path | str) -> str:
+    return (
+        f"no {config}: the gate's defaults decided (alpha {policy.alpha}, tolerance "
+        f"{policy.tolerance}, power {policy.power}, test {policy.test}, at most "
+        f"{policy.max_unpaired_share:.0%} of cases unpaired); write an evalgate.yml with a "
+        "suite's gate: to set them"
+    )
+
+
+def dropped_notes(foreign: ForeignRun) -> list[str]:
+    if not foreign.dropped:
+        return []
+    return [f"{foreign.path}: {foreign.dropped_line()} left out of the comparison"]
+
+
+def decide_foreign(
+    baseline: Run | None,
+    candidate: Run,
+    policy: GatePolicy,
+    notes: list[str],
+    names: tuple[str, str],
+) -> Verdict:
+    """The verdict, with ``notes`` and what the pairing left out among its warnings; ``names``
+    (baseline, candidate) name the files when nothing pairs, which is an error."""
+    if baseline is not None and not set(baseline.by_id()) & set(candidate.by_id()):
+        raise RunFileError(
+            f"no case of {names[1]} pairs with one of {names[0]} "
+            f"({len(candidate.cases)} and {len(baseline.cases)} cases; a case is told by "
+            f"{identity(candidate)})",
+            fix="gate two runs of the same tests (the same files, vars and descriptions)",
+        )
+    verdict = decide(baseline, candidate, policy)
+    lines = [*notes, *_unpaired(verdict, candidate)]
+    return verdict.model_copy(update={"warnings": [*lines, *verdict.warnings]})
+
+
+def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
+    """How many cases the pairing left out, and why (never silently)."""
+    told = identity(candidate)
+    lines = []
+    for count, why in (
+        (len(verdict.only_baseline), "are in the baseline only (no candidate result with"),
+        (len(verdict.only_candidate), "are in the candidate only (no baseline result with"),
+    ):
+        if count:
+            lines.append(f"{count} cases {why} {told}): left out of the pairing")
+    if verdict.edited:
+        lines.append(
+            f"{len(verdict.edited)} cases changed their test (the same {told}, other "
+            "assertions or target): left out of the pairing"
+        )
+    return lines
+
+
+def identity(run: Run) -> str:
+    """What tells a case of this format from another."""
+    return {
+        "promptfoo": "its vars and description",
+        "inspect": "its sample id",
+        "junit": "its classname and name",
+    }.get(run.model.backend, "its id")
