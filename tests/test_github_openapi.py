@@ -267,6 +267,7 @@ def test_the_stand_in_is_checked_on_every_answer_it_gives(
 LESS_TRAVELLED = {
     "checks/get",
     "checks/list-for-ref",
+    "git/get-tree",
     "git/update-ref",
     "issues/delete-comment",
     "repos/get-combined-status-for-ref",
@@ -298,6 +299,10 @@ def test_the_less_travelled_answers_conform() -> None:
         assert [c.id for c in commit.get_check_runs()] == [check.id]
         listing = repo.get_contents("prompts", ref="main")
         assert isinstance(listing, list) and [e.name for e in listing] == ["v1.txt", "v2.txt"]
+        # The root, which the contents API has no operation for (its path is required).
+        assert [e.path for e in repo.get_git_tree(sha).tree] == ["prompts"]
+        deep = repo.get_git_tree(sha, recursive=True).tree
+        assert [e.path for e in deep] == ["prompts", "prompts/v1.txt", "prompts/v2.txt"]
         repo.get_git_ref("heads/tweak").edit(repo.get_branch("main").commit.sha, force=True)
         repo.get_issue(7).create_comment("<!-- evalgate -->").delete()
         client.close()

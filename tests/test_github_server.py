@@ -417,6 +417,47 @@ def test_status_and_check_runs(gh: GitHubServer, client: ClientFactory) -> None:
     assert len(stored) == 1 and len(stored[0].annotations) == 55 and stored[0].summary == "done"
 
 
+def test_a_tree_lists_a_folder_by_commit_branch_or_tree_sha(
+    gh: GitHubServer, client: ClientFactory
+) -> None:
+    """``GET /git/trees/{tree_sha}`` as PyGithub reads it: the folder's entries (``tree`` for a
+    folder, ``blob`` with its size for a file), by a commit SHA, a branch or a tree's SHA; every
+    entry below with ``recursive``; 404 for a SHA that is no tree."""
+    repo = client(gh.write_token).get_repo(REPO)
+    main = repo.get_branch("main").commit
+    root = repo.get_git_tree(main.sha)
+    assert root.sha == main.commit.tree.sha
+    assert [(e.path, e.type) for e in root.tree] == [("README.md", "blob"), ("prompts", "tree")]
+    readme = root.tree[0]
+    assert readme.sha == blob_sha(b"# widgets\n") and readme.size == 10 and readme.mode == "100644"
+    assert [e.path for e in repo.get_git_tree("feature").tree] == ["README.md", "prompts"]
+    prompts = repo.get_git_tree(root.tree[1].sha)
+    assert [(e.path, e.type) for e in prompts.tree] == [("triage.txt", "blob")]
+    deep = repo.get_git_tree(main.sha, recursive=True)
+    assert [e.path for e in deep.tree] == ["README.md", "prompts", "prompts/triage.txt"]
+    assert not deep.truncated
+    with pytest.raises(UnknownObjectException):
+        repo.get_git_tree("0" * 40)
+
+
+def test_a_commit_without_a_checkout_is_read_through_the_api(
+    gh: GitHubServer, client: ClientFactory
+) -> None:
+    """ContentsTree: the root through the git trees API (the contents API has no operation
+    without a path), folders and files through the contents API."""
+    from evalgate.publish.github import ContentsTree
+
+    repo = client(gh.write_token).get_repo(REPO)
+    tree = ContentsTree(repo, gh.branch_sha(REPO, "feature"))
+    assert tree.list("") == [("README.md", False), ("prompts", True)]
+    assert tree.list("prompts") == [("triage.txt", False)]
+    assert tree.read("prompts/triage.txt") == b"v2\nmore\n"
+    assert tree.read("prompts/gone.txt") is None and tree.list("gone") == []
+    assert ContentsTree(repo, "0" * 40).list("") == []
+    assert not gh.find_requests("GET", f"/repos/{REPO}/contents")
+    assert not gh.find_requests("GET", f"/repos/{REPO}/contents/")
+
+
 def test_contents_on_a_new_branch(gh: GitHubServer, client: ClientFactory) -> None:
     repo = client(gh.write_token).get_repo(REPO)
     with pytest.raises(UnknownObjectException):

@@ -12,8 +12,9 @@ Each attack is data (the attack, the safe outcome), so more can be added by addi
 - ``OUTSIDE``: every kind of promptfoo ``file://`` reference that leads out of the repository
   (absolute, ``..``, a symbolic link) is refused by ``evalgate split`` and ``evalgate run``.
 - ``BOMBS``: a YAML file whose aliases expand past the bound, and a file past the size limit
-  (an 8 GB sparse file), are refused within seconds, exit 2, one line naming the file; so is a
-  pipe in place of a case file.
+  (an 8 GB sparse file), are refused within seconds, exit 2, one line naming the file (by
+  ``evalgate doctor``, one FAIL finding naming it, exit 1); so is a pipe in place of a case
+  file.
 - ``NAMED_OUTSIDE``: files the config names deeper than its top-level options (a judge's rules,
   a command's or a tool command's files) stay inside the repository.
 """
@@ -436,6 +437,9 @@ class Bomb:
     argv: tuple[str, ...]
     # Words the one line says.
     says: tuple[str, ...]
+    # Where the line is: the one line of a refusal (exit 2), or the one FAIL finding of
+    # `evalgate doctor` (which reports every problem it finds, exit 1).
+    finding: bool = False
 
 
 CASES_YML = {"cases": "cases.yml"}
@@ -487,6 +491,34 @@ BOMBS = [
         RUN,
         ("refers to itself",),
     ),
+    Bomb(
+        "doctor-workflow-aliases",
+        ".github/workflows/evalgate.yml",
+        "on: [pull_request]\njobs:\n  gate:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: evalgate/evalgate@v1\n        with:\n          mode: pr\n"
+        "          extra:\n" + _laughs("            "),
+        {},
+        ("doctor",),
+        ALIASES,
+        finding=True,
+    ),
+    Bomb(
+        "doctor-case-aliases",
+        "cases.yml",
+        CASE + _laughs(),
+        CASES_YML,
+        ("doctor",),
+        ALIASES,
+        finding=True,
+    ),
+    Bomb(
+        "init-case-aliases",
+        "cases.yml",
+        CASE + _laughs(),
+        {},
+        ("init", "--yes", "--force", "--cases", "cases.yml"),
+        ALIASES,
+    ),
     Bomb("sparse-jsonl-case-file", "big.jsonl", BIG, {"cases": "big.jsonl"}, ("split",), TOO_BIG),
     Bomb("sparse-yaml-case-file", "big.yml", BIG, {"cases": "big.yml"}, RUN, TOO_BIG),
     Bomb("sparse-prompt", "prompts/v3.txt", BIG, {}, RUN, TOO_BIG),
@@ -512,6 +544,7 @@ def _bomb_repo(tmp_path: Path, bomb: Bomb) -> Path:
     if bomb.id == "sparse-promptfoo-csv":
         (repo / "promptfooconfig.yaml").write_text("tests: [file://t.csv]\n", encoding="utf-8")
     target = repo / bomb.path
+    target.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(bomb.content, int):
         with target.open("wb") as handle:
             handle.truncate(bomb.content)
@@ -524,10 +557,17 @@ def _bomb_repo(tmp_path: Path, bomb: Bomb) -> Path:
 def test_bombs_and_huge_files_are_refused_in_seconds(tmp_path: Path, bomb: Bomb) -> None:
     config = _bomb_repo(tmp_path, bomb)
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS")}
-    done = run_measured([*bomb.argv, "--config", str(config)], env | {"NO_COLOR": "1"}, tmp_path)
-    assert done.returncode == 2, done.stdout + done.stderr
+    # init and doctor take the repository's folder (and the config relative to it).
+    where = ["--dir", str(config.parent)] if bomb.argv[0] in ("init", "doctor") else []
+    argv = [*bomb.argv, *where, "--config", str(config)]
+    done = run_measured(argv, env | {"NO_COLOR": "1"}, tmp_path)
     assert "Traceback" not in done.stderr
-    [line] = done.stderr.strip().splitlines()
+    if bomb.finding:
+        assert done.returncode == 1, done.stdout + done.stderr
+        [line] = [x for x in done.stdout.splitlines() if x.startswith("FAIL ")]
+    else:
+        assert done.returncode == 2, done.stdout + done.stderr
+        [line] = done.stderr.strip().splitlines()
     assert bomb.path in line, line
     for word in bomb.says:
         assert word in line, line

@@ -17,6 +17,7 @@ Each attack is data (what the pull request writes, the channel the refusal names
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 from collections.abc import Callable
@@ -506,6 +507,50 @@ def test_a_shared_preamble_and_short_replies_are_no_leak() -> None:
     assert not index.carries([preamble + " Do you open on Sundays?"])
     assert index.carries(["Examples: is the wheel i ordered last monday in yet please"])
     assert not index.carries(["ok"])
+
+
+def test_a_request_read_in_pieces_is_read_as_one_text() -> None:
+    """The guard keeps each text's pieces (its grams in the index and its ends) and joins them:
+    however a request's words fall into texts (a holdout text split across the system prompt,
+    the turns and the tools, in runs of one word or in the middle of a word), the answer is
+    the one reading all its words in a row gives."""
+    held = [
+        "Is the wheel I ordered last Monday in yet, please?",
+        "ok thanks",
+        "Gears are slipping again after your repair and I am disappointed with the shop.",
+        "my chain keeps falling off whenever I change into the lowest gear on hills",
+    ]
+    index = LeakIndex(held)
+    rng = random.Random(23)
+    filler = [
+        "we",
+        "sell",
+        "bikes",
+        "and",
+        "fix",
+        "them",
+        "on",
+        "weekdays",
+        "from",
+        "nine",
+        "until",
+        "five",
+    ]
+    for _ in range(300):
+        text = rng.choice(held).split()
+        start = rng.randrange(len(text) // 3 + 1)
+        spoken = (
+            rng.sample(filler, rng.randrange(4))
+            + text[start : start + rng.randrange(2, len(text) + 1)]
+            + rng.sample(filler, rng.randrange(4))
+        )
+        line = " ".join(spoken)
+        cuts = sorted(rng.sample(range(1, len(line)), min(len(line) - 1, rng.randrange(12))))
+        texts = [line[a:b] for a, b in zip([0, *cuts], [*cuts, len(line)], strict=True)]
+        whole = index.carried([w for t in texts for w in words(t)])
+        assert index.held(index.pieces(texts)) == whole, texts
+        parts = [index.pieces(texts[:1]), index.pieces(texts[1:3]), index.pieces(texts[3:])]
+        assert index.held(index.join(parts)) == whole, texts
 
 
 # --------------------------------------------------------------------------- agent channels

@@ -9,7 +9,9 @@ anthropic backend against the Messages stand-in, so every model call is counted.
   in a pull request's head (with a baseline artefact, and with the in-job baseline), at a
   release tag, and laid onto the base checkout by a fork's data. The model is called for
   every dev case and the verdict is the prompt's own.
-- ``PROGRAMS``: a pull request that changes only the ``command`` backend's program runs.
+- ``PROGRAMS``: a pull request that changes only the ``command`` backend's program runs
+  (a script, the program itself, a file it reads, a module ``python -m`` runs or another
+  module of its package).
 - The ``.evalgate/`` folder a pull request commits is named in the comment and the summary.
 - ``ResponseCache`` with a key: a planted, altered or swapped entry is a miss.
 """
@@ -380,6 +382,9 @@ def test_the_job_writes_its_state_outside_the_checkout_and_leaves_none(
 
 
 ANSWER = 'printf \'{"category": "other"}\'\n'
+# A package the command runs as a module: its entry point imports a sibling.
+ANSWER_PY = "from app.reply import REPLY\n\nprint(REPLY)\n"
+REPLY_PY = 'REPLY = \'{"category": "other"}\'\n'
 
 
 @dataclass(frozen=True)
@@ -402,6 +407,18 @@ PROGRAMS = [
         ["sh", "answer.sh", "--labels", "labels.txt"],
         {"answer.sh": ANSWER, "labels.txt": "other\n"},
         "labels.txt",
+    ),
+    Program(
+        "a module python runs with -m",
+        ["python3", "-m", "app.answer"],
+        {"app/__init__.py": "", "app/answer.py": ANSWER_PY, "app/reply.py": REPLY_PY},
+        "app/answer.py",
+    ),
+    Program(
+        "a module of the package python -m runs",
+        "python3 -u -m app.answer",
+        {"app/__init__.py": "", "app/answer.py": ANSWER_PY, "app/reply.py": REPLY_PY},
+        "app/reply.py",
     ),
 ]
 

@@ -17,7 +17,11 @@ holdout labels) as a reader would see them:
   8-word shingles, or of the 24-letter runs of its letters (spaces and punctuation ignored),
   carries that text; a text of 2 to 7 words must appear whole, words in order.
 
-The index is made once per job and a check is set look-ups over the request's shingles.
+The index is made once per job and a check is set look-ups over the request's shingles. Each
+text's share of them (the index's grams it holds, and its ends, from which the grams that cross
+into the next text are made) is kept by the text's hash: the system prompt and the tool
+definitions, the same in every request, are normalised and shingled once a job
+(``python -m benchmarks.leakguard`` measures it).
 Holdout texts that a public case (dev or regression, or a dev label) of the base already
 carries are left out: a preamble every case shares is no leak. Nothing here is shown: a hit
 says which part of the request carries a holdout case, never which case or what it says.
@@ -28,11 +32,12 @@ this guard is what holds whatever the templates or files do at run time.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,6 +56,9 @@ LETTER_RUN = 24
 THRESHOLD = 0.5
 # A human label's reply is what any model may answer when it is short: only longer ones count.
 MIN_REPLY_WORDS = SHINGLE_WORDS
+# How many texts' pieces (see LeakIndex.pieces) an index keeps: the system prompt and tool
+# definitions repeat in every request; a job's other texts are seen once or a few times.
+PIECES_KEPT = 4096
 
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
 _MARKS = regex.compile(r"\p{M}+")
@@ -192,6 +200,24 @@ def _over(grams: Iterable[Any], table: dict[Any, list[int]], sizes: dict[int, in
     return {n for n, k in shared.items() if k >= THRESHOLD * sizes[n]}
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """What one text of a request brings to the containment check, made once per text.
+
+    The grams of the index that lie inside the text (most texts hold none), and its ends: the
+    shingles and letter runs that cross from one text into the next are made from the ends
+    when the request's texts are read as one.
+    """
+
+    short: frozenset[int]
+    long: frozenset[tuple[str, ...]]
+    letters: frozenset[str]
+    head: tuple[str, ...]  # its first and last SHINGLE_WORDS - 1 words (all, when fewer)
+    tail: tuple[str, ...]
+    first: str  # its first and last LETTER_RUN - 1 letters
+    last: str
+
+
 class LeakIndex:
     """The base's holdout texts, as shingles, ready for cheap containment look-ups."""
 
@@ -221,6 +247,8 @@ class LeakIndex:
                 for run in runs:
                     self._letters.setdefault(run, []).append(n)
         self._short_lengths = sorted({len(w) for w in self._short})
+        self._pieces: OrderedDict[bytes, Pieces] = OrderedDict()
+        self._lock = threading.Lock()
         self.size = len(seen)
         # What public cases already carry is no leak: those texts are left out.
         self._dead: set[int] = set()
@@ -246,12 +274,99 @@ class LeakIndex:
             found |= _over(_runs("".join(seq)), self._letters, self._letter_sizes)
         return found - self._dead
 
+    def _kept(self, key: bytes) -> Pieces | None:
+        with self._lock:
+            kept = self._pieces.get(key)
+            if kept is not None:
+                self._pieces.move_to_end(key)
+            return kept
+
+    def _keep(self, key: bytes, pieces: Pieces) -> Pieces:
+        with self._lock:
+            self._pieces[key] = pieces
+            if len(self._pieces) > PIECES_KEPT:
+                self._pieces.popitem(last=False)
+        return pieces
+
+    def pieces(self, texts: Sequence[str]) -> Pieces:
+        """The :class:`Pieces` of texts read as one (their words in a row), kept by the hash of
+        the texts: the system prompt and the tool definitions, the same in every request of a
+        job, are normalised and shingled once."""
+        key = hashlib.sha256(
+            json.dumps(list(texts), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        ).digest()
+        kept = self._kept(key)
+        if kept is not None:
+            return kept
+        if len(texts) != 1:
+            return self._keep(key, self.join([self.pieces([text]) for text in texts]))
+        seq = words(texts[0])
+        letters = "".join(seq)
+        edge, run = SHINGLE_WORDS - 1, LETTER_RUN - 1
+        return self._keep(
+            key,
+            Pieces(
+                short=frozenset(
+                    n
+                    for size in self._short_lengths
+                    for gram in _grams(seq, size)
+                    for n in self._short.get(gram, ())
+                ),
+                long=frozenset(g for g in _grams(seq, SHINGLE_WORDS) if g in self._long),
+                letters=frozenset(r for r in _runs(letters) if r in self._letters),
+                head=seq[:edge],
+                tail=seq[-edge:],
+                first=letters[:run],
+                last=letters[-run:],
+            ),
+        )
+
+    def join(self, pieces: Sequence[Pieces]) -> Pieces:
+        """The pieces of texts read one after another (their words in a row): each text's
+        grams, and the grams that cross between neighbours, made from their ends."""
+        short: set[int] = set()
+        long: set[tuple[str, ...]] = set()
+        letters: set[str] = set()
+        edge, run = SHINGLE_WORDS - 1, LETTER_RUN - 1
+        # The first and last SHINGLE_WORDS - 1 words (and LETTER_RUN - 1 letters) so far:
+        # every gram that crosses into the next text starts in the last ones.
+        head: tuple[str, ...] = ()
+        tail: tuple[str, ...] = ()
+        first = last = ""
+        for piece in pieces:
+            short |= piece.short
+            long |= piece.long
+            letters |= piece.letters
+            if tail and piece.head:
+                across = tail + piece.head
+                for size in self._short_lengths:
+                    for gram in _grams(across, size):
+                        short.update(self._short.get(gram, ()))
+                long.update(g for g in _grams(across, SHINGLE_WORDS) if g in self._long)
+            if last and piece.first:
+                letters.update(r for r in _runs(last + piece.first) if r in self._letters)
+            head = (head + piece.head)[:edge]
+            first = (first + piece.first)[:run]
+            # A text shorter than the ends: the ends run on from the texts before it.
+            tail = (tail + piece.head)[-edge:] if len(piece.head) < edge else piece.tail
+            last = (last + piece.first)[-run:] if len(piece.first) < run else piece.last
+        return Pieces(
+            frozenset(short), frozenset(long), frozenset(letters), head, tail, first, last
+        )
+
+    def held(self, pieces: Pieces) -> set[int]:
+        """The holdout texts (by index) that the texts of these pieces carry: the same answer
+        as :meth:`carried` of all their words."""
+        found = set(pieces.short)
+        if pieces.long:
+            found |= _over(pieces.long, self._long, self._sizes)
+        if pieces.letters:
+            found |= _over(pieces.letters, self._letters, self._letter_sizes)
+        return found - self._dead
+
     def carries(self, texts: Iterable[str]) -> bool:
         """Whether these texts, read as one, carry any holdout text."""
-        seq: list[str] = []
-        for text in texts:
-            seq.extend(words(text))
-        return bool(self.carried(seq))
+        return bool(self.held(self.pieces(list(texts))))
 
 
 # A part of a request: what a refusal calls it, and its texts.
@@ -301,10 +416,11 @@ class LeakGuard:
         """None when the parts may be sent; else the one line that says why not."""
         if self.tripped is not None:
             return f"not sent: the job stopped sending because {self.tripped}"
-        named = [(name, texts) for name, texts in parts if texts]
-        if not self.index.carries(t for _, texts in named for t in texts):
+        index = self.index
+        named = [(name, index.pieces(texts)) for name, texts in parts if texts]
+        if not index.held(index.join([pieces for _, pieces in named])):
             return None
-        hit = next((name for name, texts in named if self.index.carries(texts)), "the request")
+        hit = next((name for name, pieces in named if index.held(pieces)), "the request")
         plural = hit.partition(" of case ")[0].endswith("s")
         line = f"{hit} {'carry' if plural else 'carries'} a holdout case"
         with self._lock:

@@ -4,8 +4,10 @@ the paths it names checked; ``LoadedConfig`` is a config with the folder it is r
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
 import yaml
@@ -164,7 +166,7 @@ class LoadedConfig(BaseModel):
             paths += [self.root / name for name in file_arguments(suite.agent.tool_argv())]
         # The command backend's program is the system under test (and a judge's, the grader).
         for settings in (suite.model, getattr(suite.scorer, "model", None)):
-            paths += [self.root / name for name in command_files(settings)]
+            paths += [self.root / name for name in command_files(settings, self.root)]
         if suite.scorer.kind == "python":
             paths.append(
                 self.root / (suite.scorer.function.split(":")[0].replace(".", "/") + ".py")
@@ -172,9 +174,55 @@ class LoadedConfig(BaseModel):
         return [p.resolve() for p in paths]
 
 
-def command_files(settings: object) -> list[str]:
+# An interpreter's name (python, python3, python3.12), and its one-letter options that take
+# no value (those that do: -W and -X; -c ends the options with a program, -m with a module).
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?$")
+_FLAGS = frozenset("bBdEhiIOPqRsSuvVx")
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+
+
+def module_argument(argv: list[str]) -> str | None:
+    """The module a Python command line runs (``python -m pkg.app``, ``uv run python3 -u -m
+    pkg.app``, ``python -mpkg.app``), or None."""
+    at = next((i for i, a in enumerate(argv) if _PYTHON.match(PurePosixPath(a).name)), None)
+    if at is None:
+        return None
+    rest = iter(argv[at + 1 :])
+    for arg in rest:
+        if arg.startswith("--"):
+            continue  # --version and the like take no value
+        if not arg.startswith("-") or arg == "-":
+            return None  # a script (a file argument) or stdin
+        flags = arg[1:].lstrip("".join(_FLAGS))
+        option, value = flags[:1], flags[1:]
+        if option == "m":
+            name = value or next(rest, "")
+            return name if _MODULE.match(name) else None
+        if option in ("W", "X"):
+            if not value:
+                next(rest, None)
+            continue
+        if option:
+            return None  # -c (a program in the argument), or an option not known here
+    return None
+
+
+def module_files(name: str, root: Path) -> list[str]:
+    """The files of the repository that ``python -m NAME`` runs from ``root`` (its working
+    folder): every Python file of the top-level package (the module runs its packages'
+    ``__init__`` and imports its siblings), or the one module. Nothing for a module that is
+    not in the repository (the standard library's, an installed package's)."""
+    top = name.split(".")[0]
+    if os.path.isdir(root / top) and not os.path.islink(root / top):
+        found = globs.expand(root, f"{top}/**/*.py", globs.MAX_MATCHES)
+        return [p.relative_to(root).as_posix() for p in found if p.is_file()]
+    return [f"{top}.py"] if (root / f"{top}.py").is_file() else []
+
+
+def command_files(settings: object, root: Path) -> list[str]:
     """The files of the repository a ``command`` backend's command line names: its program
-    (``./app``) and the file arguments (``python app.py``), as ``file_arguments`` finds them."""
+    (``./app``), the file arguments (``python app.py``), as ``file_arguments`` finds them, and
+    the package a ``python -m pkg.app`` runs (relative to ``root``, the command's folder)."""
     if getattr(settings, "backend", None) != "command":
         return []
     command = (getattr(settings, "options", None) or {}).get("command")
@@ -187,7 +235,8 @@ def command_files(settings: object) -> list[str]:
         argv = [str(a) for a in command]
     else:
         return []
-    return file_arguments(argv)
+    module = module_argument(argv)
+    return file_arguments(argv) + (module_files(module, root) if module else [])
 
 
 class UniqueKeyLoader(CoreLoader):

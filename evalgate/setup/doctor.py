@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
 from evalgate.cases.read import Case
 from evalgate.cases.split import LEAK_KINDS, check_split
-from evalgate.config.load import LoadedConfig, load_config
+from evalgate.config.load import LoadedConfig, load_config, load_yaml
 from evalgate.config.models import DEFAULT_CONFIG, Suite
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR
 from evalgate.errors import MissingExtraError, UserError
@@ -36,7 +35,6 @@ from evalgate.setup.init import (
     SECRETS,
     SECRETS_PAGE,
     UPLOAD,
-    YAML_LOADER,
     gh_expression,
     gitignore_covers,
     shown_path,
@@ -481,10 +479,11 @@ def read_workflows(repo: Path) -> tuple[list[Workflow], list[Finding]]:
             problems.append(_fail(f"workflow {rel}", exc.one_line()))
             continue
         try:
-            data = yaml.load(text, Loader=YAML_LOADER)
-        except yaml.YAMLError as exc:
+            # The project's loader: aliases and nesting bounded, YAML 1.2 (as GitHub reads it).
+            data = load_yaml(text, Path(rel), UserError)
+        except UserError as exc:
             if "evalgate" in text:
-                problems.append(_fail(f"workflow {rel}", f"invalid YAML: {exc}"))
+                problems.append(_fail(f"workflow {rel}", exc.one_line()))
             continue
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
             continue

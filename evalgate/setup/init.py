@@ -24,7 +24,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.backends.base import BACKEND_NAMES
@@ -34,7 +33,7 @@ from evalgate.cases.split import (
     starting_holdout_fraction,
 )
 from evalgate.cases.templating import compile_template, render_template
-from evalgate.config.load import load_config, parse_config
+from evalgate.config.load import load_config, load_yaml, parse_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import BASELINE_ARTIFACT, STATE_DIR, WORKFLOW
 from evalgate.errors import UserError
@@ -45,9 +44,7 @@ if TYPE_CHECKING:
     from jinja2 import Template
 
 Ask = Callable[[str], str]
-# The C parser when PyYAML has it: doctor reads every workflow file of a repository.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
+YAML_SUFFIXES = (".yml", ".yaml")
 BACKENDS = BACKEND_NAMES
 SCORERS = ("label", "exact", "contains", "regex", "json_schema", "judge")
 DEFAULT_MODELS = {
@@ -179,23 +176,29 @@ def find_cases(root: Path) -> str | None:
     return min(found)[2] if found else None
 
 
-def read_sample(paths: list[Path], limit: int = 200) -> tuple[list[dict[str, Any]], int]:
+def read_sample(
+    paths: list[Path], limit: int = 200, strict: bool = False
+) -> tuple[list[dict[str, Any]], int]:
     """The first ``limit`` records (objects only) of case files, and how many cases they hold.
 
     Lenient on purpose: init only guesses from these; loading the cases is what validates them.
+    A file that cannot be read at all (too big, YAML that does not parse or whose aliases
+    expand past the bound) is passed over while looking for case files, and refused when
+    ``strict`` (the files the config will name: a config that cannot load them is no start).
     """
     records: list[dict[str, Any]] = []
     total = 0
     for path in paths:
+        is_yaml = path.suffix.lower() in YAML_SUFFIXES
         try:
             text = read_user_text(path, "case file")
+            # The project's loader: aliases and nesting bounded, as every YAML file evalgate reads.
+            data = load_yaml(text, path, UserError) if is_yaml else None
         except UserError:
+            if strict:
+                raise
             continue
-        if path.suffix.lower() in (".yml", ".yaml"):
-            try:
-                data = yaml.load(text, Loader=YAML_LOADER)
-            except yaml.YAMLError:
-                continue
+        if is_yaml:
             if isinstance(data, dict) and isinstance(data.get("cases"), list):
                 data = data["cases"]
             items = data if isinstance(data, list) else []
@@ -554,7 +557,7 @@ def _answers(root: Path, given: InitOptions, ask: Ask | None, starter: list[Any]
                 "the command backend needs a command", fix="pass --command 'python app.py'"
             )
     scorer = _choose(ask, "Scorer", given.scorer, "label", SCORERS)
-    records, _ = read_sample(_expand(root, cases))
+    records, _ = read_sample(_expand(root, cases), strict=True)
     sample = records or starter
     detected, _ = _fields(sample, given.field, scorer, given.id_field, given.input_fields)
     expected = _choose(
@@ -692,7 +695,7 @@ def _plan_cases(
     with no case files, the starter cases (under the asked-for expected field) are planned."""
     cases = a.cases
     case_files = _expand(root, cases)
-    records, total = read_sample(case_files)
+    records, total = read_sample(case_files, strict=True)
     if case_files:
         return cases, case_files, records, total
     if a.expected != STARTER_FIELD and a.expected in starter[0]:

@@ -582,6 +582,43 @@ def test_without_a_usable_artefact_the_base_prompt_runs_in_the_same_job(
     assert not gh.find_requests("GET", "/repos/*/actions/artifacts/*/zip")
 
 
+def test_a_config_at_the_repository_top_reads_the_base_commit_through_the_api(
+    tmp_path: Path,
+) -> None:
+    """The example at the repository's top, its cases named by a glob, and a checkout without
+    the base commit: the base's files are found by listing the root through the git trees API
+    (the contents API has no operation for the root: its path is required), then read."""
+
+    def top(text: str) -> str:
+        config = yaml.safe_load(text)
+        config["suites"][SUITE]["cases"] = "case*.jsonl"
+        return yaml.safe_dump(config, sort_keys=False)
+
+    files = {p.removeprefix(f"{FOLDER}/"): t for p, t in example_tree().items()}
+    files["evalgate.yml"] = top(files["evalgate.yml"])
+    with GitHubServer() as gh:
+        gh.add_repo(REPO, files=files)
+        base_sha = gh.branch_sha(REPO, "main")
+        gh.create_branch(REPO, "feature")
+        gh.add_commit(REPO, {"prompts/v3.txt": NO_JSON}, branch="feature")
+        gh.add_pull(REPO, head="feature", number=7)
+        workspace = tmp_path / "workspace"
+        copy_example(workspace)
+        (workspace / "evalgate.yml").write_text(files["evalgate.yml"], encoding="utf-8")
+        (workspace / "prompts" / "v3.txt").write_text(NO_JSON, encoding="utf-8")
+        job = pr_job(workspace, gh, inputs={"working_directory": "."})
+
+        assert job.outputs["verdict"] == "fail", job.out + job.err
+        [body] = comments(gh)
+        assert "format validity dropped" in body and "ran the base branch's prompt" in body
+        listed = gh.find_requests("GET", f"/repos/{REPO}/git/trees/*")
+        assert [r.path.rsplit("/", 1)[-1] for r in listed] == [base_sha]
+        assert not gh.find_requests("GET", f"/repos/{REPO}/contents")
+        assert not gh.find_requests("GET", f"/repos/{REPO}/contents/")
+        fetched = gh.find_requests("GET", f"/repos/{REPO}/contents/cases.jsonl")
+        assert [r.query.get("ref") for r in fetched] == [[base_sha]]
+
+
 def test_stale_baseline_is_used_with_a_warning_and_an_annotation(
     tmp_path: Path, gh: GitHubServer, baseline_text: str
 ) -> None:

@@ -372,3 +372,35 @@ def test_a_program_named_by_path_is_one_of_its_files() -> None:
     assert file_arguments(["./judge.sh", "rubric.txt"]) == ["./judge.sh", "rubric.txt"]
     assert file_arguments(["bin/judge"]) == ["bin/judge"]
     assert file_arguments(["/usr/bin/judge", "x.json"]) == ["x.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["python", "-m", "pkg.app"], "pkg.app"),
+        (["uv", "run", "python3", "-u", "-m", "pkg.app", "--fast"], "pkg.app"),
+        (["python", "-mpkg.app"], "pkg.app"),
+        (["python3", "-um", "pkg"], "pkg"),
+        (["/usr/bin/python3.12", "-W", "ignore", "-X", "dev", "-m", "a.b"], "a.b"),
+        (["python", "app.py", "-m", "z"], None),  # -m is the script's own option
+        (["python", "-c", "import x", "-m", "y"], None),
+        (["git", "commit", "-m", "msg"], None),  # not an interpreter
+        (["python", "-m", "../x"], None),
+    ],
+)
+def test_the_module_a_python_command_line_runs(argv: list[str], module: str | None) -> None:
+    from evalgate.config.load import module_argument
+
+    assert module_argument(argv) == module
+
+
+def test_a_module_is_its_package_in_the_repository(tmp_path: Path) -> None:
+    from evalgate.config.load import module_files
+
+    for name in ("app/__init__.py", "app/answer.py", "app/lib/reply.py", "solo.py", "app/x.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    expected = ["app/__init__.py", "app/answer.py", "app/lib/reply.py"]
+    assert sorted(module_files("app.answer", tmp_path)) == expected
+    assert module_files("solo", tmp_path) == ["solo.py"]
+    assert module_files("json.tool", tmp_path) == []  # the standard library's

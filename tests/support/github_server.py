@@ -2110,6 +2110,7 @@ class GitHubServer:
             ("PATCH", rf"{r}/check-runs/(?P<id>\d+)$", self._h_update_check, "checks=write"),
             ("GET", rf"{r}/contents(?:/(?P<path>.*))?$", self._h_get_contents, None),
             ("PUT", rf"{r}/contents/(?P<path>.+)$", self._h_put_contents, "contents=write"),
+            ("GET", rf"{r}/git/trees/(?P<sha>.+)$", self._h_get_tree, None),
             ("GET", rf"{r}/git/ref/heads/(?P<branch>.+)$", self._h_get_ref, None),
             ("GET", rf"{r}/git/refs/heads/(?P<branch>.+)$", self._h_get_refs, None),
             ("POST", rf"{r}/git/refs$", self._h_create_ref, "contents=write"),
@@ -2661,6 +2662,67 @@ class GitHubServer:
             raise _HTTPError(404, "Not Found", doc=f"{_DOCS}/repos/contents#get-repository-content")
         entries = [self._content_json(c, repo, p, ref, children[p]) for p in sorted(children)]
         return _json_response(200, entries)
+
+    def _folder_sha(self, commit: Commit, folder: str) -> str:
+        """A folder's tree SHA in ``commit`` (the root's is the commit's ``tree.sha``)."""
+        if not folder:
+            return self._tree_sha(commit)
+        prefix = f"{folder}/"
+        listing = "\n".join(
+            f"{p}\x00{blob_sha(commit.tree[p])}"
+            for p in sorted(commit.tree)
+            if p.startswith(prefix)
+        )
+        return hashlib.sha1(f"tree {folder}\n{listing}".encode()).hexdigest()
+
+    def _find_tree(self, repo: Repo, name: str) -> tuple[Commit, str] | None:
+        """The commit and folder a tree SHA, a commit SHA or a branch names (GitHub takes any
+        of them as ``tree_sha``)."""
+        sha = self.resolve(repo.full_name, name)
+        if sha is not None:
+            return self.commits[sha], ""
+        for commit in self.commits.values():
+            folders = {""}
+            for path in commit.tree:
+                parts = path.split("/")[:-1]
+                folders |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            for folder in folders:
+                if self._folder_sha(commit, folder) == name:
+                    return commit, folder
+        return None
+
+    def _h_get_tree(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        """``GET /git/trees/{tree_sha}``: a folder's entries, or with ``recursive`` every one
+        below it (paths relative to the folder; folders are ``tree`` entries)."""
+        repo = self._need(repo)
+        found = self._find_tree(repo, g["sha"])
+        if found is None:
+            raise _HTTPError(404, "Not Found", doc=f"{_DOCS}/git/trees#get-a-tree")
+        commit, folder = found
+        api = f"{c.api}/repos/{repo.full_name}"
+        prefix = f"{folder}/" if folder else ""
+        deep = c.q("recursive") is not None
+        entries: dict[str, JSON] = {}
+        for path in (p for p in commit.tree if p.startswith(prefix)):
+            rel = path[len(prefix) :].split("/")
+            folders = rel[:-1] if deep else rel[:1] if len(rel) > 1 else []
+            for i in range(1, len(folders) + 1):
+                sub = "/".join(rel[:i])
+                sha = self._folder_sha(commit, prefix + sub)
+                tree = {"path": sub, "mode": "040000", "type": "tree", "sha": sha}
+                entries.setdefault(sub, tree | {"url": f"{api}/git/trees/{sha}"})
+            if deep or len(rel) == 1:
+                data = commit.tree[path]
+                sha = blob_sha(data)
+                blob = {"path": "/".join(rel), "mode": "100644", "type": "blob", "sha": sha}
+                entries["/".join(rel)] = blob | {
+                    "size": len(data),
+                    "url": f"{api}/git/blobs/{sha}",
+                }
+        sha = self._folder_sha(commit, folder)
+        listing = [entries[k] for k in sorted(entries)]
+        answer = {"sha": sha, "url": f"{api}/git/trees/{sha}", "tree": listing, "truncated": False}
+        return _json_response(200, answer)
 
     def _h_put_contents(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
         repo = self._need(repo)

@@ -115,21 +115,27 @@ def _ensure_branch(repo: Repository, branch: str) -> bool:
 
 class ContentsTree:
     """One commit's files through the contents API (``GET .../contents/{path}?ref=SHA``), for a
-    job whose checkout lacks the commit. Only the files asked for are fetched."""
+    job whose checkout lacks the commit. Only the files asked for are fetched. The root folder
+    is listed through the git trees API (``GET .../git/trees/{SHA}``, which takes a commit SHA
+    or a branch): the contents API's path is required, so it has no operation for the root."""
 
     def __init__(self, repo: Repository, sha: str) -> None:
         self.repo = repo
         self.sha = sha
 
-    def _get(self, path: str) -> Any:
+    def _call(self, path: str, fetch: Callable[[], Any]) -> Any:
+        """What ``fetch`` answers, None when GitHub answers 404."""
         where = f"{self.repo.full_name}@{self.sha[:12]}:{path or '/'}"
         with calling("read the base commit", where, PERM_CONTENTS_READ):
             try:
-                return self.repo.get_contents(path, ref=self.sha)
+                return fetch()
             except GithubException as exc:
                 if exc.status == 404:
                     return None
                 raise
+
+    def _get(self, path: str) -> Any:
+        return self._call(path, lambda: self.repo.get_contents(path, ref=self.sha))
 
     def read(self, path: str) -> bytes | None:
         got = self._get(path)
@@ -141,6 +147,9 @@ class ContentsTree:
         return data
 
     def list(self, folder: str) -> list[tuple[str, bool]]:
+        if folder.strip("/") in ("", "."):
+            tree = self._call("", lambda: self.repo.get_git_tree(self.sha))
+            return [] if tree is None else [(e.path, e.type == "tree") for e in tree.tree]
         got = self._get(folder)
         if not isinstance(got, list):
             return []
