@@ -184,20 +184,54 @@ def find_baseline_run(
         max_age_days=suite.gate.max_baseline_age_days,
         alpha=suite.gate.alpha,
     )
+    provenance = artifact_provenance(
+        runner,
+        run,
+        ref,
+        candidate,
+        max_age_days=suite.gate.max_baseline_age_days,
+        merge_base=merge_base,
+        now=now,
+        label=f"{name}: ",
+    ).model_copy(
+        update=dict(
+            pooled_runs=pooled.runs,
+            pooled_repeats=pooled.repeats,
+            drift_p=pooled.drift_p,
+            drift_worse=pooled.drift_worse,
+            drift_better=pooled.drift_better,
+            flips=sorted(((k, n, of) for k, (n, of) in pooled.flips.items()), key=lambda t: -t[1]),
+        )
+    )
+    return Baseline(run, provenance)
+
+
+def artifact_provenance(
+    runner: ActionJob,
+    run: Run,
+    ref: gh.BaselineRef,
+    candidate: Run | None,
+    *,
+    max_age_days: float,
+    merge_base: str | None,
+    now: datetime,
+    label: str = "",
+) -> BaselineProvenance:
+    """Where a baseline downloaded from an artefact comes from, and what is wrong with it
+    (stale, of another commit, made otherwise than the candidate), warning when it is stale."""
     age = (now - run.created_at).total_seconds() / 86400
     warnings = []
-    if age > suite.gate.max_baseline_age_days:
+    if age > max_age_days:
         warnings.append("stale")
         runner.annotate(
             "warning",
-            f"{name}: the baseline is {age:.0f} days old (max_baseline_age_days: "
-            f"{suite.gate.max_baseline_age_days:g}); refresh it by running the workflow on the "
-            "default branch",
+            f"{label}the baseline is {age:.0f} days old (max_baseline_age_days: "
+            f"{max_age_days:g}); refresh it by running the workflow on the default branch",
         )
     if merge_base and ref.head_sha != merge_base:
         warnings.append("other-commit")
     warnings += _candidate_warnings(run, candidate)
-    provenance = BaselineProvenance(
+    return BaselineProvenance(
         run=run.name,
         commit=ref.head_sha,
         age_days=max(age, 0.0),
@@ -208,11 +242,4 @@ def find_baseline_run(
         source="artifact",
         artifact_url=ref.html_url,
         warnings=warnings,
-        pooled_runs=pooled.runs,
-        pooled_repeats=pooled.repeats,
-        drift_p=pooled.drift_p,
-        drift_worse=pooled.drift_worse,
-        drift_better=pooled.drift_better,
-        flips=sorted(((k, n, of) for k, (n, of) in pooled.flips.items()), key=lambda t: -t[1]),
     )
-    return Baseline(run, provenance)

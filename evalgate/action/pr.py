@@ -512,6 +512,19 @@ def publish_pr(
         estimated=pending.estimate is not None and not summary.offline,
         expected_usd=pending.estimate.usd if pending.estimate else None,
     )
+    publish_verdict(runner, name, number, fork, context, verdict)
+
+
+def publish_verdict(
+    runner: ActionJob,
+    name: str,
+    number: int,
+    fork: bool,
+    context: CommentContext,
+    verdict: Verdict,
+) -> None:
+    """One suite's verdict on a pull request: the job summary, the comment (edited in place;
+    none for a fork's read-only token), the annotations and the outputs."""
     runner.add_summary(render_job_summary(context))
     comment_url = None
     if runner.inputs.comment and runner.repo is not None:

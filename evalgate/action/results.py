@@ -19,11 +19,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalgate.action.baseline import _candidate_warnings
+from evalgate.action.baseline import artifact_provenance
 from evalgate.action.inputs import Mode
 from evalgate.action.job import ActionJob, pr_number
 from evalgate.action.modes import detect_mode
-from evalgate.action.pr import _annotate_verdict, _set_outputs, publish_check
+from evalgate.action.pr import publish_check, publish_verdict
 from evalgate.analysis.summary import summarise
 from evalgate.config.load import load_config
 from evalgate.config.models import GatePolicy
@@ -38,9 +38,6 @@ from evalgate.report.comment import (
     CommentContext,
     CommentFlags,
     CommentLinks,
-    marker,
-    render_comment,
-    render_job_summary,
 )
 from evalgate.report.escape import escape
 from evalgate.report.render import render_model
@@ -192,19 +189,7 @@ def _gate(
         reproduce=reproduce,
         pull_request=number,
     )
-    runner.add_summary(render_job_summary(context))
-    comment_url = None
-    if runner.inputs.comment and runner.repo is not None:
-        if fork:
-            runner.annotate("notice", "fork pull request: the token is read-only, so no comment")
-        else:
-            comment_url, created = gh.upsert_comment(
-                runner.repo, number, render_comment(context), marker(name)
-            )
-            runner.log(f"{name}: comment {'posted' if created else 'updated'}: {comment_url}")
-    _annotate_verdict(runner, name, verdict)
-    _set_outputs(runner, verdict, comment_url)
-    runner.verdicts.append(verdict.kind)
+    publish_verdict(runner, name, number, fork, context, verdict)
     runner.outputs.set("verdict", verdict.kind)
     publish_check(runner, verdict.kind)
     runner.flush()
@@ -244,31 +229,14 @@ def _find_baseline(
     # A file that does not date itself is as old as its artefact (not as its extraction).
     base.created_at = base.created_at or ref.created_at
     run = base.run()
-    now = datetime.now(UTC)
-    age = (now - run.created_at).total_seconds() / 86400
-    warnings = []
-    if age > policy.max_baseline_age_days:
-        warnings.append("stale")
-        runner.annotate(
-            "warning",
-            f"the baseline is {age:.0f} days old (max_baseline_age_days: "
-            f"{policy.max_baseline_age_days:g}); refresh it by running the workflow on the "
-            "default branch",
-        )
-    if merge and ref.head_sha != merge:
-        warnings.append("other-commit")
-    warnings += _candidate_warnings(run, candidate)
-    provenance = BaselineProvenance(
-        run=run.name,
-        commit=ref.head_sha,
-        age_days=max(age, 0.0),
-        created_at=run.created_at,
-        model=f"{run.model.backend}/{run.model.name}",
-        prompt_sha=run.prompt.sha256[:12],
-        cases_sha=run.cases_sha256[:12],
-        source="artifact",
-        artifact_url=ref.html_url,
-        warnings=warnings,
+    provenance = artifact_provenance(
+        runner,
+        run,
+        ref,
+        candidate,
+        max_age_days=policy.max_baseline_age_days,
+        merge_base=merge,
+        now=datetime.now(UTC),
     )
     return run, provenance, dropped_notes(base)
 
