@@ -445,7 +445,9 @@ def _case_results(
     for case_index, outcome in zip(case_of, outcomes, strict=True):
         per_case[case_index].append(outcome)
     results = [
-        CaseResult(
+        # Built from values already validated (the case's, the outcomes'): constructed, so
+        # the result shares the case's input instead of holding a copy of it.
+        CaseResult.model_construct(
             id=case.id,
             split=case.split or "dev",
             group=case.group,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evalgate.compact import Compact
 from evalgate.errors import RunFileError, did_you_mean, from_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import RedactedError, RedactedReply
@@ -25,31 +26,7 @@ SCHEMA_VERSION: Literal[1] = 1
 PASS_AT = 0.5
 
 
-class _Compact(BaseModel):
-    """A model made by the thousand (a run of 10,000 cases holds 10,000 or more of each).
-
-    Pydantic gives every instance its own set of the fields it was given, which for an outcome
-    costs five times its values (2.2 KB of 2.7 KB). Run files are written whole, every field
-    given, and nothing in evalgate asks which fields were set (no ``exclude_unset``), so every
-    instance of a class shares one set of all its fields instead: it is never changed, since
-    setting a field adds a name that is already in it, and ``model_copy`` copies it.
-    """
-
-    def model_post_init(self, context: Any, /) -> None:
-        object.__setattr__(self, "__pydantic_fields_set__", _all_fields(type(self)))
-
-
-_FIELDS: dict[type[BaseModel], set[str]] = {}
-
-
-def _all_fields(cls: type[BaseModel]) -> set[str]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = set(cls.model_fields)
-    return fields
-
-
-class Outcome(_Compact):
+class Outcome(Compact):
     """One call for one case: the reply and how it scored (or the error that stopped it)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -76,7 +53,7 @@ class Outcome(_Compact):
     steps: list[Step] | None = None
 
 
-class CaseResult(_Compact):
+class CaseResult(Compact):
     model_config = ConfigDict(extra="forbid")
 
     id: str
