@@ -403,7 +403,7 @@ def test_what_was_scored_before_a_refusal_is_kept(tmp_path: Path) -> None:
     cases = load_suite_cases(loaded, suite).cases
     held = [c for c in cases if c.split == "holdout"]
     public = [c for c in cases if c.split != "holdout"]
-    jobs = build_jobs(suite, load_prompt(loaded, suite, "v3"), public[:6], 1)
+    jobs = list(build_jobs(suite, load_prompt(loaded, suite, "v3"), public[:6], 1))
     smuggled = Message(role="user", content=f"<message>\n{held[0].input['message']}\n</message>")
     jobs[3] = replace(jobs[3], request=jobs[3].request.model_copy(update={"messages": (smuggled,)}))
     backend = guarded(

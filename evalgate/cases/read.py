@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
+from evalgate.compact import Compact
 from evalgate.config import yamlcore
 from evalgate.config.load import load_yaml
 from evalgate.config.models import Fields
@@ -26,7 +27,7 @@ MAX_LINE_BYTES = 1_000_000
 _BOM = b"\xef\xbb\xbf"
 
 
-class Case(BaseModel):
+class Case(Compact):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str

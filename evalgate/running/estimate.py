@@ -21,7 +21,6 @@ from evalgate.analysis.pricing import Usage, cost, price_for
 from evalgate.backends.base import Message, Request
 from evalgate.backends.fake import rough_tokens
 from evalgate.errors import BackendError
-from evalgate.running.execute import Job
 from evalgate.running.suite import RunSpec, build_jobs, cases_to_run, tools_sha
 from evalgate.runs.schema import Run
 
@@ -105,7 +104,7 @@ def estimate_run(
     """
     suite = spec.suite
     cases = cases_to_run(spec)
-    jobs: list[Job] = build_jobs(
+    jobs = build_jobs(
         suite,
         spec.prompt,
         cases,
@@ -115,8 +114,7 @@ def estimate_run(
         spec.template_at,
     )
     # Repeats share their case's request: count each case once.
-    first = {job.case_index: job.request for job in jobs}
-    requests = [first[i] for i in sorted(first)]
+    requests = [jobs.request(i) for i in range(0, len(jobs), spec.repeats)]
     notes: list[str] = []
     counted: list[int] | None = None
     if counter is not None:

@@ -170,8 +170,9 @@ def execute(
 
     def work(index: int) -> Outcome:
         # Calls and scoring both happen in the worker: a judge scorer makes calls too.
-        reply, cached = _call(backend, jobs[index], cache, budget)
-        return score_reply(jobs[index], reply, scorer, cached)
+        job = jobs[index]  # made when asked for (running/suite.py's Jobs): ask once
+        reply, cached = _call(backend, job, cache, budget)
+        return score_reply(job, reply, scorer, cached)
 
     decided = threading.Event()
 
@@ -187,13 +188,14 @@ def execute(
 
     interrupted = False
     if jobs:
-        reply, cached = _call(backend, jobs[0], cache, budget)
+        first = jobs[0]
+        reply, cached = _call(backend, first, cache, budget)
         if reply.error is not None and reply.error_kind in FATAL_KINDS:
             raise BackendError(
-                f"the API refused the first request (case {jobs[0].case_id!r}): {reply.error}",
+                f"the API refused the first request (case {first.case_id!r}): {reply.error}",
                 fix="check the model name, settings and key before running the suite",
             )
-        record(0, score_reply(jobs[0], reply, scorer, cached))
+        record(0, score_reply(first, reply, scorer, cached))
     pending_index = 1
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalgate") as pool:
         running: dict[Future[Outcome], int] = {}

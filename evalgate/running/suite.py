@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from evalgate import __version__, files
 from evalgate.backends.base import Backend, Message, Request
@@ -212,6 +212,92 @@ def public_cases_sha(cases: Sequence[Case], key: HoldoutKey) -> str:
     )
 
 
+class Jobs(Sequence[Job]):
+    """A run's jobs, each made when it is asked for: a case's request (its system prompt, its
+    rendered turn, its case) is built for the call and dropped after it, so a run of 20,000
+    cases does not hold 20,000 requests (2 KB each) from the start to the end. Every turn is
+    rendered up front, so a template error still stops the run before its first call."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        prompt: Prompt,
+        cases: Sequence[Case],
+        repeats: int,
+        key: HoldoutKey,
+        tools_sha256: str | None,
+        template_at: str = "template",
+    ) -> None:
+        template = compile_template(suite.template, template_at)
+        self._suite, self._prompt, self._repeats = suite, prompt, repeats
+        self._tools_sha256 = tools_sha256
+        self._cases = list(cases)
+        self._names: list[str] = []
+        self._turns: list[str] = []
+        for case in self._cases:
+            holdout = case.split == "holdout"
+            # Errors name a case by its job's id: a holdout case's id stays out of any message.
+            name = key.case(case.id, case.hash) if holdout else case.id
+            # A holdout case is not named in a template error, nor are its values quoted.
+            where = (
+                f"{template_at} (a holdout case)"
+                if holdout
+                else f"{template_at} (case {name!r}, {case.source})"
+            )
+            self._names.append(name)
+            self._turns.append(render_turn(template, case.input, where, holdout=holdout))
+
+    def __len__(self) -> int:
+        return len(self._cases) * self._repeats
+
+    def case_index(self, index: int) -> int:
+        """The case of job ``index``, without building its request."""
+        return index // self._repeats
+
+    def request(self, index: int) -> Request:
+        """The request of job ``index``'s case (a case's repeats send the same request)."""
+        case_index = self.case_index(index)
+        case, model = self._cases[case_index], self._suite.model
+        return Request(
+            system=self._prompt.text,
+            messages=(
+                *(Message(role=m["role"], content=m["content"]) for m in case.messages),
+                Message(role="user", content=self._turns[case_index]),
+            ),
+            model=model.name,
+            max_tokens=model.max_tokens,
+            temperature=model.temperature,
+            options=model.options,
+            case={"id": case.id, "input": case.input},
+            agent=agent_spec(self._suite, case, self._tools_sha256),
+        )
+
+    def _job(self, index: int) -> Job:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        case_index = self.case_index(index)
+        case = self._cases[case_index]
+        return Job(
+            case_index,
+            index % self._repeats,
+            self._names[case_index],
+            case.expected,
+            self.request(index),
+            case.input,
+            # A holdout reply is never written to the response cache, which is not secret.
+            cacheable=case.split != "holdout",
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Job]: ...
+    def __getitem__(self, index: int | slice) -> Job | list[Job]:
+        if isinstance(index, slice):
+            return [self._job(i) for i in range(*index.indices(len(self)))]
+        return self._job(index + len(self) if index < 0 else index)
+
+
 def build_jobs(
     suite: Suite,
     prompt: Prompt,
@@ -220,43 +306,12 @@ def build_jobs(
     key: HoldoutKey | None = None,
     tools_sha256: str | None = None,
     template_at: str = "template",
-) -> list[Job]:
-    """``tools_sha256`` (see :func:`tools_sha`) joins each agent request, so a cached reply is
-    never reused after the tool command's files change. ``template_at``: where the user-turn
-    template is written (``evalgate.yml: suites.NAME.template``), for its errors."""
-    template = compile_template(suite.template, template_at)
-    key = key or HoldoutKey()
-    jobs: list[Job] = []
-    for index, case in enumerate(cases):
-        holdout = case.split == "holdout"
-        # Errors name a case by its job's id: a holdout case's id stays out of any message.
-        name = key.case(case.id, case.hash) if holdout else case.id
-        # A holdout case is not named in a template error, nor are its values quoted.
-        where = (
-            f"{template_at} (a holdout case)"
-            if holdout
-            else f"{template_at} (case {name!r}, {case.source})"
-        )
-        turn = render_turn(template, case.input, where, holdout=holdout)
-        request = Request(
-            system=prompt.text,
-            messages=(
-                *(Message(role=m["role"], content=m["content"]) for m in case.messages),
-                Message(role="user", content=turn),
-            ),
-            model=suite.model.name,
-            max_tokens=suite.model.max_tokens,
-            temperature=suite.model.temperature,
-            options=suite.model.options,
-            case={"id": case.id, "input": case.input},
-            agent=agent_spec(suite, case, tools_sha256),
-        )
-        jobs.extend(
-            # A holdout reply is never written to the response cache, which is not secret.
-            Job(index, r, name, case.expected, request, case.input, cacheable=not holdout)
-            for r in range(repeats)
-        )
-    return jobs
+) -> Jobs:
+    """Each case's jobs, its repeats next to each other (see :class:`Jobs`). ``tools_sha256``
+    (see :func:`tools_sha`) joins each agent request, so a cached reply is never reused after
+    the tool command's files change. ``template_at``: where the user-turn template is written
+    (``evalgate.yml: suites.NAME.template``), for its errors."""
+    return Jobs(suite, prompt, cases, repeats, key or HoldoutKey(), tools_sha256, template_at)
 
 
 @dataclass(frozen=True)
@@ -320,8 +375,12 @@ def run_suite(
     jobs = build_jobs(
         suite, spec.prompt, cases, spec.repeats, spec.holdout_key, tools, spec.template_at
     )
+    chosen: Sequence[Job] = jobs
+    # The case of each job sent, in order (read without building the jobs' requests).
+    case_of = [jobs.case_index(i) for i in range(len(jobs))]
     if spec.only is not None:
-        jobs = [j for j in jobs if (cases[j.case_index].id, j.repeat) in spec.only]
+        chosen = [j for j in jobs if (cases[j.case_index].id, j.repeat) in spec.only]
+        case_of = [j.case_index for j in chosen]
     started = time.perf_counter()
     if batch is not None and suite.tools:
         raise UserError(
@@ -331,11 +390,11 @@ def run_suite(
         )
     if batch is not None:
         outcomes, interrupted = batch.execute(
-            jobs, scorer, label=spec.suite_name, on_progress=on_progress
+            chosen, scorer, label=spec.suite_name, on_progress=on_progress
         )
     else:
         outcomes, interrupted = execute(
-            jobs,
+            chosen,
             backend,
             scorer,
             concurrency=spec.concurrency or suite.concurrency,
@@ -345,7 +404,7 @@ def run_suite(
             budget=budget,
         )
     wall = time.perf_counter() - started
-    results = _case_results(cases, jobs, outcomes, spec.holdout_key)
+    results = _case_results(cases, case_of, outcomes, spec.holdout_key)
     saved = sum(1 for o in outcomes if o.error_kind == "skipped")
     created = datetime.now(UTC)
     scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
@@ -385,15 +444,17 @@ def run_suite(
 
 
 def _case_results(
-    cases: Sequence[Case], jobs: Sequence[Job], outcomes: Sequence[Outcome], key: HoldoutKey
+    cases: Sequence[Case], case_of: Sequence[int], outcomes: Sequence[Outcome], key: HoldoutKey
 ) -> list[CaseResult]:
     """Each case with its outcomes (jobs come back in any order), the holdout redacted, and
     the cases a sequential test made unnecessary left out (they were never sent)."""
     per_case: list[list[Outcome]] = [[] for _ in cases]
-    for job, outcome in zip(jobs, outcomes, strict=True):
-        per_case[job.case_index].append(outcome)
+    for case_index, outcome in zip(case_of, outcomes, strict=True):
+        per_case[case_index].append(outcome)
     results = [
-        CaseResult(
+        # Built from values already validated (the case's, the outcomes'): constructed, so
+        # the result shares the case's input instead of holding a copy of it.
+        CaseResult.model_construct(
             id=case.id,
             split=case.split or "dev",
             group=case.group,

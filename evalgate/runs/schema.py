@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evalgate.compact import Compact
 from evalgate.errors import RunFileError, did_you_mean, from_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import RedactedError, RedactedReply
@@ -25,31 +26,7 @@ SCHEMA_VERSION: Literal[1] = 1
 PASS_AT = 0.5
 
 
-class _Compact(BaseModel):
-    """A model made by the thousand (a run of 10,000 cases holds 10,000 or more of each).
-
-    Pydantic gives every instance its own set of the fields it was given, which for an outcome
-    costs five times its values (2.2 KB of 2.7 KB). Run files are written whole, every field
-    given, and nothing in evalgate asks which fields were set (no ``exclude_unset``), so every
-    instance of a class shares one set of all its fields instead: it is never changed, since
-    setting a field adds a name that is already in it, and ``model_copy`` copies it.
-    """
-
-    def model_post_init(self, context: Any, /) -> None:
-        object.__setattr__(self, "__pydantic_fields_set__", _all_fields(type(self)))
-
-
-_FIELDS: dict[type[BaseModel], set[str]] = {}
-
-
-def _all_fields(cls: type[BaseModel]) -> set[str]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = set(cls.model_fields)
-    return fields
-
-
-class Outcome(_Compact):
+class Outcome(Compact):
     """One call for one case: the reply and how it scored (or the error that stopped it)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -76,7 +53,7 @@ class Outcome(_Compact):
     steps: list[Step] | None = None
 
 
-class CaseResult(_Compact):
+class CaseResult(Compact):
     model_config = ConfigDict(extra="forbid")
 
     id: str
@@ -271,9 +248,10 @@ def save_run(run: Run, state_dir: Path) -> Path:
     return path
 
 
-def run_text(data: bytes) -> str:
-    """A run file's bytes as JSON text, whichever form it was written in (``ValueError`` for
-    a broken compressed file or text that is not UTF-8)."""
+def run_json(data: bytes) -> bytes:
+    """A run file's bytes as UTF-8 JSON, whichever form it was written in (``ValueError`` for
+    a broken compressed file or text that is not UTF-8). Bytes, not text: pydantic reads them
+    as they are, and a str of a large run would hold a second copy while it is parsed."""
     if data.startswith(_GZIP_MAGIC):
         inflate = zlib.decompressobj(wbits=31)  # 31: a gzip header
         try:
@@ -284,19 +262,24 @@ def run_text(data: bytes) -> str:
             raise ValueError(f"the run file is over {MAX_RUN_BYTES >> 20} MiB uncompressed")
         if not inflate.eof:
             raise ValueError("the compressed run file is cut short")
-    return data.decode("utf-8")
+    data.decode("utf-8")  # the check alone: the text is not kept
+    return data
+
+
+def run_text(data: bytes) -> str:
+    """A run file's bytes as JSON text, whichever form it was written in (see run_json)."""
+    return run_json(data).decode("utf-8")
 
 
 def parse_run(data: bytes) -> Run:
     """A run from a run file's bytes: ``ValueError`` (a ``ValidationError`` among them) if it
     is not one."""
-    return Run.model_validate_json(run_text(data))
+    return Run.model_validate_json(run_json(data))
 
 
 def read_run(path: Path) -> Run:
     try:
-        data = path.read_bytes()
-        text = run_text(data)
+        text = run_json(path.read_bytes())
     except FileNotFoundError:
         raise RunFileError("run file does not exist", where=str(path)) from None
     except (OSError, ValueError) as exc:
@@ -327,6 +310,40 @@ def iter_runs(state_dir: Path) -> Iterator[tuple[Path, Run]]:
             continue
 
 
+class _RunHead(BaseModel):
+    """What choosing the latest run reads of each file: its cases are parsed, never built."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    created_at: datetime
+    prompt: PromptInfo
+
+
+def _newest(state_dir: Path, version: str) -> Run | None:
+    """The newest readable run (of prompt ``version``, when given), building only that one:
+    each file's head is read first, and the files are tried newest first (the first of equals
+    in name order, as ``max`` over ``iter_runs`` would pick)."""
+    folder = runs_dir(state_dir)
+    if not folder.is_dir():
+        return None
+    heads: list[tuple[datetime, Path]] = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            head = _RunHead.model_validate_json(run_json(path.read_bytes()))
+        except (OSError, ValueError):
+            continue
+        if not version or head.prompt.name == version:
+            heads.append((head.created_at, path))
+    for _, path in sorted(heads, key=lambda h: h[0], reverse=True):
+        try:
+            run = read_run(path)
+        except RunFileError:
+            continue
+        if not version or run.prompt.name == version:
+            return run
+    return None
+
+
 def find_run(ref: str, state_dir: Path) -> Run:
     """A run by file path, by name, by unique name prefix, or ``latest:VERSION``."""
     path = Path(ref)
@@ -339,9 +356,9 @@ def find_run(ref: str, state_dir: Path) -> Run:
     candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if ref.startswith("latest:") or ref == "latest":
         version = ref.partition(":")[2]
-        runs = [r for _, r in iter_runs(state_dir) if not version or r.prompt.name == version]
-        if runs:
-            return max(runs, key=lambda r: r.created_at)
+        latest = _newest(state_dir, version)
+        if latest is not None:
+            return latest
         prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
         close = did_you_mean(version, prompts) if version else None
         raise RunFileError(

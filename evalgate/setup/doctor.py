@@ -213,7 +213,7 @@ def _check_fields(
 
 def _check_template(
     loaded: LoadedConfig, label: str, suite: Suite, cases: Sequence[Case]
-) -> tuple[list[Finding], list[RunJob]]:
+) -> tuple[list[Finding], Sequence[RunJob]]:
     """Render the user turn of every case, as a run does before its first call."""
     from evalgate.running.suite import build_jobs
 

@@ -1,0 +1,205 @@
+"""Peak memory of `evalgate run` and `evalgate report` by the number of cases, and start-up.
+
+    python -m benchmarks.footprint                       # 2,000 and 20,000 cases
+    python -m benchmarks.footprint --cases 2000,20000 --startup-repeats 5
+
+Every command runs in a child process of its own (``python -m evalgate``) against the Messages
+stand-in, which runs in another process with no latency. A child's peak is its own VmHWM
+(read from /proc/self/status as it exits), not ``ru_maxrss`` from wait4, which also counts
+the pages of the parent that forked it. Start-up is wall time from starting the child: to its
+exit for ``--version`` and for ``gate`` on two saved run files, and to the stand-in's first
+request for ``run`` (the SDK's import and the client's construction included). The best of
+``--startup-repeats`` is kept (the machine's load only ever adds to it).
+
+Targets (issue 27): `run` at most 150 MB and `report` at most 100 MB at 20,000 cases;
+`gate` on two run files within 0.3 s, importing no SDK; `run` at its first request within
+0.7 s. The exit code is 0 when every target is met, 1 when one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from benchmarks.throughput import EXAMPLE, write_suite
+
+RUN_MB, REPORT_MB = 150.0, 100.0
+GATE_S, FIRST_REQUEST_S = 0.3, 0.7
+TARGET_CASES = 20_000
+
+# The child reports its own high-water mark, and which SDKs it imported, as it exits.
+_CHILD = (
+    "import atexit, os, runpy, sys\n"
+    "def report():\n"
+    "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
+    "    sdks = [m for m in ('anthropic', 'openai') if m in sys.modules]\n"
+    "    with open(os.environ['FOOTPRINT_FILE'], 'w') as out:\n"
+    "        out.write(hwm[0].split()[1] + ' ' + ','.join(sdks))\n"
+    "atexit.register(report)\n"
+    "sys.argv[0] = 'evalgate'\n"
+    "runpy.run_module('evalgate', run_name='__main__')\n"
+)
+
+
+def serve(conn: Connection) -> None:
+    """The stand-in until told to stop; its URL first, then on each "first" the arrival time
+    (``time.monotonic``, one clock for every process) of the first request since the last."""
+    from evalgate.backends.fake import load_rules
+    from tests.support.messages_server import MessagesServer
+
+    rules = load_rules({"rules_file": "fake-rules.yml"}, EXAMPLE)
+    with MessagesServer(rules, log_limit=2) as server:
+        conn.send(server.url)
+        while (order := conn.recv()) != "stop":
+            if order == "reset":
+                server.reset()
+                conn.send(True)
+            else:
+                first = [ex.t for ex in server.requests if ex.path.startswith("/v1/messages")]
+                conn.send(first[0] if first else None)
+
+
+def child(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str, int]:
+    """(peak MB, wall s, SDKs imported, exit code) of ``evalgate ARGV``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cost = Path(tmp) / "cost"
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, *argv],
+            cwd=cwd,
+            env={**env, "FOOTPRINT_FILE": str(cost)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+        kib, _, sdks = cost.read_text(encoding="utf-8").partition(" ")
+    if done.returncode not in (0, 1):
+        sys.stderr.write(done.stderr)
+    return int(kib) / 1024, wall, sdks or "none", done.returncode
+
+
+def first_request_s(cwd: Path, env: dict[str, str], conn: Connection) -> float:
+    """Wall time from starting `evalgate run --limit 1` to the stand-in's first request."""
+    conn.send("reset")
+    conn.recv()
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "evalgate", "run", "v3", "--limit", "1", "--no-save"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    conn.send("first")
+    arrived = conn.recv()
+    return float("nan") if arrived is None else arrived - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", default="2000,20000")
+    parser.add_argument("--startup-repeats", type=int, default=5)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.cases.split(",")]
+    context = multiprocessing.get_context("spawn")
+    parent, end = context.Pipe()
+    server = context.Process(target=serve, args=(end,), daemon=True)
+    server.start()
+    ok = True
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        url = parent.recv()
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_KEY": "sk-bench",
+            "ANTHROPIC_BASE_URL": url,
+            "NO_COLOR": "1",
+        }
+        with tempfile.TemporaryDirectory(prefix="evalgate-footprint-") as tmp:
+            startup_root: Path | None = None
+            for n in sizes:
+                root = Path(tmp) / f"n{n}"
+                root.mkdir()
+                write_suite(root, n, 32, False)
+                run_mb, run_s, _, code = child(["run", "v3"], root, env)
+                runs = sorted((root / ".evalgate" / "runs").glob("*.json"))
+                size_mb = runs[-1].stat().st_size / 2**20 if runs else 0.0
+                report_mb, report_s, _, _ = child(["report", "latest"], root, env)
+                meets = n != TARGET_CASES or (run_mb <= RUN_MB and report_mb <= REPORT_MB)
+                ok = ok and meets and code == 0
+                target = f"<= {RUN_MB:.0f} / {REPORT_MB:.0f} MB" if n == TARGET_CASES else "(shown)"
+                rows.append(
+                    (
+                        f"{n:,} cases: peak of run / report",
+                        f"{run_mb:.0f} MB / {report_mb:.0f} MB",
+                        target,
+                        ("pass" if meets else "MISS") if n == TARGET_CASES else "",
+                    )
+                )
+                rows.append(
+                    (
+                        f"{n:,} cases: wall of run / report, run file",
+                        f"{run_s:.1f} s / {report_s:.2f} s, {size_mb:.1f} MB",
+                        "",
+                        "",
+                    )
+                )
+                startup_root = root
+            assert startup_root is not None
+            root = startup_root
+            # a second run of the same suite, for `gate` to compare against the first
+            child(["run", "v3", "--limit", "50"], root, env)
+            child(["run", "v3", "--limit", "50"], root, env)
+            runs = sorted((root / ".evalgate" / "runs").glob("*.json"))[-2:]
+            reps = args.startup_repeats
+            version = min(child(["--version"], root, env)[1] for _ in range(reps))
+            gates = [
+                child(["gate", "--baseline", str(runs[0]), "--candidate", str(runs[1])], root, env)
+                for _ in range(reps)
+            ]
+            gate_s = min(g[1] for g in gates)
+            gate_sdks = gates[0][2]
+            first = min(first_request_s(root, env, parent) for _ in range(reps))
+        gate_ok = gate_s <= GATE_S and gate_sdks == "none"
+        first_ok = first <= FIRST_REQUEST_S
+        ok = ok and gate_ok and first_ok
+        rows += [
+            ("`evalgate --version`", f"{version:.2f} s", "", ""),
+            (
+                "`evalgate gate` on two run files (SDKs imported)",
+                f"{gate_s:.2f} s ({gate_sdks})",
+                f"<= {GATE_S} s (none)",
+                "pass" if gate_ok else "MISS",
+            ),
+            (
+                "`evalgate run` to its first request",
+                f"{first:.2f} s",
+                f"<= {FIRST_REQUEST_S} s",
+                "pass" if first_ok else "MISS",
+            ),
+        ]
+        parent.send("stop")
+    finally:
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+    print(f"start-up: best of {args.startup_repeats}; peaks: the child's own VmHWM")
+    print("| measure | value | target | |")
+    print("|---|---:|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

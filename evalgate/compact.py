@@ -1,0 +1,35 @@
+"""Pydantic models that share one set of their field names (see :class:`Compact`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class Compact(BaseModel):
+    """A model made by the thousand (a run of 10,000 cases holds 10,000 or more of each: its
+    cases, their results, their outcomes).
+
+    Pydantic gives every instance its own set of the fields it was given, which for an outcome
+    costs five times its values (2.2 KB of 2.7 KB), and 728 bytes for a case. Nothing in
+    evalgate asks which fields were set (no ``exclude_unset``), so every instance of a class
+    shares one set of all its fields instead: it is never changed, since setting a field adds
+    a name that is already in it, and ``model_copy`` copies it.
+    """
+
+    def model_post_init(self, context: Any, /) -> None:
+        object.__setattr__(self, "__pydantic_fields_set__", _all_fields(type(self)))
+
+
+_FIELDS: dict[type[BaseModel], set[str]] = {}
+
+
+def _all_fields(cls: type[BaseModel]) -> set[str]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = set(cls.model_fields)
+    return fields
+
+
+__all__ = ["Compact"]
