@@ -84,13 +84,39 @@ class _Form:
     b64: bool = False
     # Hex, which may come a byte at a time ("73 6b 2d").
     hex: bool = False
+    # The length of the secret's public prefix (``sk-ant-api03-``): no part of a fragment.
+    public: int = 0
 
     def secret_part(self, lo: int, hi: int) -> str:
-        """The part of the secret that the form's characters ``lo:hi`` stand for."""
+        """The part of the secret that the form's characters ``lo:hi`` stand for, without the
+        public prefix every key of its kind starts with."""
         if self.reverse:
             n = len(self.secret)
-            return self.secret[n - hi : n - lo]
-        return self.secret[self.start + int(lo * self.scale) : self.start + int(hi * self.scale)]
+            a, b = n - hi, n - lo
+        else:
+            a, b = self.start + int(lo * self.scale), self.start + int(hi * self.scale)
+        return self.secret[max(a, self.public) : b]
+
+
+# Prefixes every key of a kind starts with, published in their providers' docs: a piece of one
+# is the same in everyone's key, so it counts for nothing in a fragment.
+PUBLIC_PREFIXES = (
+    "sk-ant-api03-",
+    "sk-ant-admin01-",
+    "sk-proj-",
+    "sk-",
+    "github_pat_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "ghr_",
+    "EVALGATE-HOLDOUT-KEY-1-",
+)
+
+
+def _public_prefix(secret: str) -> int:
+    return max((len(p) for p in PUBLIC_PREFIXES if secret.startswith(p)), default=0)
 
 
 @dataclass(frozen=True)
@@ -117,10 +143,11 @@ def _forms(secret: str) -> list[_Form]:
     if not _token_like(secret):
         return [_Form(secret.lower(), secret, escapes=True, fragments=False)]
     raw = secret.encode("utf-8", "surrogatepass")
+    public = _public_prefix(secret)
     forms = [
-        _Form(secret.lower(), secret, escapes=True),
-        _Form(secret[::-1].lower(), secret, reverse=True),
-        _Form(raw.hex(), secret, scale=0.5, hex=True),
+        _Form(secret.lower(), secret, escapes=True, public=public),
+        _Form(secret[::-1].lower(), secret, reverse=True, public=public),
+        _Form(raw.hex(), secret, scale=0.5, hex=True, public=public),
     ]
     for pad in range(3):
         # Base64 of the secret after ``pad`` other bytes: the groups made of its bytes alone,
@@ -129,7 +156,9 @@ def _forms(secret: str) -> list[_Form]:
         whole = 4 * ((pad + len(raw)) // 3)
         core = encoded[4 if pad else 0 : whole].lower()
         if core:
-            forms.append(_Form(core, secret, start=(3 - pad) % 3, scale=0.75, b64=True))
+            forms.append(
+                _Form(core, secret, start=(3 - pad) % 3, scale=0.75, b64=True, public=public)
+            )
     return forms
 
 

@@ -52,6 +52,7 @@ from evalgate.backends.base import BackendContext, Message, Request
 from evalgate.backends.command import CommandBackend
 from evalgate.backends.fake import FakeRule, FakeRules, load_rules
 from evalgate.backends.openai import OpenAIBackend
+from evalgate.cases.holdout import keygen
 from evalgate.config.models import ModelSettings
 from evalgate.errors import UserError
 from evalgate.publish.github import connect, find_baseline, get_repository
@@ -183,6 +184,23 @@ def test_ordinary_text_that_shares_short_pieces_is_left_alone(text: str) -> None
     hold(REPETITIVE)
     assert redact_held(text) == text
     assert redact(text) == text
+
+
+def test_a_public_prefix_is_no_fragment_of_a_held_key() -> None:
+    # Every holdout key starts "EVALGATE-HOLDOUT-KEY-1-" (23 characters, upper case and a
+    # digit): with one key held, that prefix alone was redacted as a 16-character fragment of
+    # it, which left the body of another key, the part that is secret, in plain sight.
+    mine, _ = keygen()
+    other = "EVALGATE-HOLDOUT-KEY-1-q83vEjWf9YfR0KcA3Lx0uXWkN1"
+    hold(mine)
+    assert redact(f"echo: {other}") == f"echo: {REDACTED}"
+    assert (
+        redact_held("a key starts EVALGATE-HOLDOUT-KEY-1-")
+        == "a key starts EVALGATE-HOLDOUT-KEY-1-"
+    )
+    # The held key itself, whole or by a fragment of its body, still goes.
+    assert redact_held(f"k={mine}") == f"k={REDACTED}"
+    assert redact_held(f"k={mine[23:45]}") == f"k={REDACTED}"
 
 
 def test_a_repetitive_secret_is_redacted_whole_but_not_by_its_runs() -> None:
