@@ -378,6 +378,19 @@ def _everything(job: Any, **more: str) -> dict[str, str]:
     return {"stdout": job.out, "stderr": job.err, "summary": job.summary} | more
 
 
+def baseline_job(workspace: Path, server: MessagesServer) -> Any:
+    """The push job on the anthropic backend against ``server``, with the key as its input."""
+    use_anthropic(workspace)
+    return run_action(
+        workspace,
+        "push",
+        push_event(),
+        ref="refs/heads/main",
+        inputs={"anthropic_api_key": KEY},
+        env={"ANTHROPIC_BASE_URL": server.url},
+    )
+
+
 def test_a_baseline_job_whose_upstream_echoes_the_key_keeps_no_form_of_it(
     tmp_path: Path, echoing: MessagesServer
 ) -> None:
@@ -385,15 +398,7 @@ def test_a_baseline_job_whose_upstream_echoes_the_key_keeps_no_form_of_it(
     echoes it: the run file (the artefact) and everything the job printed hold none of it."""
     echoing.script(["ok", "bad_request", "ok", "ok"] * 60)
     workspace = make_workspace(tmp_path)
-    use_anthropic(workspace)
-    job = run_action(
-        workspace,
-        "push",
-        push_event(),
-        ref="refs/heads/main",
-        inputs={"anthropic_api_key": KEY},
-        env={"ANTHROPIC_BASE_URL": echoing.url},
-    )
+    job = baseline_job(workspace, echoing)
     assert "Traceback" not in job.err
     run_file = Path(job.outputs["run_file"])
     saved = run_file.read_text(encoding="utf-8")
@@ -416,16 +421,7 @@ def test_a_refused_first_request_names_the_failure_without_the_key(
     with MessagesServer(rules) as server:
         server.knobs = Knobs(echo_text=ECHOED[name], api_key=KEY)
         server.script(["bad_request"])
-        workspace = make_workspace(tmp_path)
-        use_anthropic(workspace)
-        job = run_action(
-            workspace,
-            "push",
-            push_event(),
-            ref="refs/heads/main",
-            inputs={"anthropic_api_key": KEY},
-            env={"ANTHROPIC_BASE_URL": server.url},
-        )
+        job = baseline_job(make_workspace(tmp_path), server)
     assert job.code == 2, job.out + job.err
     [error] = job.annotations("error")
     assert "400 invalid_request_error" in error

@@ -157,18 +157,10 @@ def find_baseline_run(
     """The default branch's baseline artefact, downloaded and checked, or None."""
     if runner.repo is None:
         return Baseline(None, None, no_baseline=True)
-    ref = gh.find_baseline(
-        runner.repo,
-        runner.inputs.baseline_artifact,
-        runner.default_branch,
-        prefer_sha=merge_base,
-        workflow_path=runner.workflow_path,
-    )
-    if ref is None:
+    found = download_baseline(runner, merge_base, loaded.state_dir / "download")
+    if found is None:
         return Baseline(None, None, no_baseline=True)
-    folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), loaded.state_dir / "download"
-    )
+    ref, folder = found
     wanted = folder / f"{name}.json"
     run = read_run(wanted) if wanted.exists() else gh.load_baseline_run(folder)
     if run.suite != name:
@@ -204,6 +196,24 @@ def find_baseline_run(
         )
     )
     return Baseline(run, provenance)
+
+
+def download_baseline(
+    runner: ActionJob, merge_base: str | None, into: Path
+) -> tuple[gh.BaselineRef, Path] | None:
+    """The default branch's newest trusted baseline artefact (the merge base's first),
+    downloaded into ``into`` (a folder of the job's own state, never of the checkout)."""
+    assert runner.repo is not None
+    ref = gh.find_baseline(
+        runner.repo,
+        runner.inputs.baseline_artifact,
+        runner.default_branch,
+        prefer_sha=merge_base,
+        workflow_path=runner.workflow_path,
+    )
+    if ref is None:
+        return None
+    return ref, gh.download_artifact(ref, runner.inputs.github_token.get_secret_value(), into)
 
 
 def artifact_provenance(

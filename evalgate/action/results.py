@@ -16,10 +16,11 @@ nothing is spent and no secret is needed.
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalgate.action.baseline import artifact_provenance
+from evalgate.action.baseline import artifact_provenance, download_baseline
 from evalgate.action.inputs import Mode
 from evalgate.action.job import ActionJob, pr_number
 from evalgate.action.modes import detect_mode
@@ -205,19 +206,13 @@ def _find_baseline(
         return None, None, ["no github_token, so no baseline artefact could be looked up"]
     pull = gh.pull_request_info(runner.repo, pr_number(runner.event))
     merge = gh.merge_base(runner.repo, pull.base_ref, pull.head_sha)
-    ref = gh.find_baseline(
-        runner.repo,
-        runner.inputs.baseline_artifact,
-        runner.default_branch,
-        prefer_sha=merge,
-        workflow_path=runner.workflow_path,
-    )
-    if ref is None:
+    # The job's own state folder: a download folder in the checkout could hold files the
+    # pull request committed, taken for the baseline.
+    state = runner.state.folder if runner.state is not None else Path(tempfile.mkdtemp())
+    found = download_baseline(runner, merge, state / "download")
+    if found is None:
         return None, None, []
-    state = runner.state.folder if runner.state is not None else runner.folder / ".evalgate"
-    folder = gh.download_artifact(
-        ref, runner.inputs.github_token.get_secret_value(), state / "download"
-    )
+    ref, folder = found
     path = _same_format(folder, foreign)
     if path is None:
         runner.log(

@@ -569,13 +569,17 @@ def cases_for_mde(target: float, flip_rate: float, alpha: float = 0.05, power: f
     def enough(n: int) -> bool:
         return _sign_test_power(n, flip_rate, drop, alpha) >= power
 
+    return least_n(enough, 0)
+
+
+def least_n(enough: Callable[[int], bool], start: int) -> int:
+    """The least n > ``start`` with ``enough(n)``, for a property that once true stays true
+    as n grows: doubling, then bisection. ``CASES_CAP`` when even that many fall short."""
     if not enough(CASES_CAP):
         return CASES_CAP
-    hi = 1
+    lo, hi = start, min(max(2 * start, 1), CASES_CAP)
     while not enough(hi):
-        hi *= 2
-    hi = min(hi, CASES_CAP)
-    lo = hi // 2  # fails (or is 0, which never has power)
+        lo, hi = hi, min(2 * hi, CASES_CAP)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if enough(mid):
@@ -1199,18 +1203,7 @@ def cases_to_rule_out(broken: float, fixed: float, n: int, margin: float, alpha:
     def enough(m: int) -> bool:
         return tango_upper_drop(broken * m / n, fixed * m / n, m, alpha) < margin
 
-    if enough(n) or not enough(CASES_CAP):
-        return n if enough(n) else CASES_CAP
-    lo, hi = n, min(2 * n, CASES_CAP)
-    while not enough(hi):
-        lo, hi = hi, min(2 * hi, CASES_CAP)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return n if enough(n) else least_n(enough, n)
 
 
 def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:

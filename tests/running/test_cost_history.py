@@ -22,7 +22,7 @@ from test_action import (
     gh,
     make_workspace,
     open_pull,
-    pr_event,
+    pr_job,
     push_event,
     release,
     run_action,
@@ -241,14 +241,7 @@ def test_baseline_pr_and_release_jobs_keep_their_spend_and_history_sums_it(
 
     upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
     open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
-    pr = run_action(
-        make_workspace(tmp_path / "pr", HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
+    pr = pr_job(make_workspace(tmp_path / "pr", HARMLESS), gh)
     assert pr.code == 0, pr.out + pr.err
     shipped = release(gh, tmp_path / "rel", "v1.0.0")
     assert shipped.code == 0, shipped.out + shipped.err
@@ -313,13 +306,8 @@ def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
     assert base.code == 0, base.out + base.err
     upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
     open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
-    pr = run_action(
-        make_workspace(tmp_path / "pr", HARMLESS),
-        "pull_request",
-        pr_event(),
-        ref="refs/pull/7/merge",
-        inputs=api(gh, gh.contents_read_token),
-        env=api_env(gh),
+    pr = pr_job(
+        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
     )
     assert pr.code == 0, pr.out + pr.err
     assert "what this job spent is not kept" in pr.out
