@@ -16,7 +16,10 @@ COPY constraints.txt /opt/evalgate/constraints.txt
 # evalgate's own source stays, for readable tracebacks), and the symbol tables of the Python
 # extension modules (strip --strip-unneeded keeps what the dynamic loader needs), and what only
 # a build against numpy or scipy reads (C headers and sources, Cython declarations, static
-# libraries: about 3 MB, which keeps the image within 200 MB of its base with openai in it). The libraries
+# libraries: about 3 MB), numpy.distutils (a build tool; f2py stays, scipy imports it), the scipy subpackages outside what scipy.stats imports that evalgate never uses
+# (scipy.io's file formats, scipy.odr) and the wheels' RECORD files (read only by pip, which is
+# gone): with them the image stays within 200 MB of its base with openai in it. The build
+# imports what evalgate uses of numpy and scipy once the trimming is done. The libraries
 # that wheels vendor (*.libs/) are left as they are: stripping them breaks their patched ELF
 # headers (numpy then fails to load). binutils stays in this stage only.
 RUN apt-get update -q >/dev/null \
@@ -27,6 +30,8 @@ RUN apt-get update -q >/dev/null \
  && SITE=$(/opt/evalgate/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
  && find "$SITE" -depth -type d -name tests \
       \( -path "*/site-packages/scipy/*" -o -path "*/site-packages/numpy/*" \) -exec rm -rf {} + \
+ && rm -rf "$SITE/numpy/distutils" "$SITE/scipy/io" "$SITE/scipy/odr" \
+ && find "$SITE" -path "*.dist-info/RECORD" -type f -delete \
  && find "$SITE" -type f \( -name "*.h" -o -name "*.c" -o -name "*.cpp" -o -name "*.pxd" \
       -o -name "*.pyx" -o -name "*.pxi" -o -name "*.a" \) -delete \
  && find "$SITE" -name "*.cpython-*.so" -type f -not -path "*.libs/*" \
@@ -34,6 +39,7 @@ RUN apt-get update -q >/dev/null \
  && /opt/evalgate/venv/bin/python -m compileall -q -b "$SITE" \
  && find "$SITE" \( -name "*.py" -o -name "*.pyi" \) -type f -delete \
  && find "$SITE" -depth -type d -name __pycache__ -exec rm -rf {} + \
+ && /opt/evalgate/venv/bin/python -c "import numpy, numpy.typing, scipy.special, scipy.stats, scipy.integrate" \
  && echo /opt/evalgate/app >"$SITE/evalgate-app.pth"
 
 # --- app: evalgate itself, into its own folder, so that a code change rebuilds only this. -----
