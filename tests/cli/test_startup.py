@@ -8,6 +8,7 @@ asserted: benchmarks/footprint.py measures the start-up)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -98,19 +99,19 @@ def test_version_imports_no_command() -> None:
     assert report == {"code": 0, "loaded": []}
 
 
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_command_alone_parses_as_in_the_whole_parser(command: str) -> None:
     # main() builds the parser of the command named on the command line alone: its options
     # and help must be those of the parser with every command.
-    def subparser(parser: object, name: str) -> object:
-        sub = next(a for a in parser._actions if a.dest == "command")  # type: ignore[attr-defined]
-        return sub.choices[name]
-
-    whole = subparser(build_parser(), command)
-    alone = subparser(build_parser(command), command)
-    assert alone.format_help() == whole.format_help()  # type: ignore[attr-defined]
+    whole = _commands(build_parser())[command]
+    alone = _commands(build_parser(command))[command]
+    assert alone.format_help() == whole.format_help()
 
 
 def test_every_command_has_its_module() -> None:
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert sorted(sub.choices) == sorted(COMMANDS)  # type: ignore[attr-defined]
+    assert sorted(_commands(build_parser())) == sorted(COMMANDS)
