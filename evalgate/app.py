@@ -13,23 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from evalgate.analysis.history import (
-    check_anchors,
-    check_chain,
-    check_ledger,
-    effective,
-    next_link,
-)
-from evalgate.analysis.release import (
-    ReleaseRecord,
-    ReleaseReport,
-    make_record,
-    release_report,
-    sign_record,
-    usable_history,
-)
 from evalgate.backends.base import Backend, BackendContext, backend_class
 from evalgate.backends.guarded import guarded
 from evalgate.cases.holdout import (
@@ -48,28 +33,13 @@ from evalgate.cases.holdout import (
     sealed_digests,
     unrecorded_changes,
 )
-from evalgate.cases.judge_labels import Label, labels_sha, leak_warnings
-from evalgate.cases.leakguard import LeakGuard, contamination, holdout_index
 from evalgate.cases.read import SPLITS, CaseSet
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
-from evalgate.gate.decide import SequentialMonitor
-from evalgate.running.batch import BatchExecutor
 from evalgate.running.budget import BudgetGuard
 from evalgate.running.cache import ResponseCache
-from evalgate.running.estimate import Estimate, estimate_run
-from evalgate.running.judge_check import (
-    Graded,
-    JudgeReport,
-    LabelSplit,
-    SplitCheck,
-    floor_of,
-    grade,
-    judge_sha256,
-    measure_split,
-)
 from evalgate.running.progress import ProgressPrinter
 from evalgate.running.suite import (
     DEFAULT_SPLITS,
@@ -82,7 +52,18 @@ from evalgate.running.suite import (
 )
 from evalgate.runs.resume import check_resumable, fill, unsent
 from evalgate.runs.schema import Run
-from evalgate.scorers.judge import JudgeScorer
+
+if TYPE_CHECKING:
+    from evalgate.analysis.release import ReleaseRecord, ReleaseReport
+    from evalgate.cases.judge_labels import Label
+    from evalgate.cases.leakguard import LeakGuard
+    from evalgate.gate.decide import SequentialMonitor
+    from evalgate.running.estimate import Estimate
+    from evalgate.running.judge_check import Graded, JudgeReport, SplitCheck
+
+# A run imports what it sends with; the release's history and signatures, the judge's check,
+# the estimate, message batches and the sequential monitor are imported by the functions that
+# use them (each costs a command that does not need it its import at start-up).
 
 
 @dataclass(frozen=True)
@@ -191,11 +172,6 @@ def holdout_sha(cases: CaseSet, key: HoldoutKey) -> str:
     return key.digest(key.case(c.id, c.hash) for c in cases.cases if c.split == "holdout")
 
 
-def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
-    suite = loaded.config.suites.get(run.suite)
-    return suite.price_as if suite else None
-
-
 def plan_run(
     world: World, loaded: LoadedConfig, suite_name: str, version: str, options: RunOptions
 ) -> RunSpec:
@@ -239,6 +215,8 @@ def estimate_version(
 ) -> Estimate:
     """What running one prompt version would cost, without calling a model: the backend is
     built only to count input tokens where that is free (see running/estimate.py)."""
+    from evalgate.running.estimate import estimate_run
+
     spec = plan_run(world, loaded, suite_name, version, options)
     suite = spec.suite
     backend: Backend | None
@@ -295,6 +273,8 @@ def run_version(
     cache = ResponseCache(folder, key=world.cache_key) if use_cache else None
     batch = None
     if options.batch or getattr(backend, "batch_by_default", False):
+        from evalgate.running.batch import BatchExecutor
+
         batch = BatchExecutor.for_backend(
             backend,
             loaded.state_dir / "batches",
@@ -310,6 +290,8 @@ def run_version(
             )
     monitor = None
     if options.early_stop_against is not None:
+        from evalgate.gate.decide import SequentialMonitor
+
         hashes = {c.id: c.hash for c in cases_to_run(spec)}
         monitor = SequentialMonitor(options.early_stop_against, hashes, suite.gate)
     progress = ProgressPrinter(world.err, interactive=world.interactive)
@@ -416,6 +398,20 @@ def release_version(
     store's lines (which must match the previous release's but for recorded changes) and to
     the record before it. ``anchors``: release anchors read from elsewhere than the checkout
     (the default branch's change ledger)."""
+    from evalgate.analysis.history import (
+        check_anchors,
+        check_chain,
+        check_ledger,
+        effective,
+        next_link,
+    )
+    from evalgate.analysis.release import (
+        make_record,
+        release_report,
+        sign_record,
+        usable_history,
+    )
+
     _, suite = loaded.suite(name)
     secret = holdout_secret(world.env, suite)
     key = HoldoutKey(secret)
@@ -476,6 +472,8 @@ def contaminated(prompt: Prompt, suite: Suite, cases: CaseSet) -> None:
     """Refuse a release whose shipped prompt (or user-turn template) carries holdout cases,
     read as the pull-request guard reads requests (the holdout's plaintext, sealed cases
     too, is at hand here); nothing of the holdout is named."""
+    from evalgate.cases.leakguard import contamination, holdout_index
+
     held = [c for c in cases.cases if c.split == "holdout"]
     public = [c for c in cases.cases if c.split != "holdout"]
     texts = {f"the shipped prompt {prompt.name} ({prompt.path or 'given'})": prompt.text}
@@ -554,6 +552,17 @@ def check_judge(
     ``guard``: a pull request's holdout guard (the labels themselves are what it lets through).
     ``reuse``: show the recorded holdout result when this judge identity read these holdout
     labels before (else they are graded again, to be paired label by label, uncounted)."""
+    from evalgate.cases.judge_labels import labels_sha, leak_warnings
+    from evalgate.running.judge_check import (
+        JudgeReport,
+        LabelSplit,
+        floor_of,
+        grade,
+        judge_sha256,
+        measure_split,
+    )
+    from evalgate.scorers.judge import JudgeScorer
+
     assert suite.judge is not None and suite.scorer.kind == "judge"
     root = base_dir or loaded.root
     identity = judge_sha or judge_sha256(root, suite)
@@ -664,6 +673,8 @@ def _earlier_label_read(
     loaded: LoadedConfig, identity: str, holdout_sha: str, measure: dict[str, Any]
 ) -> SplitCheck | None:
     """The holdout labels' check recorded for this judge identity, measured the same way."""
+    from evalgate.running.judge_check import SplitCheck
+
     for record in reversed(read_ledger(ledger_path(loaded))):
         result = record.result or {}
         if (
@@ -688,6 +699,8 @@ def _record_label_read(
 ) -> JudgeReport:
     """Count a read of the judge's holdout labels in the ledger; the report with the reads so
     far, warned past the read budget."""
+    from evalgate.cases.judge_labels import labels_sha
+
     reads = _append_read(
         world,
         loaded,

@@ -2,12 +2,15 @@
 calls the pipeline, prints, and maps errors to exit codes (0 ok, 1 failed gate, 2 user error).
 
 The commands live in the modules beside this one, by topic; this one builds the parser and runs
-one command.
+one command. Only the module of the command asked for is imported (``COMMANDS`` names each
+command's module): `evalgate gate` on two run files never pays for the SDKs, the holdout's
+cryptography or the templates that `run` needs, and `evalgate --version` imports no command.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import os
@@ -17,31 +20,34 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from evalgate import __version__
-from evalgate.cli import (
-    action,
-    audit,
-    baseline,
-    compare,
-    completion,
-    demo,
-    doctor,
-    gate,
-    history,
-    holdout,
-    importing,
-    init,
-    judge,
-    merge,
-    noise,
-    release,
-    run,
-    saved,
-    split,
-)
 from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
-from evalgate.config.models import DEFAULT_CONFIG
-from evalgate.errors import EvalgateError
+from evalgate.defaults import CONFIG_FILE as DEFAULT_CONFIG
 from evalgate.report.escape import escape
+
+# Each command's module (beside this one), in the order `evalgate --help` lists them; a module
+# adds the parsers of the commands named here with its add_parser(sub, common).
+COMMANDS: dict[str, str] = {
+    "demo": "demo",
+    "run": "run",
+    "noise": "noise",
+    "gate": "gate",
+    "split": "split",
+    "holdout": "holdout",
+    "release": "release",
+    "audit": "audit",
+    "judge": "judge",
+    "action": "action",
+    "baseline": "baseline",
+    "merge": "merge",
+    "init": "init",
+    "doctor": "doctor",
+    "completion": "completion",
+    "import": "importing",
+    "list": "saved",
+    "report": "saved",
+    "compare": "compare",
+    "history": "history",
+}
 
 
 class UsageExit(SystemExit):
@@ -90,7 +96,9 @@ def error_document(
     return json.dumps({"error": error}, indent=2) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with ``command`` (a name in ``COMMANDS``) of that one
+    alone, which imports only its module; "" builds the parser of no command (for --version)."""
     common = Parser(add_help=False)
     common.add_argument(
         "--json",
@@ -117,27 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    demo.add_parser(sub, common)
-    run.add_parser(sub, common)
-    noise.add_parser(sub, common)
-    gate.add_parser(sub, common)
-    split.add_parser(sub, common)
-    holdout.add_parser(sub, common)
-    release.add_parser(sub, common)
-    audit.add_parser(sub, common)
-    judge.add_parser(sub, common)
-    action.add_parser(sub, common)
-    baseline.add_parser(sub, common)
-    merge.add_parser(sub, common)
-    init.add_parser(sub, common)
-    doctor.add_parser(sub, common)
-    completion.add_parser(sub, common)
-    importing.add_parser(sub, common)
-    saved.add_parser(sub, common)
-    compare.add_parser(sub, common)
-    history.add_parser(sub, common)
+    if command is None:
+        modules = list(dict.fromkeys(COMMANDS.values()))
+    else:
+        modules = [COMMANDS[command]] if command else []
+    for module in modules:
+        importlib.import_module(f"evalgate.cli.{module}").add_parser(sub, common)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line names before parsing (argparse's top level takes only
+    --help and --version before it): its name, "" for --version alone, None when unknown (the
+    whole parser then answers, with its usage and the list of commands)."""
+    if not argv:
+        return None
+    if argv[0] in COMMANDS:
+        return argv[0]
+    return "" if argv[0] == "--version" else None
 
 
 def main(
@@ -147,13 +152,16 @@ def main(
     err = err or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
-    parser = build_parser()
+    parser = build_parser(_command_of(argv))
     try:
         args = parser.parse_args(argv)
     except UsageExit as exc:
         if as_json:
             out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))
         raise
+    # Imported once the command line is read: `--version` and `--help` need none of it.
+    from evalgate.errors import EvalgateError
+
     ctx = Context(args, out, err)
     try:
         code: int = args.func(ctx)

@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 
 from evalgate.analysis.audit import audit
+from evalgate.app import holdout_sha, ledger_path
 from evalgate.cases.holdout import (
     HoldoutKey,
     read_ledger,
     reads_of,
 )
-from evalgate.cli.context import (
-    EXIT_OK,
-    Context,
-    holdout_sha,
-    ledger_path,
-)
+from evalgate.cli.context import EXIT_OK, Context
 from evalgate.cli.options import Subcommands, positive
 from evalgate.errors import UserError
 from evalgate.report.render import render

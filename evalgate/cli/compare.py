@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 
 from evalgate.analysis.compare import compare_runs
-from evalgate.cli.context import (
-    EXIT_OK,
-    Context,
-    price_as_for,
-)
+from evalgate.cli.context import EXIT_OK, Context, price_as_for
 from evalgate.cli.options import Subcommands
 from evalgate.cli.run import HTML_HELP, write_html
 from evalgate.report.html import render_compare_html

@@ -7,28 +7,20 @@ import argparse
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from evalgate.app import (
-    RunOptions,
-    World,
-    build_backend,
-    git_info,
-    holdout_secret,
-    holdout_sha,
-    ledger_path,
-    price_as_for,
-    release_version,
-    run_version,
-)
-from evalgate.backends.base import Backend
-from evalgate.cases.holdout import SecretKey
-from evalgate.config.load import LoadedConfig, load_config
-from evalgate.config.models import ModelSettings, Suite
-from evalgate.redact import hold_environment
 from evalgate.report.escape import escape
 from evalgate.report.terminal import colourise, wants_colour
-from evalgate.runs.schema import Run
+
+if TYPE_CHECKING:
+    # The service (evalgate.app) imports the runner, the backends and the holdout's
+    # cryptography: a command that only reads run files (gate, report, compare) never does.
+    from evalgate.app import RunOptions, World
+    from evalgate.backends.base import Backend
+    from evalgate.cases.holdout import SecretKey
+    from evalgate.config.load import LoadedConfig
+    from evalgate.config.models import ModelSettings, Suite
+    from evalgate.runs.schema import Run
 
 __all__ = [
     "EXIT_CODES",
@@ -37,11 +29,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "Context",
-    "git_info",
-    "holdout_sha",
-    "ledger_path",
     "price_as_for",
-    "release_version",
 ]
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -70,6 +58,12 @@ EXIT_CODES = (
 )
 
 
+def price_as_for(loaded: LoadedConfig, run: Run) -> str | None:
+    """The model whose prices a run's cost is reckoned at (its suite's ``price_as``)."""
+    suite = loaded.config.suites.get(run.suite)
+    return suite.price_as if suite else None
+
+
 class Context:
     """What every command receives: parsed args, streams, and the environment, read once here."""
 
@@ -86,10 +80,14 @@ class Context:
     @env.setter
     def env(self, value: dict[str, str]) -> None:
         # The secrets among them are kept out of every error text printed or saved.
+        from evalgate.redact import hold_environment
+
         hold_environment(value)
         self._env = value
 
     def config(self) -> LoadedConfig:
+        from evalgate.config.load import load_config
+
         return load_config(Path(self.args.config))
 
     def print(self, text: str = "") -> None:
@@ -103,10 +101,14 @@ class Context:
         self.err.write((colourise(line) if wants_colour(self.err, self.env) else line) + "\n")
 
     def world(self) -> World:
+        from evalgate.app import World
+
         return World(env=self.env, err=self.err, warn=self.warn, say=self.print)
 
     def run_options(self, **overrides: Any) -> RunOptions:
         """The run options of this command's flags (those it has), with ``overrides``."""
+        from evalgate.app import RunOptions
+
         args = self.args
         files = overrides.pop("case_files", None)
         options = RunOptions(
@@ -121,10 +123,16 @@ class Context:
 
     def run_version(self, loaded: LoadedConfig, suite: str, version: str, **overrides: Any) -> Run:
         """Run one prompt version of a suite with this command's flags (see ``RunOptions``)."""
+        from evalgate.app import run_version
+
         return run_version(self.world(), loaded, suite, version, self.run_options(**overrides))
 
     def backend(self, loaded: LoadedConfig, settings: ModelSettings) -> Backend:
+        from evalgate.app import build_backend
+
         return build_backend(self.env, loaded, settings)
 
     def holdout_secret(self, suite: Suite) -> SecretKey | None:
+        from evalgate.app import holdout_secret
+
         return holdout_secret(self.env, suite)

@@ -14,12 +14,7 @@ from pathlib import Path
 from evalgate import __version__
 from evalgate.analysis.compare import Comparison, compare_runs
 from evalgate.analysis.summary import RunSummary, summarise
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    Context,
-    price_as_for,
-)
+from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
 from evalgate.cli.judge import demo_judge
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig, load_config

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from evalgate.app import RunOptions, estimate_version
 from evalgate.cli.context import EXIT_OK, Context
-from evalgate.config.load import LoadedConfig
 from evalgate.report.render import render_model
 from evalgate.runs.schema import Run, iter_runs
+
+if TYPE_CHECKING:
+    from evalgate.app import RunOptions
+    from evalgate.config.load import LoadedConfig
 
 ESTIMATE_HELP = (
     "print the calls, input and output tokens and cost the run would take, and call no model "
@@ -35,6 +38,8 @@ def print_estimate(
     baseline: Run | None,
     options: RunOptions,
 ) -> int:
+    from evalgate.app import estimate_version
+
     name, _ = loaded.suite(suite)
     if baseline is None:
         baseline = newest_run(loaded, name)

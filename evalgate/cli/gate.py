@@ -5,26 +5,25 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from evalgate.analysis.summary import summarise
-from evalgate.cases.base_split import HoldoutChange, guard, read_tree, relative_config
-from evalgate.cases.gitrepo import GitTree, toplevel
-from evalgate.cases.read import CaseSet
 from evalgate.cli import estimate
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    Context,
-    price_as_for,
-)
+from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
 from evalgate.cli.options import Subcommands, positive
-from evalgate.config.load import LoadedConfig
 from evalgate.errors import RunFileError, UserError, did_you_mean
-from evalgate.gate.decide import Verdict, decide, decide_pull_request
+from evalgate.gate.decide import decide, decide_pull_request
 from evalgate.report.render import render_model
-from evalgate.running.judge_check import floor_for_gate
-from evalgate.running.suite import load_suite_cases
 from evalgate.runs.schema import Run, find_run, read_run, save_run
+
+if TYPE_CHECKING:
+    # The runner, the split of a git commit and the judge's check are imported where a gate
+    # needs them (a prompt version run now, --base-ref, a judge scorer): a gate on two run
+    # files reads the files and decides.
+    from evalgate.cases.base_split import HoldoutChange
+    from evalgate.cases.read import CaseSet
+    from evalgate.config.load import LoadedConfig
+    from evalgate.gate.decide import Verdict
 
 
 def unknown_candidate(
@@ -63,7 +62,7 @@ def _folder_runs(ref: str) -> list[Run] | None:
     return runs
 
 
-Guard = tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]
+Guard: TypeAlias = "tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]"
 
 
 def _candidate(
@@ -147,11 +146,17 @@ def cmd_gate(ctx: Context) -> int:
     verdicts = []
     for name, base, cand in parts:
         if name not in guards and _guard(ctx, loaded, name, guards) is not None:
+            from evalgate.running.suite import load_suite_cases
+
             load_suite_cases(loaded, loaded.suite(name)[1], assign=guards[name][0])
         suite = loaded.suite(name)[1]
         verdict = _with_holdout_guard(decide(base, cand, suite.gate), guards, name)
         # A judge below its floor (or unchecked) cannot be read, whatever the tests say.
-        doubts = floor_for_gate(loaded, name, suite)
+        doubts: list[str] = []
+        if suite.judge is not None:
+            from evalgate.running.judge_check import floor_for_gate
+
+            doubts = floor_for_gate(loaded, name, suite)
         verdict = verdict.model_copy(update={"mismatch": [*doubts, *verdict.mismatch]})
         verdicts.append((name, verdict))
     decision = decide_pull_request(verdicts)
@@ -228,6 +233,9 @@ def base_guard(
     loaded: LoadedConfig, name: str, ref: str, raw_config: str
 ) -> tuple[Callable[[CaseSet], CaseSet], Callable[[], HoldoutChange]]:
     """The split of commit ``ref`` (read through git), applied as a pull request's job does."""
+    from evalgate.cases.base_split import guard, read_tree, relative_config
+    from evalgate.cases.gitrepo import GitTree, toplevel
+
     top = toplevel(loaded.root)
     if top is None:
         raise UserError(

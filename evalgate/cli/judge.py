@@ -6,15 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from evalgate.app import check_judge
+from evalgate.app import check_judge, ledger_path
 from evalgate.cases.holdout import read_ledger, reads_of
 from evalgate.cases.judge_labels import labels_sha
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    Context,
-    ledger_path,
-)
+from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.cli.options import Subcommands, positive
 from evalgate.config.load import load_config
 from evalgate.errors import UserError

@@ -5,19 +5,13 @@ from __future__ import annotations
 import argparse
 
 from evalgate.analysis.release import read_releases, write_release
+from evalgate.app import holdout_sha, ledger_path, release_version
 from evalgate.cases.holdout import (
     HoldoutKey,
     read_ledger,
     reads_of,
 )
-from evalgate.cli.context import (
-    EXIT_GATE_FAILED,
-    EXIT_OK,
-    Context,
-    holdout_sha,
-    ledger_path,
-    release_version,
-)
+from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.cli.options import Subcommands, positive
 from evalgate.report.render import render
 from evalgate.running.suite import (

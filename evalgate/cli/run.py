@@ -7,19 +7,11 @@ from pathlib import Path
 
 from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli import estimate
-from evalgate.cli.context import (
-    EXIT_INCOMPLETE,
-    EXIT_OK,
-    Context,
-    price_as_for,
-)
+from evalgate.cli.context import EXIT_INCOMPLETE, EXIT_OK, Context, price_as_for
 from evalgate.cli.options import BATCH_HELP, SHOW_FAILED_HELP, Subcommands, positive, shard
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import UserError
 from evalgate.report.render import render_model
-from evalgate.running.suite import (
-    DEFAULT_SPLITS,
-)
 from evalgate.runs.resume import unsent
 from evalgate.runs.schema import Run, find_run, save_run
 
@@ -30,6 +22,8 @@ HTML_HELP = (
 
 
 def cmd_run(ctx: Context) -> int:
+    from evalgate.running.suite import DEFAULT_SPLITS
+
     loaded = ctx.config()
     files = [Path(p) for p in ctx.args.cases] if ctx.args.cases else None
     splits = frozenset(ctx.args.split or DEFAULT_SPLITS)

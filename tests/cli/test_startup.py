@@ -1,29 +1,73 @@
-"""What a command imports: ``evalgate gate`` on two saved run files never loads a model's SDK.
+"""What a command imports: ``evalgate gate`` on two saved run files never loads a model's SDK,
+and ``evalgate --version`` loads no command at all.
 
 A gate compares files; importing ``anthropic`` or ``openai`` for it costs a second of CPU on
-every pull request. The child process reports its own ``sys.modules`` (no timing is asserted:
-benchmarks/footprint.py measures the start-up)."""
+every pull request, and the holdout's cryptography, PyGithub and the runner are not needed to
+read two run files either. The child process reports its own ``sys.modules`` (no timing is
+asserted: benchmarks/footprint.py measures the start-up)."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import copy_example
 
-from evalgate.cli import main
+from evalgate.cli import COMMANDS, build_parser, main
 
 SDKS = ("anthropic", "openai")
+# Read two run files and decide: none of these is needed. (jinja2 is: the report's templates,
+# and loading the config checks the suite's user-turn template.)
+NOT_FOR_A_GATE = (
+    *SDKS,
+    "github",
+    "httpx2",  # the HTTP client the SDKs here are built on
+    "cryptography.hazmat",
+    "evalgate.app",
+    "evalgate.running.suite",
+    "evalgate.analysis.release",
+)
+# `--version` prints one line: no command's module, no validation library, no templates.
+NOT_FOR_VERSION = (
+    *NOT_FOR_A_GATE,
+    "pydantic",
+    "yaml",
+    "jinja2",
+    "numpy",
+    "evalgate.config.models",
+)
 
 _CHILD = (
     "import json, sys\n"
     "from evalgate.cli import main\n"
-    "code = main(sys.argv[1:])\n"
-    f"print(json.dumps({{'code': code, 'sdks': [m for m in {SDKS!r} if m in sys.modules]}}))\n"
+    "try:\n"
+    "    code = main(sys.argv[2:])\n"
+    "except SystemExit as exit:\n"
+    "    code = exit.code\n"
+    "watched = json.loads(sys.argv[1])\n"
+    "loaded = [m for m in watched if m in sys.modules]\n"
+    "print(json.dumps({'code': code, 'loaded': loaded}))\n"
 )
+
+
+def _child(argv: list[str], watched: tuple[str, ...]) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(watched), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "CI"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return report
 
 
 def test_gate_on_two_run_files_imports_no_sdk(tmp_path: Path) -> None:
@@ -38,15 +82,36 @@ def test_gate_on_two_run_files_imports_no_sdk(tmp_path: Path) -> None:
     config.write_text(text.replace("backend: fake", "backend: anthropic"), encoding="utf-8")
     gate = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)]
     gate += ["--config", str(config)]
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *gate],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "CI"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.splitlines()[-1])
-    assert report["code"] in (0, 1), done.stdout + done.stderr
-    assert report["sdks"] == []
+    for form in ("text", "markdown", "json"):
+        report = _child([*gate, "--format", form], NOT_FOR_A_GATE)
+        assert report["code"] in (0, 1), report
+        assert report["loaded"] == [], form
+
+
+@pytest.mark.parametrize("name", NOT_FOR_VERSION)
+def test_the_watch_list_names_modules_that_exist(name: str) -> None:
+    # A misspelt name would never be in sys.modules, and the tests above could not fail.
+    assert importlib.util.find_spec(name) is not None
+
+
+def test_version_imports_no_command() -> None:
+    report = _child(["--version"], NOT_FOR_VERSION)
+    assert report == {"code": 0, "loaded": []}
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_alone_parses_as_in_the_whole_parser(command: str) -> None:
+    # main() builds the parser of the command named on the command line alone: its options
+    # and help must be those of the parser with every command.
+    whole = _commands(build_parser())[command]
+    alone = _commands(build_parser(command))[command]
+    assert alone.format_help() == whole.format_help()
+
+
+def test_every_command_has_its_module() -> None:
+    assert sorted(_commands(build_parser())) == sorted(COMMANDS)
