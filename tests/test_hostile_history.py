@@ -277,6 +277,7 @@ class Repo:
         shutil.copytree(self.template, workspace)
         sha = self.gh.branch_sha(REPO, "main")
         assert sha is not None
+        self.gh.add_tag(REPO, tag, sha)
         return run_action(
             workspace,
             "push",
@@ -345,27 +346,33 @@ def delete_history(repo: Repo) -> dict[str, str | None]:
     return {"releases.json": None}
 
 
-# (attack, whether the read ledger goes too, whether the anchors reached the default branch,
-# what the refusal says). Without anchors (a default branch the job may not write, and nobody
-# committed the lines it printed) the chain and the ledger still catch what they can.
+# (attack, whether the read ledger goes too, which anchors are left, what the refusal says).
+# "ledger": the default branch's change ledger holds them; "check runs": only the release
+# check runs on the tags' commits (the default branch's anchors deleted, or never committed
+# where the job may not write it); "none": the tags deleted as well, so no check run is found,
+# and the chain and the ledger still catch what they can (tests/test_hostile_history_anchor.py
+# has the attacks on the check runs themselves).
 ANCHORED = "anchors release 'v2' as release 2"
+BY_CHECK_RUN = "the check run 'evalgate release: bike-shop' on tag v2"
 DATA_BRANCH_ATTACKS = [
-    (rollback, True, True, ANCHORED + ", but the release history ends at release 1"),
-    (strip_macs, True, True, "2 keyed release records carry no MAC (v1, v2)"),
-    (strip_everything_signed, True, True, "2 keyed release records carry no MAC (v1, v2)"),
-    (delete_history, True, True, ANCHORED + ", but the release history has no signed release"),
-    (rollback, False, True, ANCHORED + ", but the release history ends at release 1"),
-    (rollback, True, False, "the holdout's read ledger is missing though the history records 1"),
-    (strip_macs, True, False, "2 keyed release records carry no MAC (v1, v2)"),
-    (strip_everything_signed, True, False, "2 keyed release records carry no MAC (v1, v2)"),
+    (rollback, True, "ledger", ANCHORED + ", but the release history ends at release 1"),
+    (strip_macs, True, "ledger", "2 keyed release records carry no MAC (v1, v2)"),
+    (strip_everything_signed, True, "ledger", "2 keyed release records carry no MAC (v1, v2)"),
+    (delete_history, True, "ledger", ANCHORED + ", but the release history has no signed release"),
+    (rollback, False, "ledger", ANCHORED + ", but the release history ends at release 1"),
+    (rollback, True, "check runs", BY_CHECK_RUN),
+    (delete_history, True, "check runs", BY_CHECK_RUN),
+    (rollback, True, "none", "the holdout's read ledger is missing though the history records 1"),
+    (strip_macs, True, "none", "2 keyed release records carry no MAC (v1, v2)"),
+    (strip_everything_signed, True, "none", "2 keyed release records carry no MAC (v1, v2)"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("attack", "ledger_too", "anchored", "refusal"),
+    ("attack", "ledger_too", "left", "refusal"),
     DATA_BRANCH_ATTACKS,
     ids=[
-        f"{a.__name__}{'+ledger' if d else ''}{'' if n else '-unanchored'}"
+        f"{a.__name__}{'+ledger' if d else ''}-anchors-in-{n.replace(' ', '-')}"
         for a, d, n, _ in DATA_BRANCH_ATTACKS
     ],
 )
@@ -373,7 +380,7 @@ def test_write_access_to_the_data_branch_cannot_turn_back_the_history(
     sealed_repo: Repo,
     attack: Callable[[Repo], dict[str, str | None]],
     ledger_too: bool,
-    anchored: bool,
+    left: str,
     refusal: str,
 ) -> None:
     repo = sealed_repo
@@ -383,8 +390,11 @@ def test_write_access_to_the_data_branch_cannot_turn_back_the_history(
     assert [(r["name"], r["seq"]) for r in _history(repo)] == [("v1", 1), ("v2", 2)]
     anchors = repo.gh.file(REPO, f"{FOLDER}/{CHANGES}", ref="main")
     assert anchors is not None and len(anchors.decode().splitlines()) == 2
-    if not anchored:
+    if left != "ledger":
         repo.gh.add_commit(REPO, {f"{FOLDER}/{CHANGES}": None})
+    if left == "none":
+        for tag in ("v1", "v2"):
+            repo.gh.delete_tag(REPO, tag)
 
     files = attack(repo)
     if ledger_too:

@@ -10,6 +10,7 @@ from evalgate.action.inputs import output_number
 from evalgate.action.job import ActionJob
 from evalgate.action.ledger import pull_ledger, push_ledger
 from evalgate.action.spend import keep_spend
+from evalgate.analysis.history import check_run_where
 from evalgate.analysis.release import ReleaseRecord
 from evalgate.app import (
     RunOptions,
@@ -20,6 +21,8 @@ from evalgate.app import (
 from evalgate.cases.holdout import (
     HoldoutKey,
     SealedChange,
+    anchor_line,
+    anchors_in,
     anchors_of,
     parse_changes,
     release_anchor,
@@ -40,6 +43,7 @@ _HISTORY = TypeAdapter(list[ReleaseRecord])
 def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite) -> None:
     """The release gate, with history and the ledger kept in the data branch."""
     tag = runner.env.get("GITHUB_REF_NAME") or "release"
+    check_name = f"evalgate release: {name}"
     history_file = data_file(name, "releases.json")
     history: list[ReleaseRecord] = []
     ledger = ledger_path(loaded)
@@ -52,6 +56,7 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
         )
         pulled = pull_ledger(runner, loaded, name)
         anchors = _default_branch_anchors(runner, loaded, suite)
+        anchors += _check_run_anchors(runner, loaded, check_name, tag, key)
         if not history and suite.sealed_holdout is not None:
             _history_elsewhere(runner, name, key)
     version = loaded.ship_version(suite)
@@ -81,19 +86,24 @@ def run_release(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suite
             # The month's spend on the suite so far, this release included.
             month = month_spend(spent, month_of(spent[-1].created_at))
             runner.add_summary("\n" + render_model("spend", month, "markdown"))
-        if suite.sealed_holdout is not None and record.mac is not None and record.seq:
-            _write_anchor(runner, loaded, suite, record, key)
+        anchor = None
+        if record.mac is not None and record.seq:
+            sealed = len(record.sealed_lines or [])
+            anchor = release_anchor(record.time, record.name, record.seq, record.mac, sealed, key)
+        if suite.sealed_holdout is not None and anchor is not None:
+            _write_anchor(runner, loaded, suite, anchor)
         sha = runner.env.get("GITHUB_SHA")
         if sha:
             gh.create_check_run(
                 runner.repo,
                 sha,
-                f"evalgate release: {name}",
+                check_name,
                 "success" if report.kind == "pass" else "failure",
                 f"{report.kind.upper()}: holdout {100 * (record.holdout.rate.rate or 0):.0f}% "
                 f"(n={record.holdout.rate.n}), gap {100 * record.gap:.0f} pt",
                 markdown,
                 details_url=runner.run_url,
+                text=None if anchor is None else _ANCHOR_TEXT + anchor_line(anchor),
             )
     for warning in report.warnings:
         runner.annotate("warning", f"{name}: {warning}")
@@ -196,15 +206,50 @@ def _history_elsewhere(runner: ActionJob, name: str, key: HoldoutKey) -> None:
             )
 
 
+# Above the anchor line in the check run's details, for whoever opens them.
+_ANCHOR_TEXT = (
+    "The line below anchors this release in the suite's release history (its place and its "
+    "record's MAC, signed under the holdout key; nothing of any case): the next release fails "
+    "if the history on the evalgate-data branch no longer holds it.\n\n"
+)
+
+
+def _check_run_anchors(
+    runner: ActionJob, loaded: LoadedConfig, check_name: str, tag: str, key: HoldoutKey
+) -> list[tuple[str, SealedChange]]:
+    """The anchors earlier release jobs left in their check runs on the release tags' commits
+    (this tag's included): a data-branch writer can delete no check run. Only GitHub Actions'
+    check runs are read, and only anchors signed by the holdout key count; an unsigned one is
+    named in a warning and ignored (any token with ``checks: write`` can make a check run)."""
+    if runner.repo is None or not key.keyed:
+        return []
+    sha = runner.env.get("GITHUB_SHA")
+    also = (tag, sha) if sha else None
+    found: list[tuple[str, SealedChange]] = []
+    ignored: list[str] = []
+    for check in gh.release_checks(runner.repo, loaded.config.release_tags, check_name, also=also):
+        where = check_run_where(check_name, check.tag, check.url)
+        anchors, unreadable = anchors_in(check.text)
+        signed = [a for a in anchors if key.verify(a.body(), a.mac)]
+        found += [(where, a) for a in signed]
+        if unreadable or len(signed) < len(anchors):
+            ignored.append(where)
+    if ignored:
+        runner.annotate(
+            "warning",
+            f"{len(ignored)} check runs carry a release anchor not signed by this holdout key, "
+            f"ignored ({', '.join(ignored[:3])}): evalgate's release job did not write them; "
+            "find who can write checks in this repository",
+        )
+    return found
+
+
 def _write_anchor(
-    runner: ActionJob, loaded: LoadedConfig, suite: Suite, record: ReleaseRecord, key: HoldoutKey
+    runner: ActionJob, loaded: LoadedConfig, suite: Suite, anchor: SealedChange
 ) -> None:
     """Append the release's anchor to the change ledger on the default branch; where the
     branch is protected from the job, warn with the line to commit by hand."""
     assert runner.repo is not None and suite.sealed_holdout is not None
-    assert record.mac is not None and record.seq is not None
-    sealed = len(record.sealed_lines or [])
-    anchor = release_anchor(record.time, record.name, record.seq, record.mac, sealed, key)
     line = anchor.model_dump_json()
     path = _changes_path(runner, loaded, suite)
     if path is not None:
@@ -219,7 +264,7 @@ def _write_anchor(
                 runner.default_branch,
                 path,
                 append,
-                f"evalgate: anchor release {record.name} in the holdout change ledger",
+                f"evalgate: anchor release {anchor.release} in the holdout change ledger",
             )
             return
         except gh.GitHubError:

@@ -18,6 +18,13 @@ from evalgate.errors import UserError
 
 RESTORE = "restore the release history and the read ledger from the data branch's git history"
 
+# How an anchor read from a release's check run is named (an anchor's ``where``).
+CHECK_RUN = "the check run"
+
+
+def check_run_where(check_name: str, tag: str, url: str) -> str:
+    return f"{CHECK_RUN} {check_name!r} on tag {tag}" + (f" ({url})" if url else "")
+
 
 def chain_order(history: list[ReleaseRecord]) -> list[ReleaseRecord]:
     """Records written before the chain (by time), then the chain by place."""
@@ -99,8 +106,10 @@ def check_anchors(
     key: HoldoutKey,
     where: str,
 ) -> None:
-    """Refuse a history that lacks the newest release the change ledger anchors (rolled back
-    or deleted), and anchors not signed by the holdout key."""
+    """Refuse a history that lacks the newest release anchored (rolled back or deleted) in the
+    change ledger or in an earlier release's check run, and ledger anchors not signed by the
+    holdout key. (A check run's anchor that does not verify is no anchor: the caller drops
+    it, since anyone with ``checks: write`` can make a check run.)"""
     if not key.keyed or not anchors:
         return
     forged = [w for w, a in anchors if not key.verify(a.body(), a.mac)]
@@ -111,13 +120,17 @@ def check_anchors(
             where=forged[0],
             fix="remove those lines: only a release job, which holds the key, writes anchors",
         )
-    newest = max((a for _, a in anchors), key=lambda a: a.seq or 0)
     chained = [r for r in history if r.seq is not None and r.mac is not None]
-    if not any(r.seq == newest.seq and r.mac == newest.record for r in chained):
+    held = {(r.seq, r.mac) for r in chained}
+    missing = [(w, a) for w, a in anchors if (a.seq, a.record) not in held]
+    if missing:
+        # The newest anchor the history lacks; a check run names itself before a ledger line.
+        told, newest = max(missing, key=lambda m: (m[1].seq or 0, m[0].startswith(CHECK_RUN)))
+        source = told if told.startswith(CHECK_RUN) else "the holdout change ledger"
         last = max((r.seq or 0 for r in chained), default=0)
         has = f"ends at release {last}" if last else "has no signed release"
         raise UserError(
-            f"the holdout change ledger anchors release {newest.release!r} as release "
+            f"{source} anchors release {newest.release!r} as release "
             f"{newest.seq}, but the release history {has}: it was rolled back or deleted",
             where=where,
             fix=RESTORE,

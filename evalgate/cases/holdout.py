@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate import files
 from evalgate.errors import UserError
@@ -397,6 +397,35 @@ def release_anchor(
         record=record_mac,
     )
     return anchor.model_copy(update={"mac": key.sign(anchor.body())})
+
+
+# How a release's check run carries its anchor: one line of its details (output.text), found
+# again by the next release on the tag's commit, where whoever writes the data branch and the
+# default branch cannot remove it.
+ANCHOR_PREFIX = "evalgate release anchor: "
+
+
+def anchor_line(anchor: SealedChange) -> str:
+    return ANCHOR_PREFIX + anchor.model_dump_json()
+
+
+def anchors_in(text: str) -> tuple[list[SealedChange], int]:
+    """The release anchors in a check run's text, and how many anchor lines did not parse."""
+    found: list[SealedChange] = []
+    unreadable = 0
+    for line in text.splitlines():
+        if not line.startswith(ANCHOR_PREFIX):
+            continue
+        try:
+            anchor = SealedChange.model_validate_json(line.removeprefix(ANCHOR_PREFIX))
+        except ValidationError:
+            unreadable += 1
+            continue
+        if anchor.change == "release" and anchor.seq is not None and anchor.record:
+            found.append(anchor)
+        else:
+            unreadable += 1
+    return found, unreadable
 
 
 def read_changes(path: Path) -> list[tuple[str, SealedChange]]:

@@ -395,6 +395,8 @@ class CheckRun:
     actions: list[JSON] = field(default_factory=list)
     requests: int = 1
     """How many create/update requests touched it."""
+    app: str = "github-actions"
+    """The slug of the GitHub App that made it (an Actions token's: github-actions)."""
 
 
 @dataclass
@@ -413,6 +415,8 @@ class Repo:
     artifacts: dict[int, Artifact] = field(default_factory=dict)
     statuses: list[CommitStatus] = field(default_factory=list)
     check_runs: dict[int, CheckRun] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    """Lightweight tags: name -> commit SHA."""
     next_number: int = 1
     created_at: datetime = field(default_factory=_now)
 
@@ -807,6 +811,10 @@ class GitHubServer:
                 return repo.branches[ref]
             if ref.startswith("refs/heads/") and ref[11:] in repo.branches:
                 return repo.branches[ref[11:]]
+            if ref in repo.tags:
+                return repo.tags[ref]
+            if ref.startswith("refs/tags/") and ref[10:] in repo.tags:
+                return repo.tags[ref[10:]]
             if ref in self.commits:
                 return ref
             if len(ref) >= 7 and re.fullmatch(r"[0-9a-f]+", ref):
@@ -856,6 +864,52 @@ class GitHubServer:
                 raise KeyError(f"unknown ref {from_ref!r} in {full_name}")
             repo.branches[name] = sha
             return sha
+
+    def add_tag(self, full_name: str, name: str, ref: str | None = None) -> str:
+        """Create (or move) the tag ``name`` at ``ref`` (default: the default branch's head)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            sha = self.resolve(full_name, ref or repo.default_branch)
+            if sha is None:
+                raise KeyError(f"unknown ref {ref!r} in {full_name}")
+            repo.tags[name] = sha
+            return sha
+
+    def delete_tag(self, full_name: str, name: str) -> None:
+        with self.lock:
+            del self.repo(full_name).tags[name]
+
+    def add_check_run(
+        self,
+        full_name: str,
+        head_sha: str,
+        name: str,
+        *,
+        app: str = "github-actions",
+        title: str = "",
+        summary: str = "",
+        text: str | None = None,
+        conclusion: str = "success",
+    ) -> CheckRun:
+        """A completed check run made by the GitHub App ``app`` (any app a token can act as)."""
+        with self.lock:
+            repo = self.repo(full_name)
+            now = _now()
+            run = CheckRun(
+                id=self._next_id("check", 20_000_000_001),
+                name=name,
+                head_sha=head_sha,
+                status="completed",
+                conclusion=conclusion,
+                started_at=now,
+                completed_at=now,
+                title=title,
+                summary=summary,
+                text=text,
+                app=app,
+            )
+            repo.check_runs[run.id] = run
+            return run
 
     def add_pull(
         self,
@@ -1943,12 +1997,28 @@ class GitHubServer:
             },
             "name": run.name,
             "check_suite": {"id": run.id + 7},
-            "app": self._actions_app(c),
+            "app": self._app_json(c, run.app),
             "pull_requests": [],
         }
 
-    def _actions_app(self, c: _Ctx) -> JSON:
-        """The GitHub App that owns the check runs an Actions token creates."""
+    def _app_json(self, c: _Ctx, slug: str) -> JSON:
+        """A GitHub App: GitHub Actions (whose app an Actions token acts as) or another one."""
+        if slug != "github-actions":
+            ident = _user_id(slug)
+            return {
+                "id": ident,
+                "slug": slug,
+                "node_id": _node_id("Integration", ident),
+                "name": slug,
+                "description": None,
+                "owner": self._user(c, slug, "Organization"),
+                "external_url": f"https://{slug}.example",
+                "html_url": f"{c.web}/apps/{slug}",
+                "created_at": "2024-01-02T03:04:05Z",
+                "updated_at": "2024-01-02T03:04:05Z",
+                "permissions": {"checks": "write"},
+                "events": [],
+            }
         return {
             "id": 15368,
             "slug": "github-actions",
@@ -2116,6 +2186,7 @@ class GitHubServer:
             ("POST", rf"{r}/git/refs$", self._h_create_ref, "contents=write"),
             ("PATCH", rf"{r}/git/refs/heads/(?P<branch>.+)$", self._h_update_ref, "contents=write"),
             ("GET", rf"{r}/branches/(?P<branch>.+)$", self._h_branch, None),
+            ("GET", rf"{r}/tags$", self._h_tags, None),
         ]
         return [
             _Route(method, re.compile(pattern), handler, perm)
@@ -2477,6 +2548,25 @@ class GitHubServer:
             "total_count": len(runs),
             "check_runs": [self._check_json(c, repo, x) for x in page],
         }
+        return _json_response(200, data, links)
+
+    def _h_tags(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        repo = self._need(repo)
+        api = f"{c.api}/repos/{repo.full_name}"
+        # The order GitHub lists tags in is not documented (callers must not lean on it):
+        # reverse name order here.
+        names = sorted(repo.tags, reverse=True)
+        page, links = self._paginate(c, names, f"/repositories/{repo.id}/tags")
+        data = [
+            {
+                "name": n,
+                "commit": {"sha": repo.tags[n], "url": f"{api}/commits/{repo.tags[n]}"},
+                "zipball_url": f"{api}/zipball/refs/tags/{quote(n)}",
+                "tarball_url": f"{api}/tarball/refs/tags/{quote(n)}",
+                "node_id": _node_id("Ref", f"{repo.full_name}:refs/tags/{n}"),
+            }
+            for n in page
+        ]
         return _json_response(200, data, links)
 
     def _h_create_status(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:

@@ -60,6 +60,10 @@ from evalgate.publish.github.pulls import (
     merge_base,
     pull_request_info,
 )
+from evalgate.publish.github.release_checks import (
+    ReleaseCheck,
+    release_checks,
+)
 
 __all__ = [
     "ANNOTATIONS_PER_REQUEST",
@@ -86,6 +90,7 @@ __all__ = [
     "ContentsTree",
     "GitHubError",
     "PullInfo",
+    "ReleaseCheck",
     "StatusState",
     "connect",
     "create_check_run",
@@ -99,6 +104,7 @@ __all__ = [
     "publish_check",
     "pull_request_info",
     "read_data_file",
+    "release_checks",
     "set_commit_status",
     "upsert_comment",
     "write_data_file",

@@ -32,12 +32,16 @@ def create_check_run(
     summary: str,
     *,
     details_url: str | None = None,
+    text: str | None = None,
 ) -> str:
-    """A completed check run on ``head_sha``; return its URL. The summary is cut to fit."""
+    """A completed check run on ``head_sha``; return its URL. The summary is cut to fit;
+    ``text`` (the run's details) is not: it carries what a later job reads back."""
     output: dict[str, str | list[dict[str, str | int]]] = {
         "title": title,
         "summary": truncate(summary, CHECK_SUMMARY_MAX),
     }
+    if text is not None:
+        output["text"] = text
     with calling(f"create the check run {name!r}", repo.full_name, PERM_CHECKS_WRITE):
         if details_url is not None:
             check = repo.create_check_run(
