@@ -783,3 +783,39 @@ def test_langfuse_expected_objects_are_checked_field_by_field(tmp_path: Path) ->
     # With --scorer judge, the judge grades against the whole expected object.
     judged = convert("langfuse", path, scorer_kind="judge")
     assert records(judged)["i0"]["expected"] == {"category": "booking", "priority": "low"}
+
+
+# promptfoo reads a prompt that looks like a path as a file (maybeFilePath in promptfoo
+# 0.121.20's src/prompts/utils.ts: file://, a known extension such as .txt, a dot three or four
+# from the end, or a '*', '/' or '\'), as `promptfoo init` of 0.24.2 writes it: prompts.txt.
+@pytest.mark.parametrize("raw", ["prompts.txt", "prompts/*.txt", "file://prompts.txt"])
+def test_a_promptfoo_prompt_that_looks_like_a_path_is_read_as_the_file(
+    tmp_path: Path, raw: str
+) -> None:
+    (tmp_path / "prompts").mkdir()
+    for name in ("prompts.txt", "prompts/a.txt"):
+        (tmp_path / name).write_text("Sort this message: {{message}}\n---\nSecond.\n")
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(f"prompts: [{raw!r}]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    assert conversion.source.hints[0].endswith("\nSort this message: {{message}}")
+    assert unmapped(conversion)["several prompts"] == 1
+
+
+def test_a_promptfoo_prompt_of_plain_words_stays_the_prompt(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: ['Sort this message: {{message}}']\n" + PF_TESTS)
+    hint = convert("promptfoo", config).source.hints[0]
+    assert hint.endswith("\nSort this message: {{message}}")
+
+
+def test_a_promptfoo_prompt_object_without_raw_or_id_is_refused(tmp_path: Path) -> None:
+    # promptfoo 0.121.20 stops at it too: "prompt.raw must be a string, but got undefined"
+    # (processPrompt in src/prompts/index.ts); evalgate used to send the prompt "None".
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts:\n  - role: system\n    content: You sort messages.\n" + PF_TESTS)
+    with pytest.raises(CaseFileError) as caught:
+        convert("promptfoo", config)
+    message = str(caught.value)
+    assert "promptfooconfig.yaml:2" in message
+    assert "prompt 1 has no 'raw' or 'id'" in message

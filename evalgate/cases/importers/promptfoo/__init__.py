@@ -114,7 +114,7 @@ class _Reader:
         default = self.default_test(data.get("defaultTest"), path, read.child(node, "defaultTest"))
         config.config_keys(data, path, self.notes)
         self.model = config.providers(data.get("providers"), self.notes)
-        self.read_prompts(data.get("prompts"), path)
+        self.read_prompts(data.get("prompts"), path, read.child(node, "prompts"))
         tests = data["tests"]
         tests_node: yaml.Node | FakeSequence | None = read.child(node, "tests")
         if isinstance(tests, str):
@@ -173,15 +173,26 @@ class _Reader:
 
     # ----------------------------------------------------------------------------- advice
 
-    def read_prompts(self, value: Any, path: Path) -> None:
+    def read_prompts(self, value: Any, path: Path, node: yaml.Node | None) -> None:
         prompts = value if isinstance(value, list) else [value] if value else []
+        lines = read.sequence_lines(node, len(prompts)) if isinstance(value, list) else []
         found: list[PromptfooPrompt] = []
-        for prompt in prompts:
-            raw = str(
-                (prompt.get("raw") or prompt.get("id")) if isinstance(prompt, dict) else prompt
-            )
+        for number, prompt in enumerate(prompts, start=1):
+            where = f"{path}:{lines[number - 1]}" if lines else f"{path}:{read.node_line(node)}"
+            given = (prompt.get("raw") or prompt.get("id")) if isinstance(prompt, dict) else prompt
+            if not isinstance(given, str):
+                # promptfoo stops here too ("prompt.raw must be a string"): its text is 'raw'.
+                raise CaseFileError(
+                    f"prompt {number} has no 'raw' or 'id' (promptfoo reads a prompt's text "
+                    "from them)",
+                    where=where,
+                    fix="write the prompt as text, as {raw: TEXT, label: NAME}, or as a chat "
+                    "prompt file: - file://prompt.json holding [{role, content}, ...]",
+                )
+            # promptfoo reads a prompt that looks like a path as the file it names.
+            raw = given if not config.looks_like_path(given) else config.as_file_ref(given)
             if raw.startswith("file://"):
-                referenced(raw, path, self.root, str(path), "prompt file")
+                referenced(raw, path, self.root, where, "prompt file")
             found += config.prompt_entries(raw, path, self.notes, self.text)
         if not found:
             return
