@@ -819,3 +819,27 @@ def test_a_promptfoo_prompt_object_without_raw_or_id_is_refused(tmp_path: Path) 
     message = str(caught.value)
     assert "promptfooconfig.yaml:2" in message
     assert "prompt 1 has no 'raw' or 'id'" in message
+
+
+def test_langfuse_item_version_and_media_references_are_bookkeeping(tmp_path: Path) -> None:
+    # The Langfuse API's DatasetItem (langfuse 5.2.0, langfuse/api/commons/types/
+    # dataset_item.py) carries `version` and `mediaReferences` on every item: neither is a
+    # field of the case; media an item refers to is counted, as its input is not all text.
+    base = {"status": "ACTIVE", "datasetId": "d1", "datasetName": "faq", "metadata": None}
+    items = [
+        {**base, "id": "a", "input": "Hi", "expectedOutput": "Hello", "mediaReferences": []},
+        {
+            **base,
+            "id": "b",
+            "input": "See @@@langfuseMedia:type=image/png|id=m1|source=bytes@@@",
+            "expectedOutput": "A bike",
+            "version": "2026-01-05T10:00:00.000Z",
+            "mediaReferences": [{"mediaId": "m1", "field": "input"}],
+        },
+    ]
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(items))
+    conversion = convert("langfuse", path)
+    assert unmapped(conversion) == {"item with media": 1}
+    assert [u.id for u in conversion.unscored_list] == ["b"]
+    assert "media" in conversion.unscored_list[0].reason
