@@ -843,3 +843,34 @@ def test_langfuse_item_version_and_media_references_are_bookkeeping(tmp_path: Pa
     assert unmapped(conversion) == {"item with media": 1}
     assert [u.id for u in conversion.unscored_list] == ["b"]
     assert "media" in conversion.unscored_list[0].reason
+
+
+def test_a_promptfoo_var_a_script_computes_that_no_prompt_reads_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # `promptfoo init` (0.121.20, agent, JavaScript) writes a prompt that reads only
+    # {{inquiry}} and a context var computed by context.js: promptfoo sends the prompt without
+    # it, so the test is asked as promptfoo asks it. Where the prompt reads it, it is withheld.
+    (tmp_path / "context.js").write_text("module.exports = () => ({output: 'docs'});\n")
+    tests = (
+        "tests:\n  - vars: {inquiry: return my widget, context: file://context.js}\n"
+        "    assert: [{type: icontains, value: return label}]\n"
+    )
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: ['Fulfill this ticket: {{inquiry}}']\n" + tests)
+    conversion = convert("promptfoo", config)
+    assert [r for _, r in conversion.records] == [
+        {
+            "id": conversion.records[0][1]["id"],
+            "inquiry": "return my widget",
+            "expected": "return label",
+        }
+    ]
+    assert unmapped(conversion) == {
+        "var read from a file": 1,
+        "var 'context' that no prompt reads": 1,
+    }
+    config.write_text("prompts: ['{{inquiry}} {{context}}']\n" + tests)
+    withheld = convert("promptfoo", config)
+    assert not withheld.records
+    assert "computed by file://context.js" in withheld.unscored_list[0].reason
