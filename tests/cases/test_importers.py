@@ -783,3 +783,94 @@ def test_langfuse_expected_objects_are_checked_field_by_field(tmp_path: Path) ->
     # With --scorer judge, the judge grades against the whole expected object.
     judged = convert("langfuse", path, scorer_kind="judge")
     assert records(judged)["i0"]["expected"] == {"category": "booking", "priority": "low"}
+
+
+# promptfoo reads a prompt that looks like a path as a file (maybeFilePath in promptfoo
+# 0.121.20's src/prompts/utils.ts: file://, a known extension such as .txt, a dot three or four
+# from the end, or a '*', '/' or '\'), as `promptfoo init` of 0.24.2 writes it: prompts.txt.
+@pytest.mark.parametrize("raw", ["prompts.txt", "prompts/*.txt", "file://prompts.txt"])
+def test_a_promptfoo_prompt_that_looks_like_a_path_is_read_as_the_file(
+    tmp_path: Path, raw: str
+) -> None:
+    (tmp_path / "prompts").mkdir()
+    for name in ("prompts.txt", "prompts/a.txt"):
+        (tmp_path / name).write_text("Sort this message: {{message}}\n---\nSecond.\n")
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(f"prompts: [{raw!r}]\n" + PF_TESTS)
+    conversion = convert("promptfoo", config)
+    assert conversion.source.hints[0].endswith("\nSort this message: {{message}}")
+    assert unmapped(conversion)["several prompts"] == 1
+
+
+def test_a_promptfoo_prompt_of_plain_words_stays_the_prompt(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: ['Sort this message: {{message}}']\n" + PF_TESTS)
+    hint = convert("promptfoo", config).source.hints[0]
+    assert hint.endswith("\nSort this message: {{message}}")
+
+
+def test_a_promptfoo_prompt_object_without_raw_or_id_is_refused(tmp_path: Path) -> None:
+    # promptfoo 0.121.20 stops at it too: "prompt.raw must be a string, but got undefined"
+    # (processPrompt in src/prompts/index.ts); evalgate used to send the prompt "None".
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts:\n  - role: system\n    content: You sort messages.\n" + PF_TESTS)
+    with pytest.raises(CaseFileError) as caught:
+        convert("promptfoo", config)
+    message = str(caught.value)
+    assert "promptfooconfig.yaml:2" in message
+    assert "prompt 1 has no 'raw' or 'id'" in message
+
+
+def test_langfuse_item_version_and_media_references_are_bookkeeping(tmp_path: Path) -> None:
+    # The Langfuse API's DatasetItem (langfuse 5.2.0, langfuse/api/commons/types/
+    # dataset_item.py) carries `version` and `mediaReferences` on every item: neither is a
+    # field of the case; media an item refers to is counted, as its input is not all text.
+    base = {"status": "ACTIVE", "datasetId": "d1", "datasetName": "faq", "metadata": None}
+    items = [
+        {**base, "id": "a", "input": "Hi", "expectedOutput": "Hello", "mediaReferences": []},
+        {
+            **base,
+            "id": "b",
+            "input": "See @@@langfuseMedia:type=image/png|id=m1|source=bytes@@@",
+            "expectedOutput": "A bike",
+            "version": "2026-01-05T10:00:00.000Z",
+            "mediaReferences": [{"mediaId": "m1", "field": "input"}],
+        },
+    ]
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(items))
+    conversion = convert("langfuse", path)
+    assert unmapped(conversion) == {"item with media": 1}
+    assert [u.id for u in conversion.unscored_list] == ["b"]
+    assert "media" in conversion.unscored_list[0].reason
+
+
+def test_a_promptfoo_var_a_script_computes_that_no_prompt_reads_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # `promptfoo init` (0.121.20, agent, JavaScript) writes a prompt that reads only
+    # {{inquiry}} and a context var computed by context.js: promptfoo sends the prompt without
+    # it, so the test is asked as promptfoo asks it. Where the prompt reads it, it is withheld.
+    (tmp_path / "context.js").write_text("module.exports = () => ({output: 'docs'});\n")
+    tests = (
+        "tests:\n  - vars: {inquiry: return my widget, context: file://context.js}\n"
+        "    assert: [{type: icontains, value: return label}]\n"
+    )
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: ['Fulfill this ticket: {{inquiry}}']\n" + tests)
+    conversion = convert("promptfoo", config)
+    assert [r for _, r in conversion.records] == [
+        {
+            "id": conversion.records[0][1]["id"],
+            "inquiry": "return my widget",
+            "expected": "return label",
+        }
+    ]
+    assert unmapped(conversion) == {
+        "var read from a file": 1,
+        "var 'context' that no prompt reads": 1,
+    }
+    config.write_text("prompts: ['{{inquiry}} {{context}}']\n" + tests)
+    withheld = convert("promptfoo", config)
+    assert not withheld.records
+    assert "computed by file://context.js" in withheld.unscored_list[0].reason

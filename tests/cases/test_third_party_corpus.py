@@ -81,10 +81,14 @@ def test_every_corpus_file_is_listed_with_its_sha256_and_license() -> None:
     listed = {path_of(e) for e in FILES} | {
         CORPUS / e["package"] / c["file"] for e in FILES for c in e.get("companions", [])
     }
+    licences = {CORPUS / p["license_file"] for p in MANIFEST["packages"].values()}
     present = {
         p
         for p in CORPUS.rglob("*")
-        if p.is_file() and p.name not in OWN and "expected" not in p.relative_to(CORPUS).parts
+        if p.is_file()
+        and p.name not in OWN
+        and p not in licences
+        and "expected" not in p.relative_to(CORPUS).parts
     }
     assert present == listed, "a file under tests/data/third_party is not in MANIFEST.json"
     for entry in FILES:
@@ -98,6 +102,8 @@ def test_every_corpus_file_is_listed_with_its_sha256_and_license() -> None:
         assert (CORPUS / package["license_file"]).is_file()
         assert package["version"] and package["registry"] in ("PyPI", "npm")
         assert entry["derived_from"]
+        # A file that is not in the artifact says how it was made (by the tool, or written here).
+        assert entry.get("path") or entry.get("made_with") or entry.get("built"), entry["id"]
     assert MANIFEST["blocked"], "what could not be had is said"
 
 
@@ -174,8 +180,8 @@ def direct_config(entry: dict[str, Any], work: Path) -> Path:
     }
     if entry.get("fields"):
         suite["cases_format_fields"] = entry["fields"]
-    if entry["format"] == "promptfoo":
-        name = convert("promptfoo", path_of(entry)).inputs[0]  # the first var
+    if entry["format"] in ("promptfoo", "langfuse") and "refused" not in want:
+        name = convert(entry["format"], path_of(entry)).inputs[0]  # the first var or field
         suite["fields"] = {"input": [name]}
         suite["template"] = "{{ " + name + " }}"
     (work / ".git").mkdir()

@@ -36,6 +36,10 @@ _BOOKKEEPING = {
     "updatedAt",
     "sourceTraceId",
     "sourceObservationId",
+    # When this version of the item became current (the API's DatasetItem.version).
+    "version",
+    # Media the item refers to (DatasetItem.mediaReferences): read below.
+    "mediaReferences",
 }
 
 
@@ -98,6 +102,10 @@ def read_langfuse(path: Path) -> Source:
         )
         if draft.source_id is not None:
             notes.map("id", "id")
+        if item.get("mediaReferences"):
+            # Its input refers to an image or a file a text prompt cannot carry: kept out.
+            notes.add("item with media", "kept out of scoring: its media is not sent", where)
+            draft.withheld = "refers to media (mediaReferences) that is not sent"
         expected = item.get("expectedOutput")
         if expected is None:
             notes.add("item without expectedOutput", "add one in Langfuse, or use a judge", where)

@@ -103,6 +103,11 @@ def main() -> None:
                 ],
                 "unmapped": {n.what: n.count for n in conversion.notes.unmapped.values()},
             }
+        previous = HERE / entry["expected"]
+        if previous.is_file():
+            # A note on how the result was checked by hand is kept.
+            note = json.loads(previous.read_text()).get("written_by_hand")
+            result = {"written_by_hand": note, **result} if note else result
         (HERE / entry["expected"]).write_text(
             json.dumps(result, ensure_ascii=False, indent=1) + "\n"
         )

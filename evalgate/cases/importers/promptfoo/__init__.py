@@ -114,7 +114,7 @@ class _Reader:
         default = self.default_test(data.get("defaultTest"), path, read.child(node, "defaultTest"))
         config.config_keys(data, path, self.notes)
         self.model = config.providers(data.get("providers"), self.notes)
-        self.read_prompts(data.get("prompts"), path)
+        self.read_prompts(data.get("prompts"), path, read.child(node, "prompts"))
         tests = data["tests"]
         tests_node: yaml.Node | FakeSequence | None = read.child(node, "tests")
         if isinstance(tests, str):
@@ -173,15 +173,26 @@ class _Reader:
 
     # ----------------------------------------------------------------------------- advice
 
-    def read_prompts(self, value: Any, path: Path) -> None:
+    def read_prompts(self, value: Any, path: Path, node: yaml.Node | None) -> None:
         prompts = value if isinstance(value, list) else [value] if value else []
+        lines = read.sequence_lines(node, len(prompts)) if isinstance(value, list) else []
         found: list[PromptfooPrompt] = []
-        for prompt in prompts:
-            raw = str(
-                (prompt.get("raw") or prompt.get("id")) if isinstance(prompt, dict) else prompt
-            )
+        for number, prompt in enumerate(prompts, start=1):
+            where = f"{path}:{lines[number - 1]}" if lines else f"{path}:{read.node_line(node)}"
+            given = (prompt.get("raw") or prompt.get("id")) if isinstance(prompt, dict) else prompt
+            if not isinstance(given, str):
+                # promptfoo stops here too ("prompt.raw must be a string"): its text is 'raw'.
+                raise CaseFileError(
+                    f"prompt {number} has no 'raw' or 'id' (promptfoo reads a prompt's text "
+                    "from them)",
+                    where=where,
+                    fix="write the prompt as text, as {raw: TEXT, label: NAME}, or as a chat "
+                    "prompt file: - file://prompt.json holding [{role, content}, ...]",
+                )
+            # promptfoo reads a prompt that looks like a path as the file it names.
+            raw = given if not config.looks_like_path(given) else config.as_file_ref(given)
             if raw.startswith("file://"):
-                referenced(raw, path, self.root, str(path), "prompt file")
+                referenced(raw, path, self.root, where, "prompt file")
             found += config.prompt_entries(raw, path, self.notes, self.text)
         if not found:
             return
@@ -236,16 +247,6 @@ class _Reader:
             values.update(given)
             metadata.update(given_metadata)
         inputs = {str(k): self.var(str(k), v, base, where) for k, v in values.items()}
-        # A var still a file:// reference is one evalgate did not read: promptfoo runs a
-        # script's (.py, .js) or loads a data file's value. Sending the path and scoring the
-        # reply would be a guess: the case is kept out of scoring, and says why.
-        unread = [
-            f"var {name!r} is computed by {value}, which evalgate does not run"
-            if value.lower().endswith(SCRIPT_SUFFIXES)
-            else f"var {name!r} is read from {value}, which evalgate does not read"
-            for name, value in inputs.items()
-            if isinstance(value, str) and value.startswith("file://")
-        ]
         options = test.get("options") or {}
         # promptfoo: a test's own assertions follow defaultTest's, unless it disables those.
         own_only = isinstance(options, dict) and options.get("disableDefaultAsserts") is True
@@ -269,6 +270,33 @@ class _Reader:
             read_vars |= rendering.value_names(raw_value)
             value = rendering.render_value(self.file_value(raw_value, base), inputs, where)
             checks.append(check(resolved, value, where, self.notes))
+        # The test's own vars, not defaultTest's: editing a shared var keeps the ids.
+        identity = {str(k): inputs[str(k)] for k in test.get("vars") or {}} or None
+        # A var still a file:// reference is one evalgate did not read: promptfoo runs a
+        # script's (.py, .js) or loads a data file's value. Sending the path and scoring the
+        # reply would be a guess: the case is kept out of scoring, and says why. One that no
+        # prompt and no assertion value reads changes nothing promptfoo sends: it is left out.
+        files_vars = {
+            name: value
+            for name, value in inputs.items()
+            if isinstance(value, str) and value.startswith("file://")
+        }
+        asked = self.prompt_names()
+        for name in list(files_vars):
+            if asked is not None and name not in asked and name not in read_vars:
+                self.notes.add(
+                    f"var {name!r} that no prompt reads",
+                    f"left out: promptfoo computes it from {files_vars.pop(name)}, but no "
+                    "prompt sends it",
+                    where,
+                )
+                del inputs[name]
+        unread = [
+            f"var {name!r} is computed by {value}, which evalgate does not run"
+            if value.lower().endswith(SCRIPT_SUFFIXES)
+            else f"var {name!r} is read from {value}, which evalgate does not read"
+            for name, value in files_vars.items()
+        ]
         extra: dict[str, Any] = {}
         if test.get("description") is not None:
             extra["description"] = str(test["description"])
@@ -288,8 +316,7 @@ class _Reader:
                 category=metadata.get("category"),
                 split=metadata.get("split"),
                 extra=extra,
-                # The test's own vars, not defaultTest's: editing a shared var keeps the ids.
-                identity={str(k): inputs[str(k)] for k in test.get("vars") or {}} or None,
+                identity=identity,
                 withheld=unread[0] if unread else None,
             )
         )
@@ -336,6 +363,22 @@ class _Reader:
         return value
 
     # ----------------------------------------------------------------------------- inputs
+
+    def prompt_names(self) -> set[str] | None:
+        """The vars the config's prompts read; None when that is not known (no prompts, or one
+        evalgate could not read or cannot tell the vars of)."""
+        if not self.prompts:
+            return None
+        found: set[str] = set()
+        for prompt in self.prompts:
+            if prompt.user.startswith("file://"):
+                return None
+            for text in (prompt.user, prompt.system or ""):
+                names = rendering.names(text)
+                if names is None:
+                    return None
+                found |= names
+        return found
 
     def keep_model_inputs(self) -> None:
         """Drop from each test's inputs the vars only its assertions read: promptfoo renders

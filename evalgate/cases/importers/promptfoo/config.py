@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from evalgate import globs
 from evalgate.cases.importers.core import Notes
 from evalgate.config import yamlcore
 from evalgate.errors import CaseFileError
@@ -19,6 +20,22 @@ from evalgate.errors import CaseFileError
 # promptfoo splits a prompt text file into several prompts at lines of three dashes.
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _REF_DEPTH = 32
+# promptfoo 0.121.20's VALID_FILE_EXTENSIONS (src/prompts/constants.ts).
+_FILE_EXTENSIONS = (
+    ".cjs",
+    ".cts",
+    ".js",
+    ".json",
+    ".jsonl",
+    ".mjs",
+    ".mts",
+    ".py",
+    ".ts",
+    ".txt",
+    ".yml",
+    ".yaml",
+)
+_GLOB = re.compile(r"[*?[]")
 
 
 @dataclass(frozen=True)
@@ -126,12 +143,49 @@ def providers(value: Any, notes: Notes) -> dict[str, Any] | None:
     return model
 
 
+def looks_like_path(raw: str) -> bool:
+    """Whether promptfoo reads the prompt ``raw`` as a file (its maybeFilePath, in promptfoo
+    0.121.20's src/prompts/utils.ts): file://, a known extension (before a ``:function``
+    too), a dot three or four from the end, or a ``*``, ``/`` or ``\\``; never text of several
+    lines or another scheme's reference."""
+    if "\n" in raw or any(s in raw for s in ("portkey://", "langfuse://", "helicone://")):
+        return False
+    tokens = raw.split(":")
+    last = tokens[-1]
+    before = tokens[-2] if len(tokens) > 1 else ""
+    return (
+        raw.startswith("file://")
+        or any(last.endswith(ext) or before.endswith(ext) for ext in _FILE_EXTENSIONS)
+        or raw[-3:-2] == "."
+        or raw[-4:-3] == "."
+        or any(c in raw for c in "*/\\")
+    )
+
+
+def as_file_ref(raw: str) -> str:
+    return raw if raw.startswith("file://") else f"file://{raw}"
+
+
 def prompt_entries(raw: str, path: Path, notes: Notes, read_file: Any) -> list[PromptfooPrompt]:
     """The prompts one ``prompts:`` entry holds: a text file's ``---``-separated prompts,
     a chat prompt (a JSON or YAML list of messages, in a file or inline), or the text.
     ``read_file(path, what)`` reads a referenced file (inside the repository)."""
     text = raw
     where = str(path)
+    if raw.startswith("file://") and _GLOB.search(raw):
+        # promptfoo reads each file a glob matches, in order.
+        matched = globs.expand(path.parent, raw[len("file://") :], globs.MAX_MATCHES)
+        if not matched:
+            notes.add(
+                f"prompt file {raw!r}",
+                "matches no file beside the config: copy the prompt into prompts/v1.txt by hand",
+            )
+            return [PromptfooPrompt(None, raw)]
+        found: list[PromptfooPrompt] = []
+        for file in matched:
+            relative = file.relative_to(path.parent).as_posix()
+            found += prompt_entries(f"file://{relative}", path, notes, read_file)
+        return found
     if raw.startswith("file://"):
         file = path.parent / raw[len("file://") :]
         if not file.is_file():
