@@ -202,15 +202,23 @@ MAX_RUN_BYTES = 1 << 30
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+# Where a run file written a case a line starts its cases: the head (the run's own fields)
+# ends the first line, each case is a line of its own (compact JSON has no raw line break),
+# and the last line closes the list. Still one JSON document, so any JSON reader reads it.
+_CASES_START = b',"cases":['
+_CASES_END = b"]}"
+
+
 def run_json_chunks(run: Run) -> Iterator[str]:
-    """The run as compact JSON, a case at a time: no indentation, and in each case the fields
-    at their defaults left out (reading fills them in again). The file is never built whole in
-    memory; the run's own fields are all written, defaults too (``schema_version`` is one)."""
+    """The run as compact JSON, a case a line: no indentation, and in each case the fields at
+    their defaults left out (reading fills them in again). The file is never built whole in
+    memory, nor read whole (see :func:`read_run`); the run's own fields are all written,
+    defaults too (``schema_version`` is one)."""
     head = run.model_dump_json(exclude={"cases"})
-    yield head[:-1] + ',"cases":['
+    yield head[:-1] + _CASES_START.decode() + "\n"
     for i, case in enumerate(run.cases):
-        yield ("," if i else "") + case.model_dump_json(exclude_defaults=True)
-    yield "]}"
+        yield ("," if i else "") + case.model_dump_json(exclude_defaults=True) + "\n"
+    yield _CASES_END.decode()
 
 
 def write_run(run: Run, path: Path) -> None:
@@ -248,6 +256,55 @@ def save_run(run: Run, state_dir: Path) -> Path:
     return path
 
 
+def _inflated(path: Path) -> Iterator[bytes]:
+    """A run file's bytes as UTF-8 JSON, a piece at a time, whichever form it was written in
+    (``ValueError`` for a broken compressed file; ``OSError`` as reading raises it)."""
+    with path.open("rb") as raw:
+        first = raw.read(1 << 16)
+        if not first.startswith(_GZIP_MAGIC):
+            while first:
+                yield first
+                first = raw.read(1 << 16)
+            return
+        inflate = zlib.decompressobj(wbits=31)  # 31: a gzip header
+        total = 0
+        data = first
+        while data:
+            try:
+                out = inflate.decompress(data, 1 << 20)
+                while True:
+                    total += len(out)
+                    if total > MAX_RUN_BYTES:
+                        raise ValueError(
+                            f"the run file is over {MAX_RUN_BYTES >> 20} MiB uncompressed"
+                        )
+                    yield out
+                    if not inflate.unconsumed_tail:
+                        break
+                    out = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+            except zlib.error as exc:
+                raise ValueError(f"the compressed run file is damaged ({exc})") from None
+            if inflate.eof:
+                break
+            data = raw.read(1 << 16)
+        if not inflate.eof:
+            raise ValueError("the compressed run file is cut short")
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of the pieces, each with its line break."""
+    rest = b""
+    for chunk in chunks:
+        rest += chunk
+        start = 0
+        while (end := rest.find(b"\n", start)) >= 0:
+            yield rest[start : end + 1]
+            start = end + 1
+        rest = rest[start:]
+    if rest:
+        yield rest
+
+
 def run_json(data: bytes) -> bytes:
     """A run file's bytes as UTF-8 JSON, whichever form it was written in (``ValueError`` for
     a broken compressed file or text that is not UTF-8). Bytes, not text: pydantic reads them
@@ -277,23 +334,65 @@ def parse_run(data: bytes) -> Run:
     return Run.model_validate_json(run_json(data))
 
 
+class _NotByLine(Exception):
+    """The file is not in the case-a-line form: it is read whole."""
+
+
+def _by_line(lines: Iterator[bytes], head_only: bool) -> Run:
+    """A run file of the case-a-line form, a case at a time: the whole text is never held
+    (a run of 20,000 cases is 13 MB of it), only each case's line while it is read."""
+    first = next(lines, b"").rstrip(b"\n")
+    if not first.endswith(_CASES_START):
+        raise _NotByLine(first)
+    first.decode("utf-8")
+    run = Run.model_validate_json(first + _CASES_END)
+    if head_only:
+        return run
+    cases = run.cases
+    for line in lines:
+        line = line.rstrip(b"\n")
+        if line == _CASES_END:
+            if next(lines, None) is not None:
+                raise ValueError("the run file goes on after its last case")
+            return run
+        if cases:
+            if not line.startswith(b","):
+                raise ValueError(f"case {len(cases) + 1} is not separated from the one before")
+            line = line[1:]
+        line.decode("utf-8")
+        try:
+            cases.append(CaseResult.model_validate_json(line))
+        except ValidationError as exc:
+            raise ValueError(f"case {len(cases) + 1}: {from_validation(exc)}") from None
+    raise ValueError("the run file is cut short")
+
+
+def _read(path: Path, head_only: bool = False) -> Run:
+    """The run in ``path``: ``ValueError`` (a ``ValidationError`` among them), ``OSError``."""
+    lines = _lines(_inflated(path))
+    try:
+        return _by_line(lines, head_only)
+    except _NotByLine as exc:
+        # An earlier form (one line, or indented): read whole.
+        rest = b"".join([exc.args[0], b"\n", *lines])
+        return Run.model_validate_json(run_json(rest))
+
+
 def read_run(path: Path) -> Run:
     try:
-        text = run_json(path.read_bytes())
+        return _read(path)
     except FileNotFoundError:
         raise RunFileError("run file does not exist", where=str(path)) from None
+    except ValidationError as exc:
+        raise RunFileError(
+            f"not a run file of this evalgate version: {from_validation(exc)}",
+            where=str(path),
+            fix="re-create it with `evalgate run`",
+        ) from None
     except (OSError, ValueError) as exc:
         # A directory, a truncated download, a binary file: unreadable, not a crash.
         raise RunFileError(
             f"cannot read the run file: {exc}",
-            where=str(path),
-            fix="re-create it with `evalgate run`",
-        ) from None
-    try:
-        return Run.model_validate_json(text)
-    except ValidationError as exc:
-        raise RunFileError(
-            f"not a run file of this evalgate version: {from_validation(exc)}",
             where=str(path),
             fix="re-create it with `evalgate run`",
         ) from None
@@ -319,6 +418,17 @@ class _RunHead(BaseModel):
     prompt: PromptInfo
 
 
+def _head(path: Path) -> _RunHead:
+    """A run file's head: in the case-a-line form its first line alone is inflated and read."""
+    lines = _lines(_inflated(path))
+    try:
+        run = _by_line(lines, head_only=True)
+        return _RunHead(created_at=run.created_at, prompt=run.prompt)
+    except _NotByLine as exc:
+        rest = b"".join([exc.args[0], b"\n", *lines])
+        return _RunHead.model_validate_json(run_json(rest))
+
+
 def _newest(state_dir: Path, version: str) -> Run | None:
     """The newest readable run (of prompt ``version``, when given), building only that one:
     each file's head is read first, and the files are tried newest first (the first of equals
@@ -329,7 +439,7 @@ def _newest(state_dir: Path, version: str) -> Run | None:
     heads: list[tuple[datetime, Path]] = []
     for path in sorted(folder.glob("*.json")):
         try:
-            head = _RunHead.model_validate_json(run_json(path.read_bytes()))
+            head = _head(path)
         except (OSError, ValueError):
             continue
         if not version or head.prompt.name == version:

@@ -47,7 +47,10 @@ def test_a_small_run_is_compact_plain_json(tmp_path: Path, make_run: Callable[..
     run = make_run()
     path = save_run(run, tmp_path)
     text = path.read_text(encoding="utf-8")
-    assert "\n" not in text  # no indentation
+    # The head, then a case a line, then the list closed: no indentation.
+    lines = text.split("\n")
+    assert len(lines) == 2 + len(run.cases) and lines[0].endswith(',"cases":[')
+    assert lines[-1] == "]}"
     data = json.loads(text)
     # The run's own fields are all there, defaults too; a case's defaults are left out.
     assert data["schema_version"] == 1 and data["interrupted"] is False
@@ -65,6 +68,45 @@ def test_the_old_indented_form_still_reads(tmp_path: Path, make_run: Callable[..
     assert old.read_text(encoding="utf-8").count("\n") > 40
     assert read_run(old) == run
     assert parse_run(old.read_bytes()) == run
+
+
+def test_the_one_line_compact_form_still_reads(
+    tmp_path: Path, make_run: Callable[..., Run], make_case: Callable[..., CaseResult]
+) -> None:
+    """The compact form written before cases went a line each: one line, plain or gzip."""
+    run = make_run(cases=many(make_case, 5))
+    head = run.model_dump_json(exclude={"cases"})
+    cases = ",".join(c.model_dump_json(exclude_defaults=True) for c in run.cases)
+    text = head[:-1] + ',"cases":[' + cases + "]}"
+    plain, packed = tmp_path / "plain.json", tmp_path / "packed.json"
+    plain.write_text(text, encoding="utf-8")
+    packed.write_bytes(gzip.compress(text.encode(), mtime=0))
+    assert read_run(plain) == run and read_run(packed) == run
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda lines: lines[:-1],  # the closing line lost: cut short
+        lambda lines: lines[:3],  # cut short after two cases
+        lambda lines: [*lines[:2], lines[2][1:], *lines[3:]],  # a case's comma lost
+        lambda lines: [*lines[:2], lines[2][:-5], *lines[3:]],  # a case's line broken
+        lambda lines: [*lines, "{}"],  # more after the end
+    ],
+    ids=["no-end", "truncated", "no-comma", "broken-case", "trailing"],
+)
+def test_a_damaged_case_a_line_file_is_a_run_file_error(
+    tmp_path: Path,
+    make_run: Callable[..., Run],
+    make_case: Callable[..., CaseResult],
+    damage: Callable[[list[str]], list[str]],
+) -> None:
+    path = save_run(make_run(cases=many(make_case, 5)), tmp_path)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    path.write_text("\n".join(damage(lines)), encoding="utf-8")
+    with pytest.raises(RunFileError) as caught:
+        read_run(path)
+    assert str(caught.value).startswith(f"{path}: ")
 
 
 def test_a_large_run_is_compressed_and_reads_back(
