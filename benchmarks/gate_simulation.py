@@ -499,12 +499,18 @@ def _grid_suite(rng: np.random.Generator, n: int, structure: str, flip: float) -
 
 
 def _grid_drop(rng: np.random.Generator, s: Suite, drop: float, member: np.ndarray) -> np.ndarray:
-    """``with_drop``, by whole groups when a group's cases move together."""
-    leaning = np.flatnonzero(s.kind[: int(member.max()) + 1] == 0)  # group g's first case is g
+    """The candidate's pass rates under a true drop of ``drop`` as the power model defines it:
+    each pass-leaning case (or, when a group's cases move together, each pass-leaning group)
+    independently always fails, with the chance that lowers the expected accuracy by
+    ``drop``."""
+    units = int(member.max()) + 1
+    leaning = s.kind[:units] == 0  # unit u's first case is case u
+    lost = np.zeros(units)
+    np.add.at(lost, member, s.p)
+    chance = min(1.0, drop * len(s.p) / float(np.sum(lost[leaning])))
+    broken = leaning & (rng.random(units) < chance)
     p = s.p.copy()
-    k = round(drop * len(p) / float(np.mean(s.p[s.kind == 0])) / 3)
-    broken = rng.choice(leaning, size=min(k, len(leaning)), replace=False)
-    p[np.isin(member, broken)] = 0.0
+    p[broken[member]] = 0.0
     return p
 
 
@@ -521,7 +527,7 @@ def grid_cell(rng: np.random.Generator, cell: GridCell, sims: int, level: float)
         s = _grid_suite(rng, cell.n, cell.structure, cell.flip)
         units = cell.n // 3 if grouped else cell.n
         member = np.arange(cell.n) % units
-        cand_p = _grid_drop(rng, s, cell.drop, member) if together else with_drop(rng, s, cell.drop)
+        cand_p = _grid_drop(rng, s, cell.drop, member if together else np.arange(cell.n))
         if together:
             base = rng.random((units, r))[member] < s.p[:, None]
             cand = rng.random((units, k))[member] < cand_p[:, None]
