@@ -49,12 +49,13 @@ class NoiseFloor(BaseModel):
 
     @property
     def counted(self) -> str:
-        """What the MDE counts, e.g. "54 scenario groups"."""
+        """What the MDE counts, e.g. "54 scenario groups, 52 effective units at a design effect
+        of 2.73" (how far a group's cases flip together: analysis.power)."""
         if self.unit == "case":
             return f"{self.units} cases"
         return (
-            f"{self.units} scenario groups ({self.effective_units:.0f} effective units: "
-            f"their cases flip together with a design effect of {self.design_effect:.2f})"
+            f"{self.units} scenario groups, {self.effective_units:.0f} effective units at a "
+            f"design effect of {self.design_effect:.2f}"
         )
 
 

@@ -142,8 +142,8 @@ def test_noise_command_saves_a_baseline_and_reports(
     text = io.StringIO()
     assert main(["noise", "v2", "--config", config, "--no-save"], out=text, err=io.StringIO()) == 0
     assert text.getvalue().startswith(f"Noise floor · {noise['n']} cases × 2 repeats")
-    assert f"MDE           {100 * noise['mde']:.1f}% over 54 scenario groups (" in text.getvalue()
-    assert f"{143 / effect:.0f} effective units" in text.getvalue()
+    counted = f"over 54 scenario groups, {143 / effect:.0f} effective units at a design effect"
+    assert f"MDE           {100 * noise['mde']:.1f}% {counted} of {effect:.2f} (" in text.getvalue()
     assert len(list(runs_dir(root / ".evalgate").glob("*.json"))) == 1
     # The gate of a candidate against the saved noise run states the same MDE, over the same unit.
     [saved] = runs_dir(root / ".evalgate").glob("*.json")
