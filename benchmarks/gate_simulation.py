@@ -21,6 +21,10 @@ and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson i
 * the false-fail rate with the early stop (the sequential monitor fed in a random completion
   order, then the final gate with alpha split) at n = 300, 1,000 and 3,000.
 
+``--power-grid N [N ...]`` gives only the power the gate predicts (analysis.power, from each
+simulated baseline's flip rate and design effect) beside the paired test's simulated power, over
+groups of 1, of 3 flipping independently and of 3 flipping together, f = 0.05 and 0.09, (R, K) =
+(2, 1), (3, 1), (2, 2) and two drops a size, with the largest difference (target 5 points).
 ``--stand-in N`` adds N end-to-end comparisons of the older single-suite setting (n = 300,
 f = 0.10, an 8-point drop): every run made through the real AnthropicBackend (the anthropic SDK
 over HTTP) and pipeline.run_suite against the Messages stand-in with seeded flip noise, judged
