@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
+from collections import Counter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.analysis.stats import conditional_mde, flip_rate
+from evalgate.analysis import power
+from evalgate.analysis.stats import flip_rate
 from evalgate.config.models import GatePolicy
 from evalgate.runs.schema import PASS_AT, Run
 
@@ -38,29 +38,34 @@ class NoiseFloor(BaseModel):
     mde: float
     unit: Literal["case", "group"]
     units: int
+    # How far the cases of a group flip together (analysis.power.design_effect: 1 when they
+    # flip independently, the group size when they move as one; 1 over cases) and the
+    # effective units the MDE counts, cases / design_effect.
+    design_effect: float = 1.0
+    effective_units: float = 0.0
     level: float
     alpha: float
     power: float
 
     @property
     def counted(self) -> str:
-        """What the MDE counts, e.g. "54 scenario groups"."""
-        return f"{self.units} {'scenario groups' if self.unit == 'group' else 'cases'}"
+        """What the MDE counts, e.g. "54 scenario groups, 52 effective units at a design effect
+        of 2.73" (how far a group's cases flip together: analysis.power)."""
+        if self.unit == "case":
+            return f"{self.units} cases"
+        return (
+            f"{self.units} scenario groups, {self.effective_units:.0f} effective units at a "
+            f"design effect of {self.design_effect:.2f}"
+        )
 
 
-# The power searches cost ~0.05-0.15 s each and their arguments repeat (one suite's n, a flip
-# rate that is a count over n), so they are remembered.
-@lru_cache(maxsize=4096)
-def detectable_drop(n: int, flip: float, alpha: float, power: float, r: int, k: int) -> float:
-    """The MDE the gate states for ``n`` units at flip rate ``flip``, one-sided ``alpha``, with
-    ``r`` baseline and ``k`` candidate draws a case: one power model for every number shown."""
-    if n == 0:
-        return 1.0
-    # Every case flipping (possible with one case and two repeats) leaves nothing to detect with;
-    # past f = 1/2 the model has nothing settled unless each side has one draw.
-    if flip >= 1.0 or (flip >= 0.5 and (r, k) != (1, 1)):
-        return math.inf
-    return conditional_mde(n, flip, alpha, power, r, k)
+def detectable_drop(
+    units: float, flip: float, alpha: float, target: float, r: int, k: int
+) -> float:
+    """The MDE the gate states for ``units`` effective units at flip rate ``flip``, one-sided
+    ``alpha``, with ``r`` baseline and ``k`` candidate draws a case: one power model for every
+    number shown (analysis.power.mde, remembered: its arguments repeat)."""
+    return power.mde(units, flip, alpha, target, r, k)
 
 
 def measure_noise(run: Run, policy: GatePolicy | None = None) -> NoiseFloor | None:
@@ -102,6 +107,11 @@ def measure_noise(run: Run, policy: GatePolicy | None = None) -> NoiseFloor | No
         "group" if policy.unit == "group" or (policy.unit == "auto" and clustered) else "case"
     )
     units = len(set(groups)) if unit == "group" else len(cases)
+    effect = 1.0
+    if unit == "group":
+        sizes = list(Counter(groups).values())
+        effect = power.bounded_effect(power.design_effect(outcomes, groups), sizes)
+    effective = len(cases) / effect
     binary = all(o.score in (0.0, 1.0) for c in cases for o in c.outcomes if o.error is None)
     r = repeats if binary and policy.test == "conditional" else 1
     level = policy.alpha * policy.paired_alpha_share
@@ -111,9 +121,11 @@ def measure_noise(run: Run, policy: GatePolicy | None = None) -> NoiseFloor | No
         flip_rate=f,
         flips=len(unstable),
         unstable=unstable,
-        mde=detectable_drop(units, f, level, policy.power, r, 1),
+        mde=detectable_drop(effective, f, level, policy.power, r, 1),
         unit=unit,
         units=units,
+        design_effect=effect,
+        effective_units=effective,
         level=level,
         alpha=policy.alpha,
         power=policy.power,

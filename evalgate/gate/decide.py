@@ -34,15 +34,16 @@ between baseline repeats that the comparison does not use.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from statistics import fmean
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalgate.analysis import power as power_model
 from evalgate.analysis.noise import NoiseFloor, detectable_drop, measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
@@ -52,7 +53,6 @@ from evalgate.analysis.stats import (
     PairedDifference,
     broke_more_than_noise,
     cases_to_rule_out,
-    conditional_cases_for,
     conditional_test_worse,
     holm_adjust,
     paired_difference,
@@ -129,12 +129,24 @@ class PowerModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # The units the gate counts (cases, or scenario groups) and the cases in them.
     n: int
+    cases: int
+    # How far a group's cases flip together in the baseline (analysis.power: 1 over cases).
+    design_effect: float
     flip_rate: float
     baseline_draws: int
     candidate_draws: int
     power: float
     tolerance: float
+
+    @property
+    def effective_units(self) -> float:
+        return self.cases / self.design_effect
+
+    def counted_for(self, effective: int) -> int:
+        """The units the gate counts that give ``effective`` effective units."""
+        return power_model.counted_for(effective, self.cases, self.n, self.design_effect)
 
 
 class Verdict(BaseModel):
@@ -305,9 +317,7 @@ def _pct(value: float) -> str:
 _mde = detectable_drop  # the one power model the noise floor states too
 
 
-@lru_cache(maxsize=4096)
-def _cases_for(target: float, flip: float, alpha: float, power: float, r: int, k: int) -> int:
-    return conditional_cases_for(target, flip, alpha, power, r, k)
+_units_for = power_model.units_for  # effective units; PowerModel.counted_for converts them
 
 
 def route_weights(policy: GatePolicy, others: int) -> tuple[float, float]:
@@ -542,6 +552,8 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         baseline_accuracy=_rate([p.base_score for p in pairs]),
         power_model=PowerModel(
             n=n_units,
+            cases=len(pairs),
+            design_effect=_design_effect(pairs, unit, groups),
             flip_rate=noise.flip_rate if noise else 0.0,
             baseline_draws=r if conditional else 1,
             candidate_draws=k if conditional else 1,
@@ -701,6 +713,18 @@ def _pair_cases(
         )
     only_baseline = sorted(set(base_by_id) - {c.id for c in dev})
     return _Pairing(pairs, edited, only_candidate, only_baseline, unstable)
+
+
+def _design_effect(
+    pairs: Sequence[_Pair], unit: Literal["case", "group"], groups: list[str]
+) -> float:
+    """How far the baseline's cases flip together within groups (1 when the unit is the case):
+    the power model counts cases / this many effective units."""
+    if unit == "case" or not pairs:
+        return 1.0
+    outcomes = [[_passed(o) for o in p.base.outcomes[: p.kb]] for p in pairs]
+    measured = power_model.design_effect(outcomes, groups)
+    return power_model.bounded_effect(measured, list(Counter(groups).values()))
 
 
 def _unit_of(
@@ -917,16 +941,23 @@ def _settle(
     if pm is not None:
         paired_level = level.get("paired", v.alpha)
         mde = _mde(
-            pm.n, pm.flip_rate, paired_level, pm.power, pm.baseline_draws, pm.candidate_draws
+            pm.effective_units,
+            pm.flip_rate,
+            paired_level,
+            pm.power,
+            pm.baseline_draws,
+            pm.candidate_draws,
         )
         if mde > pm.tolerance and pm.flip_rate < 1.0:
-            needed = _cases_for(
-                pm.tolerance,
-                pm.flip_rate,
-                paired_level,
-                pm.power,
-                pm.baseline_draws,
-                pm.candidate_draws,
+            needed = pm.counted_for(
+                _units_for(
+                    pm.tolerance,
+                    pm.flip_rate,
+                    paired_level,
+                    pm.power,
+                    pm.baseline_draws,
+                    pm.candidate_draws,
+                )
             )
             more = f"; about {needed} {v.unit}s would bring that under" if needed else " over"
             warnings.append(
@@ -999,8 +1030,8 @@ def _what_would_show_it(v: Verdict, level: float) -> str:
     )
     pm = v.power_model
     if pm is not None and drop > 0.0 and pm.flip_rate < 0.5:
-        needed = _cases_for(
-            drop, pm.flip_rate, level, pm.power, pm.baseline_draws, pm.candidate_draws
+        needed = pm.counted_for(
+            _units_for(drop, pm.flip_rate, level, pm.power, pm.baseline_draws, pm.candidate_draws)
         )
         if needed < CASES_CAP:
             said += (

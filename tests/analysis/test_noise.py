@@ -9,17 +9,19 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from conftest import copy_example
 from test_gate import case, run
 
+from evalgate.analysis import power
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.stats import conditional_mde
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
-from evalgate.runs.schema import runs_dir
+from evalgate.runs.schema import read_run, runs_dir
 
 
 def test_ten_cases_two_repeats_three_flipped() -> None:
@@ -120,18 +122,28 @@ def test_noise_command_saves_a_baseline_and_reports(
     noise = json.loads(out.getvalue())
     # The fake model is deterministic: nothing flips.
     assert (noise["repeats"], noise["flip_rate"], noise["unstable"]) == (3, 0.0, [])
-    # The example's 143 dev cases share 54 scenario groups, which the gate counts: the MDE is
-    # over 54 units at the paired test's share of alpha, 0.9 * 0.05 (not 3.0% over 143 cases).
+    # The example's 143 dev cases share 54 scenario groups, which the gate counts. Nothing
+    # flips, so nothing shows the groups' cases moving apart: the power model takes them as
+    # moving together, design effect sum m^2 / sum m over the groups' sizes, and the MDE is
+    # over 143 / that effective units at the paired test's share of alpha, 0.9 * 0.05 (not
+    # 3.0% over 143 cases).
     assert (noise["n"], noise["unit"], noise["units"]) == (143, "group", 54)
     assert noise["level"] == pytest.approx(0.045)
-    assert noise["mde"] == conditional_mde(54, 0.0, 0.045, baseline_draws=3)
+    [made] = runs_dir(root / ".evalgate").glob("*.json")
+    sizes = Counter(c.group or c.id for c in read_run(made).cases if c.split == "dev").values()
+    assert sum(sizes) == 143 and len(sizes) == 54
+    effect = sum(m * m for m in sizes) / 143
+    assert noise["design_effect"] == pytest.approx(effect)
+    assert noise["mde"] == power.mde(143 / effect, 0.0, 0.045, 0.8, 3, 1)
+    assert noise["mde"] >= conditional_mde(54, 0.0, 0.045, baseline_draws=3)
     assert noise["mde"] > conditional_mde(143, 0.0, 0.05, baseline_draws=3)
     [saved] = runs_dir(root / ".evalgate").glob("*.json")
     assert f"saved {saved.stem} to " in err.getvalue()
     text = io.StringIO()
     assert main(["noise", "v2", "--config", config, "--no-save"], out=text, err=io.StringIO()) == 0
     assert text.getvalue().startswith(f"Noise floor · {noise['n']} cases × 2 repeats")
-    assert f"MDE           {100 * noise['mde']:.1f}% over 54 scenario groups (" in text.getvalue()
+    counted = f"over 54 scenario groups, {143 / effect:.0f} effective units at a design effect"
+    assert f"MDE           {100 * noise['mde']:.1f}% {counted} of {effect:.2f} (" in text.getvalue()
     assert len(list(runs_dir(root / ".evalgate").glob("*.json"))) == 1
     # The gate of a candidate against the saved noise run states the same MDE, over the same unit.
     [saved] = runs_dir(root / ".evalgate").glob("*.json")

@@ -31,6 +31,7 @@ from conftest import copy_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalgate.analysis import power
 from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
@@ -732,10 +733,12 @@ def test_a_big_drop_over_few_groups_says_what_would_decide_it() -> None:
     assert "what would decide it: the observed drop of 50.0 points is not significant over 5 " in (
         reason
     )
-    # The power model over groups with no noise: 3 broken groups give p <= 3**-3 = 0.037, so a
-    # 50-point drop needs n with P(Bin(n, 1/2) >= 3) >= 0.8: n = 8 (1 - 37/256 = 0.855; n = 7
-    # gives 1 - 29/128 = 0.773).
-    assert "about 8 groups would show a drop this size 80.0% of the time" in reason
+    # The power model over groups with no noise: 3 broken units give p <= 3**-3 = 0.037, so a
+    # 50-point drop needs n with P(Bin(n, 1/2) >= 3) >= 0.8: n = 8 effective units
+    # (1 - 37/256 = 0.855; n = 7 gives 1 - 29/128 = 0.773). Nothing flips, so the groups count
+    # as moving together: design effect (9 + 9 + 4 + 4 + 4) / 12 = 2.5, so 8 units are 20
+    # cases, 20 / 2.4 = 8.3 groups of this suite's mean size: about 9 groups.
+    assert "about 9 groups would show a drop this size 80.0% of the time" in reason
     assert "gate.unit: case tests the cases one by one (p = 0.0014 here)" in reason
     assert decide(base, cand, policy(tolerance=0.05, unit="case")).kind == "fail"
 
@@ -850,12 +853,14 @@ def test_a_pass_reports_the_mde_at_the_tested_n() -> None:
 
     # The MDE is the conditional test's with 2 baseline and 1 candidate draws, at the paired
     # test's alpha share 0.045; its normal approximation, written out: noisy share u = 2f,
-    # per case mean -2d/3, null variance u*2/12 + d*4/18, variance u*2/12 + d*4/9 - (2d/3)².
+    # per case mean -2d/3, null variance u*2/12 + d*4/18, variance u*2/12 + d*4/9 - (2d/3)²,
+    # and half a pass off for the whole-number critical value.
     def power(d: float) -> float:
         u, z = 0.1, NormalDist().inv_cdf(1 - 0.045)
         v0 = u * 2 / 12 + d * 4 / 18
         v1 = u * 2 / 12 + d * 4 / 9 - (2 * d / 3) ** 2
-        return NormalDist().cdf((100 * 2 * d / 3 - z * math.sqrt(100 * v0)) / math.sqrt(100 * v1))
+        shift = 100 * 2 * d / 3 - z * math.sqrt(100 * v0) - 0.5
+        return NormalDist().cdf(shift / math.sqrt(100 * v1))
 
     assert v.mde is not None
     assert power(v.mde) == pytest.approx(0.8, abs=1e-4)
@@ -1138,3 +1143,39 @@ def test_continuous_scores_need_enough_cases_to_pass() -> None:
     many_base = run([case(f"c{i}", [0.6]) for i in range(300)], name="baseline")
     many = run([case(f"c{i}", [0.6]) for i in range(300)])
     assert decide(many_base, many, policy(tolerance=0.05)).kind == "pass"
+
+
+def test_grouped_power_counts_the_effective_units_the_baseline_measures() -> None:
+    # 90 cases in 30 groups of 3, baseline R = 2, every candidate draw passing. In 10 groups
+    # the baseline's cases flip: one case of the group ("apart") or all three ("together").
+    # Apart: each flipped case's group sums are its own residuals, design effect 10/2 over
+    # 10/2 = 1, so the MDE is over 90 effective units. Together: sums +-3/2 in 10 groups,
+    # 10 * 2 * 9/4 = 45 over 30 * 1/2 = 15: 3, so 30 units, the groups themselves.
+    def verdict(together: bool) -> Verdict:
+        cases = [
+            case(
+                f"g{g:02d}-{i}",
+                "10" if g < 10 and (together or i == 0) else "11",
+                group=f"g{g:02d}",
+            )
+            for g in range(30)
+            for i in range(3)
+        ]
+        cand = [case(c.id, "1", group=c.group) for c in cases]
+        return decide(run(cases, name="baseline"), run(cand), policy(tolerance=0.05))
+
+    apart, together = verdict(False), verdict(True)
+    for v, effect in ((apart, 1.0), (together, 3.0)):
+        assert v.unit == "group" and v.n_tested == 30
+        pm = v.power_model
+        assert pm is not None
+        assert pm.design_effect == pytest.approx(effect)
+        assert v.mde == power.mde(90 / effect, pm.flip_rate, 0.045, 0.8, 2, 1)
+    assert together.mde is not None and apart.mde is not None and together.mde > apart.mde
+    # "about N groups would bring that under": the effective units the power model needs, in
+    # groups of 3 at the measured design effect.
+    for v in (apart, together):
+        pm = v.power_model
+        assert pm is not None
+        needed = power.units_for(0.05, pm.flip_rate, 0.045, 0.8, 2, 1)
+        assert v.cases_needed == math.ceil(needed * pm.design_effect / 3 - 1e-9)
