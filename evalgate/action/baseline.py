@@ -183,7 +183,8 @@ def find_baseline_run(
     allocation = None
     if suite.gate.repeats == "adaptive" and pooled.runs > 1:
         # The earlier baselines allocate the candidate's repeats, so they stay out of the test.
-        source = f"{pooled.runs - 1} earlier baselines (held out of the test)"
+        held = pooled.runs - 1
+        source = f"{held} earlier baseline{'s' if held > 1 else ''} (held out of the test)"
         allocation = AdaptiveSource(held_out(own, run), source, suite.gate.unstable_repeats)
         run, pooled = own, pooled.model_copy(update={"runs": 1, "repeats": own.repeats})
     provenance = artifact_provenance(
