@@ -5,18 +5,29 @@ in the gate's test, and the key's bad values refused."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import fake_backend, shop_suite, spec_of
 
 from evalgate.backends.base import Backend, Reply, Request
 from evalgate.config.models import GatePolicy
 from evalgate.gate.decide import decide
-from evalgate.running.allocation import AdaptiveSource, candidate_repeats, plan_adaptive
+from evalgate.running.allocation import (
+    AdaptiveSource,
+    allocate,
+    candidate_repeats,
+    held_out,
+    plan_adaptive,
+)
 from evalgate.running.estimate import estimate_run
 from evalgate.running.suite import run_suite
+from evalgate.runs.history import pool, record_of
 
 FAKE = {"backend": "fake", "name": "fake-classifier", "options": {"rules_file": "fake-rules.yml"}}
 
@@ -110,3 +121,77 @@ def test_bad_repeats_are_refused(bad: object) -> None:
 def test_bad_unstable_repeats_are_refused(bad: object) -> None:
     with pytest.raises(ValueError):
         GatePolicy(unstable_repeats=bad)  # type: ignore[arg-type]
+
+
+def _adaptive_config(root: Path) -> str:
+    path = root / "evalgate.yml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for suite in config["suites"].values():
+        suite.setdefault("gate", {})["repeats"] = "adaptive"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
+def test_the_cli_gate_allocates_from_an_earlier_run_never_the_compared_one(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = _adaptive_config(bike_shop)
+    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
+    earlier = sorted((bike_shop / ".evalgate" / "runs").glob("*.json"))
+    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
+    [baseline] = sorted(set((bike_shop / ".evalgate" / "runs").glob("*.json")) - set(earlier))
+    cases = len(json.loads(baseline.read_text(encoding="utf-8"))["cases"])
+    flips = sum(
+        len({o["score"] for o in c["outcomes"]}) > 1
+        for c in json.loads(earlier[0].read_text(encoding="utf-8"))["cases"]
+    )
+    argv = ["gate", "--baseline", str(baseline), "--candidate", "v3", "--config", config]
+    # The estimate counts the allocated calls: settled cases once, flipped ones twice.
+    code, out, err = cli(*argv, "--estimate", "--json", "--allocate-from", str(earlier[0]))
+    assert code == 0, err
+    assert json.loads(out)["calls"] == cases + flips
+    # With nothing to allocate from, every case is unknown: two calls each.
+    code, out, _ = cli(*argv, "--estimate", "--json")
+    assert code == 0 and json.loads(out)["calls"] == 2 * cases
+    code, out, err = cli(*argv, "--no-save", "--allocate-from", str(earlier[0]))
+    assert code in (0, 1), err
+    assert "adaptive repeats allocated from run bike-shop-v2-" in out
+    code, out, err = cli(*argv, "--no-save", "--allocate-from", str(baseline))
+    assert code == 2 and out == ""
+    assert "--allocate-from names the baseline the gate compares with" in err
+
+
+def test_the_earlier_baselines_pooled_into_a_baseline_are_held_out_to_allocate(
+    tmp_path: Path,
+) -> None:
+    # What the pull request's job does: pool() adds the earlier baselines' repeats after the
+    # artefact's own; under adaptive repeats they allocate and the artefact alone is tested.
+    loaded = shop_suite(tmp_path / "s", cases=6, model=FAKE)
+    backend = fake_backend({"rules_file": "fake-rules.yml"}, loaded.root)
+    earlier = run_suite(spec_of(loaded, "v2", repeats=2), backend, loaded.root)
+    # One earlier case flipped (as a noisy model would make it), one was edited since.
+    flipped_case = earlier.cases[0]
+    outcomes = [
+        flipped_case.outcomes[0],
+        flipped_case.outcomes[1].model_copy(update={"score": 0.5}),
+    ]
+    edited = earlier.cases[1].model_copy(update={"hash": "an older text"})
+    earlier = earlier.model_copy(
+        update={
+            "cases": [
+                flipped_case.model_copy(update={"outcomes": outcomes}),
+                edited,
+                *earlier.cases[2:],
+            ]
+        }
+    )
+    own = run_suite(spec_of(loaded, "v2", repeats=2), backend, loaded.root)
+    own = own.model_copy(update={"created_at": earlier.created_at + timedelta(hours=1)})
+    pooled, _ = pool(own, [record_of(earlier)], now=own.created_at, max_age_days=14, alpha=0.05)
+    data = held_out(own, pooled)
+    assert set(data) == {c.id for c in own.cases} - {own.cases[1].id}
+    assert all(len(v) == 2 for v in data.values())
+    given = allocate(own.cases, data, 2, "1 earlier baseline")
+    assert given.repeats[own.cases[0].id] == 2  # flipped there
+    assert given.repeats[own.cases[1].id] == 2  # edited: not in the earlier data
+    assert [given.repeats[c.id] for c in own.cases[2:]] == [1, 1, 1, 1]
