@@ -38,6 +38,7 @@ from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ModelSettings, Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
+from evalgate.running.allocation import AdaptiveSource, plan_adaptive
 from evalgate.running.budget import BudgetGuard
 from evalgate.running.cache import ResponseCache
 from evalgate.running.progress import ProgressPrinter
@@ -126,6 +127,8 @@ class RunOptions:
     only: frozenset[tuple[str, int]] | None = None
     # Pull-request and fork jobs: every request (the judge's too) passes this holdout guard.
     guard: LeakGuard | None = None
+    # gate.repeats: adaptive: each case's repeats allocated from this (running/allocation.py).
+    adaptive: AdaptiveSource | None = None
 
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
@@ -188,7 +191,7 @@ def plan_run(
         assign=options.assign,
     )
     commit, ref = git_info(loaded.root)
-    return RunSpec(
+    spec = RunSpec(
         suite_name=name,
         suite=suite,
         prompt=prompt,
@@ -203,6 +206,7 @@ def plan_run(
         holdout_key=HoldoutKey(secret),
         template_at=f"{loaded.path.name}: suites.{name}.template",
     )
+    return plan_adaptive(spec, options.adaptive) if options.adaptive is not None else spec
 
 
 def estimate_version(

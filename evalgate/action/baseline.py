@@ -24,6 +24,7 @@ from evalgate.report.comment import (
     BaselineProvenance,
 )
 from evalgate.report.render import render_model
+from evalgate.running.allocation import AdaptiveSource, held_out
 from evalgate.runs.history import appended, pool, read_history, record_of
 from evalgate.runs.schema import Run, read_run
 from evalgate.runs.spend import spend_of
@@ -118,6 +119,8 @@ class Baseline:
     run: Run | None
     provenance: BaselineProvenance | None
     no_baseline: bool = False
+    # gate.repeats: adaptive: the earlier baselines, held out of the test, that allocate.
+    allocation: AdaptiveSource | None = None
 
 
 def _candidate_warnings(run: Run, candidate: Run | None) -> list[str]:
@@ -169,6 +172,7 @@ def find_baseline_run(
         return Baseline(None, None, no_baseline=True)
     now = datetime.now(UTC)
     history_text = gh.read_data_file(runner.repo, DATA_BRANCH, _history_file(name))
+    own = run
     run, pooled = pool(
         run,
         read_history(history_text, _history_file(name)),
@@ -176,6 +180,13 @@ def find_baseline_run(
         max_age_days=suite.gate.max_baseline_age_days,
         alpha=suite.gate.alpha,
     )
+    allocation = None
+    if suite.gate.repeats == "adaptive" and pooled.runs > 1:
+        # The earlier baselines allocate the candidate's repeats, so they stay out of the test.
+        held = pooled.runs - 1
+        source = f"{held} earlier baseline{'s' if held > 1 else ''} (held out of the test)"
+        allocation = AdaptiveSource(held_out(own, run), source, suite.gate.unstable_repeats)
+        run, pooled = own, pooled.model_copy(update={"runs": 1, "repeats": own.repeats})
     provenance = artifact_provenance(
         runner,
         run,
@@ -195,7 +206,7 @@ def find_baseline_run(
             flips=sorted(((k, n, of) for k, (n, of) in pooled.flips.items()), key=lambda t: -t[1]),
         )
     )
-    return Baseline(run, provenance)
+    return Baseline(run, provenance, allocation=allocation)
 
 
 def download_baseline(

@@ -8,7 +8,7 @@ import posixpath
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from evalgate.report.comment import (
 )
 from evalgate.report.escape import escape
 from evalgate.report.render import render_model
+from evalgate.running.allocation import candidate_repeats
 from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
@@ -188,6 +189,8 @@ def run_pr(
     )
     # The baseline first: its replies tell the estimate, made before any call, what to expect.
     found = find_baseline_run(runner, loaded, name, suite, None, merge)
+    repeats, adaptive = candidate_repeats(suite.gate, found.allocation)
+    options = replace(options, repeats=repeats, adaptive=adaptive)
     estimate = estimate_version(runner.world(), loaded, name, version, options, found.run)
     runner.log(render_model("estimate", estimate, "text").rstrip())
     candidate = run_version(runner.world(), loaded, name, version, options)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from evalgate.cases.read import CaseSet
     from evalgate.config.load import LoadedConfig
     from evalgate.gate.decide import Verdict
+    from evalgate.running.allocation import AdaptiveSource
 
 
 def unknown_candidate(
@@ -78,7 +79,18 @@ def _candidate(
             raise unknown_candidate(ref, name, versions, exc) from None
         early = baseline if ctx.args.early_stop else None
         assign = _guard(ctx, loaded, name, guards)
-        candidate = ctx.run_version(loaded, name, ref, early_stop_against=early, assign=assign)
+        from evalgate.running.allocation import candidate_repeats
+
+        repeats, adaptive = candidate_repeats(suite.gate, allocation_source(ctx, loaded, baseline))
+        candidate = ctx.run_version(
+            loaded,
+            name,
+            ref,
+            early_stop_against=early,
+            assign=assign,
+            repeats=repeats,
+            adaptive=adaptive,
+        )
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     return candidate
@@ -224,9 +236,36 @@ def _estimate(ctx: Context, loaded: LoadedConfig) -> int:
             f"--estimate needs --candidate to be a prompt version to run, not {ctx.args.candidate!r}",
             fix=f"prompt versions of suite {name}: {', '.join(versions)}",
         )
-    return estimate.print_estimate(
-        ctx, loaded, name, ctx.args.candidate, baseline, ctx.run_options()
-    )
+    from evalgate.running.allocation import candidate_repeats
+
+    repeats, adaptive = candidate_repeats(suite.gate, allocation_source(ctx, loaded, baseline))
+    options = ctx.run_options(repeats=repeats, adaptive=adaptive)
+    return estimate.print_estimate(ctx, loaded, name, ctx.args.candidate, baseline, options)
+
+
+def allocation_source(
+    ctx: Context, loaded: LoadedConfig, baseline: Run | None
+) -> AdaptiveSource | None:
+    """``--allocate-from``: the earlier baselines whose flips allocate adaptive repeats (never
+    the baseline the gate compares with: allocating from the tested outcomes breaks the test)."""
+    refs = getattr(ctx.args, "allocate_from", None) or []
+    runs = [find_run(ref, loaded.state_dir) for ref in refs]
+    for run in runs:
+        if baseline is not None and (run.name, run.created_at) == (
+            baseline.name,
+            baseline.created_at,
+        ):
+            raise UserError(
+                f"--allocate-from names the baseline the gate compares with ({run.name})",
+                where="--allocate-from",
+                fix="allocate from an earlier baseline run, one the test does not compare",
+            )
+    if not runs:
+        return None
+    from evalgate.running.allocation import adaptive_source
+
+    names = ", ".join(r.name for r in runs)
+    return adaptive_source(runs, 2, False, f"{'run' if len(runs) == 1 else 'runs'} {names}")
 
 
 def base_guard(
@@ -273,6 +312,14 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         "--early-stop",
         action="store_true",
         help="stop running the candidate once a fail is certain (anytime-valid sequential test)",
+    )
+    gate.add_argument(
+        "--allocate-from",
+        action="append",
+        metavar="RUN",
+        help="gate.repeats: adaptive: an earlier baseline run (not --baseline) whose flips "
+        "allocate the candidate's repeats (repeatable; without it every case is sent "
+        "gate.unstable_repeats times)",
     )
     gate.add_argument("--show", type=int, default=20, help="cases listed per section")
     gate.add_argument(

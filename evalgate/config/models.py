@@ -351,6 +351,14 @@ class GatePolicy(Strict):
     inconclusive_exit: Annotated[Literal[0, 1], BeforeValidator(_no_bool)] = 0
     # Repeats for a baseline run (the noise floor needs at least 2).
     baseline_repeats: int = Field(default=2, ge=1, le=50)
+    # The candidate's repeats a case in a pull request's job: a number for every case, or
+    # adaptive: once for each case settled in an earlier baseline (every repeat the same), and
+    # unstable_repeats times for each that flipped there or is new to it. The allocation is
+    # made before any candidate call from data the test does not compare, so the test stays
+    # exact (docs/statistics.md, "Repeats where they decide").
+    repeats: Annotated[int, Field(ge=1, le=50), BeforeValidator(_no_bool)] | Literal["adaptive"] = 1
+    # gate.repeats: adaptive only: the repeats of a case that is not settled.
+    unstable_repeats: int = Field(default=2, ge=2, le=50)
     # A baseline older than this is used with a warning (artefacts also expire, 90 days).
     max_baseline_age_days: float = Field(default=14.0, gt=0)
     # When a pull request finds no baseline: run the base branch's prompt in the same job (twice

@@ -513,6 +513,9 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     unit, groups, n_units = _unit_of(pairs, policy, found)
     r = max((p.kb for p in pairs), default=1)
     k = max((p.kc for p in pairs), default=1)
+    if candidate.allocation is not None:
+        # Adaptive repeats: most cases were sent once; the power model must not assume more.
+        k = min((p.kc for p in pairs), default=1)
     p_value, test = _paired_test(pairs, policy, binary, unit, n_units, (r, k), candidate)
     if conditional and unit == "group":
         numbers["case_level_p"] = _binary_p(pairs, "score", policy, "case")
@@ -771,6 +774,8 @@ def _paired_test(
     else:
         p_value = _continuous_p([p.diff for p in pairs], policy)
     test = _test_name(policy, binary, unit, n_units, *draws)
+    if candidate.allocation is not None:
+        test += f"; {candidate.allocation}"
     if candidate.sequential_e_max is not None:
         # The paired test's alpha is split between the e-value watched during the run and the
         # final test (Bonferroni): 1 / max E is an anytime-valid p-value (Ville's inequality).

@@ -1,6 +1,7 @@
 """What a run will cost before any call is made: its calls, input and output tokens, and price.
 
-Calls are exact: the jobs the run would send (cases x repeats, after splits, shard and limit).
+Calls are exact: the jobs the run would send (cases x repeats, after splits, shard and limit;
+under ``gate.repeats: adaptive``, each case's allocated repeats).
 Input tokens come from the rendered requests, counted by the backend where it can count them
 for free (Anthropic's ``count_tokens``), else approximated at four characters a token. Output
 tokens come from a baseline's measured replies (each case's own mean, the baseline's mean for a
@@ -113,8 +114,14 @@ def estimate_run(
         tools_sha(suite, base_dir),
         spec.template_at,
     )
-    # Repeats share their case's request: count each case once.
+    # Repeats share their case's request: count each case once, times the calls it makes
+    # (every repeat, or the repeats the adaptive design gave it).
     requests = [jobs.request(i) for i in range(0, len(jobs), spec.repeats)]
+    if spec.only is None:
+        sends = [spec.repeats] * len(cases)
+    else:
+        sends = [sum((c.id, r) in spec.only for r in range(spec.repeats)) for c in cases]
+    calls = sum(sends)
     notes: list[str] = []
     counted: list[int] | None = None
     if counter is not None:
@@ -125,24 +132,27 @@ def estimate_run(
     method = COUNTED if counted is not None else APPROXIMATE
     if counted is None:
         counted = [_approximate(r) for r in requests]
-    input_tokens = sum(counted) * spec.repeats
+    input_tokens = sum(n * k for n, k in zip(counted, sends, strict=True))
     per, mean = _output_per_case(baseline)
     if mean is None:
-        output_tokens = len(jobs) * suite.model.max_tokens
+        output_tokens = calls * suite.model.max_tokens
         output_method = "max_tokens for every call (no baseline with replies): an upper bound"
     else:
-        output_tokens = round(sum(per.get(c.id, mean) for c in cases) * spec.repeats)
+        output_tokens = round(
+            sum(per.get(c.id, mean) * k for c, k in zip(cases, sends, strict=True))
+        )
         output_method = f"the baseline's measured replies ({baseline.name if baseline else ''})"
     if suite.tools:
         notes.append("agent cases make a call a step: only each case's first call is counted")
     if suite.scorer.kind == "judge":
-        notes.append(f"the judge makes {len(jobs)} calls of its own, not in this estimate")
+        notes.append(f"the judge makes {calls} calls of its own, not in this estimate")
     usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     price = price_for(suite.model.name)
-    if caches_system and counter is not None and method == COUNTED and price and len(jobs) > 1:
+    if spec.allocation is not None:
+        notes.append(spec.allocation)
+    if caches_system and counter is not None and method == COUNTED and price and calls > 1:
         system = _system_tokens(spec.prompt.text, suite.model.name, counter)
         if system and system >= price.cache_min_tokens:
-            calls = len(jobs)
             usage = Usage(
                 input_tokens=input_tokens - system * calls,
                 output_tokens=output_tokens,
@@ -163,7 +173,7 @@ def estimate_run(
     return Estimate(
         suite=spec.suite_name,
         model=f"{suite.model.backend}/{suite.model.name}",
-        calls=len(jobs),
+        calls=calls,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         usd=usd,

@@ -335,6 +335,8 @@ class RunSpec:
     only: frozenset[tuple[str, int]] | None = None
     # Where the user-turn template is written, for its errors.
     template_at: str = "template"
+    # The adaptive design's allocation (running/allocation.py), said in the run and the gate.
+    allocation: str | None = None
 
 
 def cases_to_run(spec: RunSpec) -> list[Case]:
@@ -439,6 +441,7 @@ def run_suite(
         calls_saved=saved,
         batch=batch is not None,
         max_error_share=suite.max_error_share,
+        allocation=spec.allocation,
         cases=results,
     )
 

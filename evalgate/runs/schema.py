@@ -168,6 +168,8 @@ class Run(BaseModel):
     # Why the budget stopped the run, with the calls and dollars spent (None: it did not).
     # Its unsent calls are ``budget`` error outcomes, which `evalgate run --resume` sends.
     budget_stop: str | None = None
+    # gate.repeats: adaptive: how each case's repeats were allocated, and from what data.
+    allocation: str | None = None
     max_error_share: float = 0.02
     cases: list[CaseResult]
 
