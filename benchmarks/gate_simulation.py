@@ -538,14 +538,7 @@ def grid_cell(rng: np.random.Generator, cell: GridCell, sims: int, level: float)
         else:
             base, cand = _draws(rng, s.p, r), _draws(rng, cand_p, k)
         if grouped:
-            base_totals = np.zeros((units, r))
-            cand_totals = np.zeros((units, k))
-            np.add.at(base_totals, member, base)
-            np.add.at(cand_totals, member, cand)
-            blocks: list[Block] = [
-                (b.tolist(), c.tolist()) for b, c in zip(base_totals, cand_totals, strict=True)
-            ]
-            p_value = run_permutation_test_worse(blocks)
+            p_value = run_permutation_test_worse(group_blocks(base, cand, member))
         else:
             sets = [(int(b.sum()), r, int(c.sum()), k) for b, c in zip(base, cand, strict=True)]
             p_value = conditional_test_worse(sets)
@@ -862,6 +855,17 @@ def _draws(rng: np.random.Generator, p: np.ndarray, repeats: int) -> np.ndarray:
     return rng.random((len(p), repeats)) < p[:, None]
 
 
+def group_blocks(base: np.ndarray, cand: np.ndarray, member: np.ndarray) -> list[Block]:
+    """Each group's run totals, baseline and candidate (cases x repeats summed over the cases
+    ``member`` puts in it): the blocks the group-level permutation test takes."""
+    units = int(member.max()) + 1
+    base_totals = np.zeros((units, base.shape[1]))
+    cand_totals = np.zeros((units, cand.shape[1]))
+    np.add.at(base_totals, member, base)
+    np.add.at(cand_totals, member, cand)
+    return [(b.tolist(), c.tolist()) for b, c in zip(base_totals, cand_totals, strict=True)]
+
+
 def group_p_values(
     base: np.ndarray, cand: np.ndarray, member: np.ndarray
 ) -> tuple[float, float, float]:
@@ -870,13 +874,7 @@ def group_p_values(
     conditional scores it replaced, and the case-level exact conditional test."""
     r, k = base.shape[1], cand.shape[1]
     units = int(member.max()) + 1
-    base_totals = np.zeros((units, r))
-    cand_totals = np.zeros((units, k))
-    np.add.at(base_totals, member, base)
-    np.add.at(cand_totals, member, cand)
-    blocks: list[Block] = [
-        (b.tolist(), c.tolist()) for b, c in zip(base_totals, cand_totals, strict=True)
-    ]
+    blocks = group_blocks(base, cand, member)
     sets = [(int(b.sum()), r, int(c.sum()), k) for b, c in zip(base, cand, strict=True)]
     residuals = np.zeros(units)
     np.add.at(residuals, member, conditional_residuals(sets))

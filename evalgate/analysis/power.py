@@ -31,8 +31,8 @@ from functools import lru_cache
 
 from evalgate.analysis.stats import (
     CASES_CAP,
-    MDE_TOLERANCE,
     conditional_power,
+    least_drop,
     least_n,
 )
 
@@ -84,6 +84,12 @@ def bounded_effect(measured: float | None, sizes: Sequence[int]) -> float:
     return min(max(measured, 1.0), top)
 
 
+def _largest_drop(flip: float, draws: int, candidate_draws: int) -> float:
+    """The largest drop the model has room for: every case noise leaves unfixed (one draw a
+    side, ``1 - f``), or every settled case (repeats: a share ``2f`` is noisy)."""
+    return 1.0 - flip if (draws, candidate_draws) == (1, 1) else 1.0 - min(1.0, 2.0 * flip)
+
+
 def _check_units(units: float) -> None:
     if not (math.isfinite(units) and units >= 0.0):
         raise ValueError(f"units must be a finite number >= 0, got {units!r}")
@@ -121,23 +127,11 @@ def mde(
         return 1.0
     if flip >= 1.0 or (flip >= 0.5 and (draws, candidate_draws) != (1, 1)):
         return math.inf
-    top = 1.0 - flip if (draws, candidate_draws) == (1, 1) else 1.0 - min(1.0, 2.0 * flip)
 
     def reach(d: float) -> float:
         return power(units, flip, d, alpha, draws, candidate_draws)
 
-    if reach(0.0) >= target_power:
-        return 0.0
-    lo, hi = 0.0, top
-    if hi <= 0.0 or reach(hi) < target_power:
-        return math.inf
-    while hi - lo > MDE_TOLERANCE:
-        mid = (lo + hi) / 2.0
-        if reach(mid) >= target_power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return least_drop(reach, _largest_drop(flip, draws, candidate_draws), target_power)
 
 
 @lru_cache(maxsize=4096)
@@ -151,8 +145,7 @@ def units_for(
 ) -> int:
     """The least whole number of effective units whose power at ``drop`` is ``target_power``
     (``CASES_CAP`` when none is)."""
-    top = 1.0 - flip if (draws, candidate_draws) == (1, 1) else 1.0 - min(1.0, 2.0 * flip)
-    d = min(drop, max(0.0, top))
+    d = min(drop, max(0.0, _largest_drop(flip, draws, candidate_draws)))
 
     def enough(n: int) -> bool:
         return conditional_power(n, flip, d, alpha, draws, candidate_draws) >= target_power

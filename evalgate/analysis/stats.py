@@ -534,18 +534,7 @@ def minimum_detectable_effect(
     """
     _check_count("n", n)
     _check_power_args(flip_rate, alpha, power)
-    lo, hi = 0.0, 1.0 - flip_rate
-    if _sign_test_power(n, flip_rate, lo, alpha) >= power:
-        return 0.0
-    if _sign_test_power(n, flip_rate, hi, alpha) < power:
-        return math.inf
-    while hi - lo > MDE_TOLERANCE:
-        mid = (lo + hi) / 2.0
-        if _sign_test_power(n, flip_rate, mid, alpha) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return least_drop(lambda d: _sign_test_power(n, flip_rate, d, alpha), 1.0 - flip_rate, power)
 
 
 def cases_for_mde(target: float, flip_rate: float, alpha: float = 0.05, power: float = 0.80) -> int:
@@ -570,6 +559,24 @@ def cases_for_mde(target: float, flip_rate: float, alpha: float = 0.05, power: f
         return _sign_test_power(n, flip_rate, drop, alpha) >= power
 
     return least_n(enough, 0)
+
+
+def least_drop(reach: Callable[[float], float], top: float, power: float) -> float:
+    """The least drop in ``[0, top]`` whose power ``reach(d)`` is at least ``power``, for a
+    power that rises with the drop: bisection, an upper bound within ``MDE_TOLERANCE``. ``0``
+    when no drop is needed, ``inf`` when even ``top`` falls short (or ``top`` is 0)."""
+    if reach(0.0) >= power:
+        return 0.0
+    lo, hi = 0.0, top
+    if hi <= 0.0 or reach(hi) < power:
+        return math.inf
+    while hi - lo > MDE_TOLERANCE:
+        mid = (lo + hi) / 2.0
+        if reach(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def least_n(enough: Callable[[int], bool], start: int) -> int:
@@ -1049,16 +1056,7 @@ def conditional_mde(
     def reach(d: float) -> float:
         return conditional_power(n, flip_rate, d, alpha, baseline_draws, candidate_draws)
 
-    lo, hi = 0.0, max(0.0, 1.0 - min(1.0, 2.0 * flip_rate))
-    if hi == 0.0 or reach(hi) < power:
-        return math.inf
-    while hi - lo > MDE_TOLERANCE:
-        mid = (lo + hi) / 2.0
-        if reach(mid) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return least_drop(reach, max(0.0, 1.0 - min(1.0, 2.0 * flip_rate)), power)
 
 
 def conditional_cases_for(
@@ -1080,19 +1078,7 @@ def conditional_cases_for(
             power
         )
 
-    if not enough(CASES_CAP):
-        return CASES_CAP
-    hi = 1
-    while not enough(hi):
-        hi *= 2
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
-        else:
-            lo = mid
-    return min(hi, CASES_CAP)
+    return least_n(enough, 0)
 
 
 # --------------------------------------------------------------------------------------------

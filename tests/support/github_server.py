@@ -857,22 +857,20 @@ class GitHubServer:
 
     def create_branch(self, full_name: str, name: str, from_ref: str | None = None) -> str:
         """Create (or move) branch ``name`` at ``from_ref`` (default: the default branch)."""
-        with self.lock:
-            repo = self.repo(full_name)
-            sha = self.resolve(full_name, from_ref or repo.default_branch)
-            if sha is None:
-                raise KeyError(f"unknown ref {from_ref!r} in {full_name}")
-            repo.branches[name] = sha
-            return sha
+        return self._point(full_name, "branches", name, from_ref)
 
     def add_tag(self, full_name: str, name: str, ref: str | None = None) -> str:
         """Create (or move) the tag ``name`` at ``ref`` (default: the default branch's head)."""
+        return self._point(full_name, "tags", name, ref)
+
+    def _point(self, full_name: str, kind: str, name: str, ref: str | None) -> str:
+        """Point the branch or tag (``kind``) ``name`` at ``ref``'s commit; its SHA."""
         with self.lock:
             repo = self.repo(full_name)
             sha = self.resolve(full_name, ref or repo.default_branch)
             if sha is None:
                 raise KeyError(f"unknown ref {ref!r} in {full_name}")
-            repo.tags[name] = sha
+            getattr(repo, kind)[name] = sha
             return sha
 
     def delete_tag(self, full_name: str, name: str) -> None:
