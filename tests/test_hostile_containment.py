@@ -327,6 +327,8 @@ OUTSIDE = [
     Outside("default-test-dotdot", "defaultTest: file://../outside/d.yaml\ntests:\n" + TEST),
     Outside("prompt-text-dotdot", "prompts: [file://../outside/p.txt]\ntests:\n" + TEST),
     Outside("prompt-chat-absolute", "prompts: [file://OUT/p.json]\ntests:\n" + TEST),
+    Outside("prompt-glob-absolute", "prompts: [file://OUT/*.txt]\ntests:\n" + TEST),
+    Outside("prompt-glob-dotdot", "prompts: [file://../outside/*.txt]\ntests:\n" + TEST),
     Outside(
         "prompt-symlink",
         "prompts: [file://p.txt]\ntests:\n" + TEST,
