@@ -10,6 +10,7 @@ from an unfinished run, with nothing to pair) is one line naming it and what to 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -22,6 +23,11 @@ from evalgate.runs.schema import MAX_RUN_BYTES, Run
 Format = Literal["promptfoo", "inspect", "junit"]
 FORMATS: tuple[str, ...] = get_args(Format)
 _READERS = {"promptfoo": promptfoo.read, "inspect": inspect.read, "junit": junit.read}
+
+# How much of a file is read to tell an evalgate run file from another harness's results: a
+# gate reads each file it compares once more, so this stays a head, not the whole file.
+_SNIFF = 1 << 16
+_RUN_HEAD = re.compile(rb'\s*\{\s*"schema_version"\s*:')
 
 __all__ = ["FORMATS", "Format", "detect", "read_results"]
 
@@ -55,6 +61,17 @@ def detect(path: Path, data: bytes) -> str | None:
 def is_foreign(path: Path) -> bool:
     """Whether ``path`` is a file of another harness's results (not an evalgate run file)."""
     if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(_SNIFF + 1)
+    except OSError:
+        head = None  # read as before, to fail as before
+    if head is not None and (len(head) <= _SNIFF or not head.lstrip().startswith(b"{")):
+        # The whole file, or a head that alone tells (an archive, XML, not JSON at all).
+        return detect(path, head) is not None
+    if head is not None and _RUN_HEAD.match(head):
+        # An evalgate run file (its first field is schema_version): not read on, however long.
         return False
     return (
         detect(path, files.read_bytes(path, "results file", RunFileError, limit=MAX_RUN_BYTES))

@@ -204,3 +204,30 @@ def test_every_command_reads_the_compressed_form(
     code, out, err = cli("compare", base.name, cand.name, "--config", config, "--format", "json")
     assert code in (0, 1), err
     assert json.loads(out)
+
+
+def test_telling_a_run_file_from_foreign_results_reads_its_head_only(
+    tmp_path: Path, make_run: Callable[..., Run]
+) -> None:
+    """A gate asks of each file whether another harness wrote it: an evalgate run file is told
+    by its head. The file here is a run's head followed by a hole past the largest run file
+    evalgate reads (sparse: nothing is written), which a whole read would refuse."""
+    from evalgate.foreign import is_foreign
+
+    path = tmp_path / "run.json"
+    write_run(make_run(), path)
+    head = path.read_bytes()
+    assert head.startswith(b'{"schema_version":')
+    with path.open("r+b") as raw:
+        raw.truncate(schema.MAX_RUN_BYTES + 1)
+    assert not is_foreign(path)
+    # A run in the old indented form is told the same way.
+    indented = tmp_path / "indented.json"
+    indented.write_bytes(json.dumps(json.loads(head), indent=2).encode() + b" " * (1 << 17))
+    assert not is_foreign(indented)
+    # Another harness's results past the head are still read whole and recognised.
+    promptfoo = tmp_path / "promptfoo.json"
+    rows = [{"pad": "x" * 100} for _ in range(1000)]
+    promptfoo.write_text(json.dumps({"evalId": "e1", "results": {"results": rows}}))
+    assert promptfoo.stat().st_size > 1 << 16
+    assert is_foreign(promptfoo)
