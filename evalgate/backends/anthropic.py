@@ -5,17 +5,25 @@ evalgate owns retries (the SDK's are off, see retry.py) so that every attempt is
 Calls are paced by the API's rate-limit headers (ratelimit.py), so a run slows down before
 429s arrive instead of after; and a run can go through the Message Batches API at half the
 price (backends/batch.py orchestrates; the calls are here).
+
+A plain (not streamed) call goes over one httpx2 client of the backend's own: the body is the
+JSON the SDK would send, the reply is read as JSON (message_data), and a failure is named as
+the SDK names it (``_status_failure``, ``_transport_failure``). The SDK itself, whose import
+costs over a second of CPU and whose request and response models about a millisecond a call,
+is imported only for what needs it: streaming, token counts and message batches.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, cast
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
-import anthropic
+import httpx2
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from evalgate.backends.agent import Turn, run_agent
@@ -28,9 +36,17 @@ from evalgate.errors import BackendError
 from evalgate.redact import redacted_excerpt, upstream_error
 from evalgate.trajectory import CallRecord, ToolCall
 
+if TYPE_CHECKING:
+    import anthropic
+
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 RATELIMIT_PREFIX = "anthropic-ratelimit-"
 BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
+# What the SDK sends and uses when nothing else is said (anthropic/_constants.py).
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+CONNECT_TIMEOUT_S = 5.0
+MAX_CONNECTIONS, MAX_KEEPALIVE = 1000, 100
 
 
 class AnthropicOptions(BaseModel):
@@ -76,11 +92,23 @@ _BATCH_ERRORS: dict[str, ErrorKind] = {
 }
 
 
+class _Client(httpx2.Client):
+    """An httpx2 client that closes its connections when it is collected, as the SDK's does
+    (a backend is not always closed by whoever built it)."""
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self.is_closed:
+                self.close()
+
+
 class MalformedReply(ValueError):
     """A 200 whose body is not a message (a proxy's HTML page, a stream without events)."""
 
 
 def _kind(exc: Exception) -> ErrorKind:
+    import anthropic
+
     # Order matters: subclasses before their bases.
     if isinstance(exc, anthropic.RateLimitError):
         return "rate_limit"
@@ -103,7 +131,10 @@ def _retry_after(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
     if response is None:
         return None
-    headers = response.headers
+    return _retry_after_of(response.headers)
+
+
+def _retry_after_of(headers: Any) -> float | None:
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is not None:
@@ -115,6 +146,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def _message(exc: Exception) -> str:
+    import anthropic
+
     if isinstance(exc, anthropic.APIStatusError):
         body = exc.body
         if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -142,12 +175,22 @@ class AnthropicBackend:
                 fix="or use `backend: fake`, which runs offline",
             )
         self._key = SecretStr(key)
-        self.client = anthropic.Anthropic(
-            api_key=self._key.get_secret_value(),
-            base_url=context.env.get(BASE_URL_VARIABLE) or None,
-            max_retries=0,
-            timeout=self.options.timeout_s,
+        self._base_url = (context.env.get(BASE_URL_VARIABLE) or DEFAULT_BASE_URL).rstrip("/")
+        # One client and connection pool for every plain call, as the SDK would hold.
+        self._http = _Client(
+            base_url=self._base_url,
+            headers={
+                "x-api-key": self._key.get_secret_value(),
+                "anthropic-version": API_VERSION,
+                "content-type": "application/json",
+                "accept": "application/json",
+            },
+            timeout=httpx2.Timeout(self.options.timeout_s, connect=CONNECT_TIMEOUT_S),
+            limits=httpx2.Limits(
+                max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE
+            ),
         )
+        self._client: anthropic.Anthropic | None = None
         self.context = context
         self.retrier = Retrier(self.options.retry)
         self.pacer = Pacer() if self.options.adaptive_rate_limit else None
@@ -168,8 +211,25 @@ class AnthropicBackend:
     def batch_poll_s(self) -> float:
         return self.options.batch_poll_s
 
+    @property
+    def client(self) -> anthropic.Anthropic:
+        """The SDK's client, built (and the SDK imported) the first time something needs it."""
+        with self._lock:
+            if self._client is None:
+                import anthropic
+
+                self._client = anthropic.Anthropic(
+                    api_key=self._key.get_secret_value(),
+                    base_url=self._base_url,
+                    max_retries=0,
+                    timeout=self.options.timeout_s,
+                )
+            return self._client
+
     def close(self) -> None:
-        self.client.close()
+        self._http.close()
+        if self._client is not None:
+            self._client.close()
 
     def params(self, request: Request) -> dict[str, Any]:
         opts = self.options
@@ -204,44 +264,75 @@ class AnthropicBackend:
         return params
 
     def _once(self, params: dict[str, Any]) -> Attempt:
+        if self.options.stream:
+            return self._once_streamed(params)
+        ticket = self.pacer.acquire() if self.pacer is not None else None
+        started = time.perf_counter()
+        body = {k: v for k, v in params.items() if k != "extra_body"}
+        body.update(params.get("extra_body") or {})
+        failed: tuple[ErrorKind, str, httpx2.Response | None]
+        try:
+            response = self._http.post("/v1/messages", content=json.dumps(body).encode())
+        except httpx2.TimeoutException as exc:
+            failed = ("timeout", _timeout_message(exc, self._base_url), None)
+        except Exception as exc:  # the SDK's rule: anything else is the connection's failure
+            failed = ("connection", _connection_message(exc, self._base_url), None)
+        else:
+            self._observe(ticket, response.headers)
+            data = message_data(response) if response.status_code < 300 else None
+            if data is not None:
+                self._observe_usage(ticket, data)
+                return Attempt(value=data, elapsed_s=time.perf_counter() - started)
+            failed = _status_failure(response)
+        kind, message, failure = failed
+        retry_after = _retry_after_of(failure.headers) if failure is not None else None
+        if kind == "rate_limit":
+            self._saw_rate_limit(ticket, failure, retry_after)
+        return Attempt(
+            kind=kind,
+            message=message,
+            retry_after_s=retry_after,
+            elapsed_s=time.perf_counter() - started,
+        )
+
+    def _once_streamed(self, params: dict[str, Any]) -> Attempt:
+        import anthropic
+
+        client = self.client
         ticket = self.pacer.acquire() if self.pacer is not None else None
         started = time.perf_counter()
         message: Any
         try:
-            if self.options.stream:
-                with self.client.messages.stream(**params) as stream:
-                    self._observe(ticket, stream.response.headers)
-                    # A body that is not an event stream yields no events; the SDK would then
-                    # fail an assert in get_final_message.
-                    if not any(event.type == "message_start" for event in stream):
-                        raise MalformedReply("the stream had no message_start event")
-                    message = stream.get_final_message()
-            else:
-                raw = self.client.messages.with_raw_response.create(**params)
-                self._observe(ticket, raw.headers)
-                # Not a well-formed message: the SDK's own reading decides, as it always did.
-                data = message_data(raw.http_response)
-                message = data if data is not None else raw.parse()
-            if isinstance(message, anthropic.types.Message):
-                message = _as_data(message)
-            elif not isinstance(message, dict):
-                # The SDK returns a non-JSON 200 body (an HTML error page) as a bare str.
-                raise MalformedReply(f"the reply is not a message: {redacted_excerpt(message)}")
+            with client.messages.stream(**params) as stream:
+                self._observe(ticket, stream.response.headers)
+                # A body that is not an event stream yields no events; the SDK would then
+                # fail an assert in get_final_message.
+                if not any(event.type == "message_start" for event in stream):
+                    raise MalformedReply("the stream had no message_start event")
+                message = _as_data(stream.get_final_message())
         except (anthropic.APIError, ValueError) as exc:
             kind = _kind(exc)
             retry_after = _retry_after(exc)
             if kind == "rate_limit":
-                with self._lock:
-                    self._rate_limited += 1
-                response = getattr(exc, "response", None)
-                if ticket is not None and self.pacer is not None and response is not None:
-                    self.pacer.rate_limited(ticket, response.headers, retry_after)
+                self._saw_rate_limit(ticket, getattr(exc, "response", None), retry_after)
             return Attempt(
                 kind=kind,
                 message=_message(exc),
                 retry_after_s=retry_after,
                 elapsed_s=time.perf_counter() - started,
             )
+        self._observe_usage(ticket, message)
+        return Attempt(value=message, elapsed_s=time.perf_counter() - started)
+
+    def _saw_rate_limit(
+        self, ticket: Ticket | None, response: Any, retry_after: float | None
+    ) -> None:
+        with self._lock:
+            self._rate_limited += 1
+        if ticket is not None and self.pacer is not None and response is not None:
+            self.pacer.rate_limited(ticket, response.headers, retry_after)
+
+    def _observe_usage(self, ticket: Ticket | None, message: dict[str, Any]) -> None:
         if ticket is not None and self.pacer is not None:
             usage = message["usage"]
             self.pacer.observe(
@@ -251,7 +342,6 @@ class AnthropicBackend:
                 + (usage.get("cache_creation_input_tokens") or 0),
                 output_tokens=usage["output_tokens"],
             )
-        return Attempt(value=message, elapsed_s=time.perf_counter() - started)
 
     def _observe(self, ticket: Ticket | None, headers: Any) -> None:
         if ticket is not None and self.pacer is not None:
@@ -297,7 +387,7 @@ class AnthropicBackend:
             params.pop(name, None)
         try:
             counted = self.client.messages.count_tokens(**params)
-        except (anthropic.APIError, ValueError) as exc:
+        except (_sdk_errors(), ValueError) as exc:
             raise BackendError(
                 f"counting tokens failed: {_message(exc)}",
                 fix="the estimate falls back to about four characters a token",
@@ -342,7 +432,7 @@ class AnthropicBackend:
         def once() -> Attempt:
             try:
                 return Attempt(value=call())
-            except (anthropic.APIError, ValueError) as exc:
+            except (_sdk_errors(), ValueError) as exc:
                 return Attempt(
                     kind=_kind(exc), message=_message(exc), retry_after_s=_retry_after(exc)
                 )
@@ -396,6 +486,88 @@ class _Session:
             {"role": "assistant", "content": self.content},
             {"role": "user", "content": results},
         ]
+
+
+def _sdk_errors() -> type[Exception]:
+    import anthropic
+
+    return anthropic.APIError
+
+
+def _status_failure(response: httpx2.Response) -> tuple[ErrorKind, str, httpx2.Response]:
+    """A reply that is not a message, named as the SDK names it: an error status by the API's
+    error type and message; a 200 that is not a message as malformed."""
+    status = response.status_code
+    text = response.text.strip()
+    if status < 300:
+        # A proxy's HTML page, a body cut short, JSON that is no message: retried as malformed.
+        reason = MalformedReply(f"the reply is not a message: {redacted_excerpt(text)}")
+        return "malformed", upstream_error(None, type(reason).__name__, reason), response
+    body: Any = text
+    try:
+        body = json.loads(text)
+        said = f"Error code: {status} - {body}"
+    except ValueError:
+        said = text or f"Error code: {status}"
+    kind = cast(ErrorKind, kind_for_status(status))
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        return kind, upstream_error(status, error.get("type"), error.get("message")), response
+    return kind, upstream_error(status, None, said), response
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """An error and the errors inside it (causes, a group's members, wrapped arguments)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        wrapped = [*getattr(current, "exceptions", ()), current.__cause__, *current.args]
+        current = next((inner for inner in wrapped if isinstance(inner, BaseException)), None)
+
+
+def _host(exc: BaseException, base_url: str) -> str:
+    try:
+        request = exc.request if isinstance(exc, httpx2.RequestError) else None
+    except RuntimeError:
+        request = None
+    if request is not None:
+        return str(request.url.netloc.decode("ascii"))
+    return str(httpx2.URL(base_url).netloc.decode("ascii"))
+
+
+def _timeout_message(exc: httpx2.TimeoutException, base_url: str) -> str:
+    phases: dict[type[httpx2.TimeoutException], str] = {
+        httpx2.ConnectTimeout: "connect",
+        httpx2.WriteTimeout: "write",
+        httpx2.PoolTimeout: "pool",
+    }
+    timeout: float | None = None
+    with contextlib.suppress(RuntimeError):  # an error raised before any request was made
+        timeout = exc.request.extensions.get("timeout", {}).get(phases.get(type(exc), "read"))
+    # the operating system can give up on a connection before the client's own timeout
+    if any(isinstance(e, OSError) and e.errno == errno.ETIMEDOUT for e in _chain(exc)):
+        timeout = None
+    after = "" if timeout is None else f" after {timeout:g}s"
+    return upstream_error(
+        None, "APITimeoutError", f"Request to {_host(exc, base_url)} timed out{after}"
+    )
+
+
+def _connection_message(exc: Exception, base_url: str) -> str:
+    if not isinstance(exc, httpx2.RequestError):
+        return upstream_error(None, "APIConnectionError", "Connection error.")
+    reason = type(exc).__name__
+    # the text of any other error can quote the request (h11 quotes a header it rejects)
+    network = (httpx2.NetworkError, httpx2.ProxyError, httpx2.RemoteProtocolError)
+    if isinstance(exc, network):
+        for error in _chain(exc):
+            if isinstance(error, (*network, OSError)):
+                reason = str(error) or reason
+    host = _host(exc, base_url)
+    where = f"Connection to {host}" if host else "Connection"
+    return upstream_error(None, "APIConnectionError", f"{where} failed: {reason}")
 
 
 def message_data(response: Any) -> dict[str, Any] | None:

@@ -19,7 +19,10 @@ import pytest
 from evalgate.backends.anthropic import (
     AnthropicBackend,
     _as_data,
+    _kind,
+    _message,
     _reply,
+    _retry_after,
     _without_none,
     message_data,
 )
@@ -206,3 +209,81 @@ def test_a_truncated_body_is_still_a_malformed_reply_retried(srv: MessagesServer
         backend.close()
     assert reply.error is None and reply.text
     assert reply.attempts == 2
+
+
+# Every fault the stand-in can put on a plain call. The backend sends plain calls over its own
+# httpx2 client; what each failure is called must be what the SDK's exception for the same
+# answer says (evalgate's names for SDK exceptions: _kind, _message, _retry_after).
+FAULTED = ["rate_limit", "overloaded", "server_error", "bad_request", "auth", "drop"]
+
+
+def sdk_failure(client: anthropic.Anthropic, fault: str) -> tuple[str, str, float | None]:
+    try:
+        client.messages.create(**params("tape?"))
+    except anthropic.APIError as exc:
+        return _kind(exc), _message(exc), _retry_after(exc)
+    raise AssertionError(f"the SDK did not fail on {fault}")
+
+
+@pytest.mark.parametrize("fault", FAULTED)
+def test_a_failure_is_named_as_the_sdk_names_it(
+    srv: MessagesServer, client: anthropic.Anthropic, fault: str
+) -> None:
+    srv.script([fault])
+    expected = sdk_failure(client, fault)
+    settings = ModelSettings(
+        backend="anthropic", name=MODEL, options={"retry": {"max_attempts": 1}}
+    )
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    backend = AnthropicBackend(settings, BackendContext(base_dir=Path("."), env=env))
+    srv.script([fault])
+    try:
+        attempt = backend._once(params("tape?"))
+    finally:
+        backend.close()
+    assert (attempt.kind, attempt.message, attempt.retry_after_s) == expected
+    assert KEY not in (attempt.message or "")
+
+
+def test_a_timeout_is_named_as_the_sdk_names_it(srv: MessagesServer) -> None:
+    srv.knobs = srv.knobs.model_copy(update={"slow_s": 1.0})
+    with anthropic.Anthropic(api_key=KEY, base_url=srv.url, max_retries=0, timeout=0.2) as sdk:
+        srv.script(["slow"])
+        expected = sdk_failure(sdk, "slow")
+    assert expected[0] == "timeout"
+    settings = ModelSettings(
+        backend="anthropic", name=MODEL, options={"timeout_s": 0.2, "retry": {"max_attempts": 1}}
+    )
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": srv.url}
+    backend = AnthropicBackend(settings, BackendContext(base_dir=Path("."), env=env))
+    srv.script(["slow"])
+    try:
+        attempt = backend._once(params("tape?"))
+    finally:
+        backend.close()
+    assert (attempt.kind, attempt.message, attempt.retry_after_s) == expected
+
+
+def test_a_plain_call_does_not_import_the_sdk(tmp_path: Path, srv: MessagesServer) -> None:
+    """The SDK's import is over a second of CPU: a run of plain calls never needs it."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from evalgate.backends.anthropic import AnthropicBackend\n"
+        "from evalgate.backends.base import BackendContext, Message, Request\n"
+        "from evalgate.config.models import ModelSettings\n"
+        f"env = {{'ANTHROPIC_API_KEY': 'k', 'ANTHROPIC_BASE_URL': {srv.url!r}}}\n"
+        f"settings = ModelSettings(backend='anthropic', name={MODEL!r})\n"
+        "backend = AnthropicBackend(settings, BackendContext(base_dir=Path('.'), env=env))\n"
+        "reply = backend.complete(Request(system='s', model="
+        f"{MODEL!r}, max_tokens=64, messages=(Message(role='user', content='tape?'),)))\n"
+        "assert reply.error is None and reply.text, reply\n"
+        "print('anthropic' in sys.modules)\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"
