@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING
 
 from evalgate.cli.context import EXIT_OK, Context
-from evalgate.report.render import render_model
 from evalgate.runs.schema import Run, iter_runs
 
 if TYPE_CHECKING:
@@ -44,5 +43,7 @@ def print_estimate(
     if baseline is None:
         baseline = newest_run(loaded, name)
     estimate = estimate_version(ctx.world(), loaded, name, version, options, baseline)
+    from evalgate.report.render import render_model  # the templates: not on `run`'s way in
+
     ctx.print(render_model("estimate", estimate, ctx.args.format))
     return EXIT_OK

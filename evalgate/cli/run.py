@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli import estimate
 from evalgate.cli.context import EXIT_INCOMPLETE, EXIT_OK, Context, price_as_for
 from evalgate.cli.options import BATCH_HELP, SHOW_FAILED_HELP, Subcommands, positive, shard
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import UserError
-from evalgate.report.render import render_model
 from evalgate.runs.resume import unsent
 from evalgate.runs.schema import Run, find_run, save_run
+
+if TYPE_CHECKING:
+    from evalgate.analysis.summary import RunSummary
 
 HTML_HELP = (
     "write the report as one self-contained HTML page (searchable, no network) to PATH and "
@@ -48,6 +50,9 @@ def cmd_run(ctx: Context) -> int:
         splits=splits,
         shard=ctx.args.shard,
     )
+    # The summary and the templates are imported once the calls are made: not before the first.
+    from evalgate.report.render import render_model
+
     ctx.print(render_model("run", run_summary(ctx, loaded, run), ctx.args.format))
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
@@ -56,6 +61,8 @@ def cmd_run(ctx: Context) -> int:
 
 
 def run_summary(ctx: Context, loaded: LoadedConfig, run: Run) -> RunSummary:
+    from evalgate.analysis.summary import summarise
+
     show = getattr(ctx.args, "show", None)
     return summarise(run, price_as=price_as_for(loaded, run), show=10 if show is None else show)
 
