@@ -3,6 +3,7 @@
     python -m benchmarks.throughput                 # 600 cases, 200 ms a call, concurrency 32
     python -m benchmarks.throughput --cases 10000   # the larger case
     python -m benchmarks.throughput --profile       # and where evalgate's CPU goes
+    python -m benchmarks.throughput --no-side-by-side   # the in-process run alone
 
 The stand-in runs in a separate process, so this process's CPU time and memory are evalgate's
 own (with the SDK it drives). See benchmarks/README.md for what each number means.
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import csv
 import io
 import json
 import multiprocessing
+import os
 import pstats
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +42,31 @@ MODEL = "claude-haiku-4-5"
 WALL_FACTOR, WALL_SLACK_S = 1.2, 1.0
 CPU_PER_CASE_MS = 2.0
 PEAK_MB = 150.0
+# Side by side, each a process of its own from start to exit (issue 27): `evalgate run` within
+# 1.05 x the bare SDK client's wall time and 0.85 x promptfoo's.
+VS_BARE, VS_PROMPTFOO = 1.05, 0.85
+PROMPTFOO = (
+    Path(os.environ.get("EVALGATE_HARNESS_DIR") or Path.home() / ".cache" / "evalgate" / "harness")
+    / "promptfoo"
+    / "node_modules"
+    / ".bin"
+    / "promptfoo"
+)
+# The bare client as a user would write it: python, the anthropic SDK, a thread per call in
+# flight, the same requests (read from the file named by argv[1]), nothing else.
+BARE_CLIENT = """
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+import anthropic
+params = json.loads(open(sys.argv[1]).read())
+client = anthropic.Anthropic(max_retries=0)
+def call(p):
+    message = client.messages.create(**p)
+    return message.content[0].text
+with ThreadPoolExecutor(int(sys.argv[2])) as pool:
+    texts = list(pool.map(call, params))
+print(len(texts))
+"""
 
 
 # ---------------------------------------------------------------- the stand-in, in its own process
@@ -237,6 +266,149 @@ def bare_sdk(
 
 
 @dataclass
+class Contender:
+    name: str
+    wall_s: float | None  # None: not run (promptfoo not installed)
+    cpu_s: float
+    code: int
+    note: str = ""
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the child and what it waited for, exit code, the tail of its stderr)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=1800
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.returncode, done.stderr[-600:]
+
+
+def write_promptfoo(root: Path, url: str, system: str, cases: Path, concurrency: int) -> Path:
+    """The same suite as a promptfoo config: the system prompt, the template, the cases."""
+    folder = root / "promptfoo"
+    folder.mkdir()
+    with (folder / "tests.csv").open("w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["message"])
+        for line in cases.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                writer.writerow([json.loads(line)["message"]])
+    chat = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "<message>\n{{message}}\n</message>"},
+    ]
+    config = {
+        "description": "throughput",
+        "prompts": [json.dumps(chat)],
+        "providers": [
+            {
+                "id": f"anthropic:messages:{MODEL}",
+                "config": {"apiBaseUrl": url, "max_tokens": 64, "temperature": 0},
+            }
+        ],
+        "tests": "file://tests.csv",
+        "evaluateOptions": {"maxConcurrency": concurrency},
+    }
+    # JSON is YAML too, and leaves no doubt about the prompt's line breaks.
+    (folder / "promptfooconfig.yaml").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return folder
+
+
+def side_by_side(
+    root: Path, url: str, params: list[dict[str, Any]], system: str, concurrency: int
+) -> list[Contender]:
+    """The bare SDK client, `evalgate run` and promptfoo, one after the other, each a process
+    timed from its start to its exit against the same stand-in."""
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "sk-bench",
+        "ANTHROPIC_BASE_URL": url,
+        "NO_COLOR": "1",
+        "PROMPTFOO_CONFIG_DIR": str(root / ".promptfoo"),
+        "PROMPTFOO_DISABLE_TELEMETRY": "1",
+        "PROMPTFOO_DISABLE_UPDATE": "1",
+        "PROMPTFOO_DISABLE_SHARING": "1",
+    }
+    requests = root / "requests.json"
+    requests.write_text(json.dumps(params), encoding="utf-8")
+    out: list[Contender] = []
+    wall, cpu, code, err = _timed(
+        [sys.executable, "-c", BARE_CLIENT, str(requests), str(concurrency)], root, env
+    )
+    out.append(Contender("bare SDK client (python, 32 threads)", wall, cpu, code, err))
+    wall, cpu, code, err = _timed([sys.executable, "-m", "evalgate", "run", "v3"], root, env)
+    # exit 1 is a run below its threshold: the calls were made
+    out.append(Contender("`evalgate run v3`", wall, cpu, 0 if code == 1 else code, err))
+    if not PROMPTFOO.is_file():
+        out.append(Contender("promptfoo", None, 0.0, 0, "not installed: run scripts/harness-setup"))
+        return out
+    folder = write_promptfoo(root, url, system, root / "cases.jsonl", concurrency)
+    version = (
+        subprocess.run(
+            [str(PROMPTFOO), "--version"], env=env, capture_output=True, text=True, check=False
+        )
+        .stdout.strip()
+        .splitlines()
+    )
+    wall, cpu, code, err = _timed(
+        [
+            str(PROMPTFOO),
+            "eval",
+            "-c",
+            "promptfooconfig.yaml",
+            "--no-cache",
+            "--no-write",
+            "--no-progress-bar",
+            "--no-table",
+            "-j",
+            str(concurrency),
+            "-o",
+            str(folder / "out.json"),
+        ],
+        folder,
+        env,
+    )
+    # promptfoo exits 100 when an assertion fails; there are none here
+    name = f"promptfoo {version[-1] if version else ''} (-j {concurrency})".replace("  ", " ")
+    out.append(Contender(name, wall, cpu, code, err))
+    return out
+
+
+def side_table(rows: list[Contender], cases: int) -> tuple[str, bool]:
+    ours = rows[1].wall_s
+    lines = [
+        f"side by side, each a process from start to exit, {cases} cases:",
+        "",
+        "| | wall | CPU (user + system) | evalgate's wall / this | target | |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    ok = all(r.code == 0 for r in rows)
+    for row in rows:
+        if row.wall_s is None:
+            lines.append(f"| {row.name} | | | | | {row.note} |")
+            continue
+        ratio = ours / row.wall_s if ours and row.wall_s else float("nan")
+        target, meets = "", True
+        if row is rows[0]:
+            target, meets = f"<= {VS_BARE}", ratio <= VS_BARE
+        elif row is not rows[1]:
+            target, meets = f"<= {VS_PROMPTFOO}", ratio <= VS_PROMPTFOO
+        ok = ok and meets
+        mark = ("pass" if meets else "MISS") if target else ""
+        if row.code != 0:
+            mark = f"exit {row.code}: {row.note.strip().splitlines()[-1:] or ''}"
+        shown = f"{ratio:.2f}" if row is not rows[1] else ""
+        lines.append(
+            f"| {row.name} | {row.wall_s:.2f} s | {row.cpu_s:.2f} s | {shown} | {target} | {mark} |"
+        )
+    return "\n".join(lines), ok
+
+
+@dataclass
 class Result:
     cases: int
     latency_s: float
@@ -273,8 +445,8 @@ class Result:
 
 
 def run_benchmark(
-    cases: int, latency_s: float, concurrency: int, stream: bool, profile: bool
-) -> tuple[Result, str]:
+    cases: int, latency_s: float, concurrency: int, stream: bool, profile: bool, side: bool = False
+) -> tuple[Result, str, list[Contender]]:
     import anthropic
 
     from evalgate.analysis.summary import summarise
@@ -330,6 +502,9 @@ def run_benchmark(
                 sdk_wall, sdk_cpu = bare_sdk(url, params, concurrency, stream)
             finally:
                 backend.close()
+            contenders = (
+                side_by_side(Path(tmp), url, params, spec.prompt.text, concurrency) if side else []
+            )
         parent.send("stop")
         stats = parent.recv()
     finally:
@@ -354,7 +529,7 @@ def run_benchmark(
         server=stats,
         sdk=anthropic.__version__,
     )
-    return result, profile_text
+    return result, profile_text, contenders
 
 
 def verdict(ok: bool) -> str:
@@ -444,11 +619,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="profile every thread and print the top functions"
     )
+    parser.add_argument(
+        "--no-side-by-side",
+        action="store_true",
+        help="skip the bare client, `evalgate run` and promptfoo as processes of their own",
+    )
     args = parser.parse_args(argv)
-    result, profile = run_benchmark(
-        args.cases, args.latency_ms / 1000, args.concurrency, args.stream, args.profile
+    side = not args.no_side_by_side and not args.stream
+    result, profile, contenders = run_benchmark(
+        args.cases, args.latency_ms / 1000, args.concurrency, args.stream, args.profile, side
     )
     print(table(result))
+    side_ok = True
+    if contenders:
+        text, side_ok = side_table(contenders, result.cases)
+        print("\n" + text)
     if profile:
         print("\nwhere the CPU goes (every thread, by own time; profiling slows the run):\n")
         print(profile)
@@ -456,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         result.wall_s > result.wall_target_s
         or result.cpu_per_case_ms >= CPU_PER_CASE_MS
         or result.peak_mb >= PEAK_MB
+        or not side_ok
     )
     return 1 if missed else 0
 
