@@ -198,19 +198,27 @@ def test_a_fault_that_persists_is_an_error_with_its_kind(
     assert reply.attempts == 3 and len(srv.requests) == 3
 
 
+def slept(backend: AnthropicBackend) -> list[float]:
+    """The backend's retry waits, recorded instead of slept (a logical clock: a loaded machine
+    cannot make a test of how long it waits fail)."""
+    waits: list[float] = []
+    backend.retrier = Retrier(backend.retrier.policy, sleep=waits.append)
+    return waits
+
+
 def test_rate_limit_waits_for_retry_after(
     srv: MessagesServer, make_backend: Callable[..., AnthropicBackend]
 ) -> None:
     srv.knobs.retry_after_s = 0.4
     srv.script(["rate_limit", "ok"])
-    started = time.monotonic()
-    reply = make_backend().complete(REQUEST)
+    backend = make_backend()
+    waits = slept(backend)
+    reply = backend.complete(REQUEST)
     assert reply.error is None and reply.attempts == 2
     first, second = srv.requests
     assert (first.status, second.status) == (429, 200)
-    # waited about retry-after (0.4 s), not the policy's backoff (at most 0.05 s)
-    assert 0.4 <= second.t - first.t < 0.4 + 0.3
-    assert time.monotonic() - started < 2.0
+    # waited retry-after (0.4 s), not the policy's backoff (at most 0.05 s)
+    assert waits == [0.4]
 
 
 def test_retry_after_ms_is_honoured_too(
@@ -219,9 +227,10 @@ def test_retry_after_ms_is_honoured_too(
     srv.knobs.retry_after_s = 0.25
     srv.knobs.retry_after_ms_header = True
     srv.script(["rate_limit", "ok"])
-    assert make_backend().complete(REQUEST).attempts == 2
-    first, second = srv.requests
-    assert 0.25 <= second.t - first.t < 0.25 + 0.3
+    backend = make_backend()
+    waits = slept(backend)
+    assert backend.complete(REQUEST).attempts == 2
+    assert waits == [0.25]
 
 
 def test_a_retry_after_beyond_the_limit_is_not_waited_for(
@@ -229,9 +238,10 @@ def test_a_retry_after_beyond_the_limit_is_not_waited_for(
 ) -> None:
     srv.knobs.retry_after_s = 30
     srv.script(["rate_limit", "ok"])
-    started = time.monotonic()
-    reply = make_backend(retry={"max_retry_after_s": 5}).complete(REQUEST)
-    assert time.monotonic() - started < 2.0
+    backend = make_backend(retry={"max_retry_after_s": 5})
+    waits = slept(backend)
+    reply = backend.complete(REQUEST)
+    assert waits == []
     assert reply.error_kind == "rate_limit" and reply.attempts == 1
     assert "429 rate_limit_error" in (reply.error or "")
     assert "retry-after 30s exceeds the 5s limit" in (reply.error or "")
@@ -246,7 +256,9 @@ def test_a_slow_answer_times_out_at_the_clients_timeout(
     reply = make_backend(timeout_s=0.2, retry={"max_attempts": 1}).complete(REQUEST)
     elapsed = time.monotonic() - started
     assert reply.error_kind == "timeout" and "Timeout" in (reply.error or "")
-    assert 0.2 <= elapsed < 2.5  # the stand-in would have answered after 3 s
+    # at the client's timeout: the stand-in would have answered after 3 s; how much later than
+    # 0.2 s the client gave up is the machine's load, not evalgate's
+    assert elapsed >= 0.2
 
 
 @pytest.mark.parametrize(
