@@ -52,15 +52,14 @@ import numpy as np
 import yaml
 
 from evalgate.analysis import power as power_model
-from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
-from evalgate.analysis.stats import (
+from evalgate.analysis.conditional import (
     clustered_test_worse,
     conditional_residuals,
     conditional_test_worse,
-    flip_rate,
-    sign_test_worse,
-    wilson_interval,
 )
+from evalgate.analysis.intervals import wilson_interval
+from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
+from evalgate.analysis.sign_test import flip_rate, sign_test_worse
 from evalgate.backends.base import BackendContext
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import GatePolicy

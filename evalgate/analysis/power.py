@@ -29,12 +29,8 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from evalgate.analysis.stats import (
-    CASES_CAP,
-    conditional_power,
-    least_drop,
-    least_n,
-)
+from evalgate.analysis.conditional import conditional_power
+from evalgate.analysis.search import CASES_CAP, least_drop, least_n
 
 
 def design_effect(outcomes: Sequence[Sequence[bool]], groups: Sequence[str]) -> float | None:

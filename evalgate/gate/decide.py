@@ -44,25 +44,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evalgate.analysis import power as power_model
+from evalgate.analysis.conditional import MatchedSet, conditional_test_worse
+from evalgate.analysis.intervals import PairedDifference, paired_difference
+from evalgate.analysis.margin import cases_to_rule_out, t_upper_drop, tango_upper_drop
+from evalgate.analysis.multiplicity import holm_adjust, weighted_holm
 from evalgate.analysis.noise import NoiseFloor, detectable_drop, measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
-from evalgate.analysis.stats import (
-    CASES_CAP,
-    MatchedSet,
-    PairedDifference,
-    broke_more_than_noise,
-    cases_to_rule_out,
-    conditional_test_worse,
-    holm_adjust,
-    paired_difference,
-    sequential_e_value,
-    sign_test_worse,
-    t_upper_drop,
-    tango_upper_drop,
-    weighted_holm,
-    wilcoxon_pratt,
-)
+from evalgate.analysis.search import CASES_CAP
+from evalgate.analysis.sequential import sequential_e_value
+from evalgate.analysis.sign_test import broke_more_than_noise, sign_test_worse
 from evalgate.analysis.summary import Rate
 from evalgate.config.models import GatePolicy
 from evalgate.limits import label
@@ -403,6 +394,9 @@ def _test_name(policy: GatePolicy, binary: bool, unit: str, units: int, r: int, 
 
 
 def _continuous_p(diffs: Sequence[float], policy: GatePolicy) -> float:
+    # numpy and scipy only for scores that are not pass/fail.
+    from evalgate.analysis.continuous import wilcoxon_pratt
+
     return wilcoxon_pratt(list(diffs), alternative="less")
 
 

@@ -27,7 +27,7 @@ from evalgate.analysis.calibration import (
     agreement,
     rogan_gladen,
 )
-from evalgate.analysis.stats import flip_rate
+from evalgate.analysis.sign_test import flip_rate
 from evalgate.cases.judge_labels import Label, labels_sha, load_labels
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import JudgeCalibration, Suite

@@ -32,7 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalgate.analysis import power
-from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
+from evalgate.analysis.sign_test import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
 from evalgate.gate.decide import Verdict, decide

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE, fake_backend
 
-from evalgate.analysis.stats import sequential_e_value
+from evalgate.analysis.sequential import sequential_e_value
 from evalgate.backends.base import Message, Reply, Request
 from evalgate.cli import main
 from evalgate.config.load import load_config
