@@ -63,7 +63,10 @@ from evalgate.analysis.sign_test import flip_rate, sign_test_worse
 from evalgate.backends.base import BackendContext
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import GatePolicy
-from evalgate.gate.decide import SequentialMonitor, Verdict, decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import decide_pull_request
+from evalgate.gate.sequential import SequentialMonitor
+from evalgate.gate.verdict import Verdict
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 N_CASES = 300

@@ -10,7 +10,7 @@ candidate's grand total ``T``, equivalently the sum of the per-case conditional 
 ``X - K s / (R + K)`` (the ``s`` are fixed by the conditioning), and ``p = P0(T <= t)``.
 
 For a block of one case with pass/fail scores the K-subset sum is hypergeometric, so with
-every group of one this is stats.conditional_test_worse itself. For pass/fail scores the
+every group of one this is conditional.conditional_test_worse itself. For pass/fail scores the
 totals are integers and the null law is the convolution of each block's subset-sum law,
 computed exactly (a count of subsets by size and sum). For other scores it is enumerated when
 there are few arrangements and otherwise sampled with a seed, ``p = (1 + b) / (1 + m)`` over

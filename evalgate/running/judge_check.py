@@ -118,7 +118,7 @@ class Flips(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     repeats: int
-    # Pairwise flip rate over the repeats (stats.flip_rate) and the labels with any flip.
+    # Pairwise flip rate over the repeats (sign_test.flip_rate) and the labels with any flip.
     rate: float
     labels_flipped: int
 

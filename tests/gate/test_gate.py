@@ -35,7 +35,8 @@ from evalgate.analysis import power
 from evalgate.analysis.sign_test import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
-from evalgate.gate.decide import Verdict, decide
+from evalgate.gate.decide import decide
+from evalgate.gate.verdict import Verdict
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile
@@ -1108,7 +1109,7 @@ def test_cli_gate_refuses_a_run_compared_with_itself(
 
 
 def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
-    from evalgate.gate.decide import overrule
+    from evalgate.gate.verdict import overrule
 
     base, cand = sign_pair(broken=0, fixed=0, same=10)
     passed = decide(base, cand, policy())
