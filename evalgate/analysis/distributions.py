@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 
 _EPS = 1e-16
+#: Trials up to which the binomial at p = 1/2 is summed in exact integers.
+EXACT_HALF_MAX = 200
 _TINY = 1e-300
 _MAX_TERMS = 100_000
 
@@ -95,6 +97,8 @@ def binom_pmf(k: float, n: int, p: float) -> float:
         return 1.0 if x == 0 else 0.0
     if p >= 1.0:
         return 1.0 if x == n else 0.0
+    if p == 0.5 and n <= EXACT_HALF_MAX:
+        return math.comb(n, x) / (1 << n)
     q = 1.0 - p
     if n == 0:
         return 1.0
@@ -124,6 +128,12 @@ def binom_sf(k: float, n: int, p: float) -> float:
         return 0.0
     if p >= 1.0:
         return 1.0
+    if p == 0.5 and n <= EXACT_HALF_MAX:
+        # The sign test's tails: whole numbers over 2^n, so a p-value of exactly 1/2 or 1/32
+        # is exactly that (a ratio of integers is correctly rounded).
+        if k >= n // 2:
+            return sum(math.comb(n, j) for j in range(k + 1, n + 1)) / (1 << n)
+        return 1.0 - sum(math.comb(n, j) for j in range(k + 1)) / (1 << n)
     a, b = k + 1.0, float(n - k)
     front = (n - k) * p * binom_pmf(k, n, p)
     if p < (a + 1.0) / (a + b + 2.0):

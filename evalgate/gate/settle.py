@@ -118,8 +118,15 @@ def _settle(
                 )
             )
             more = f"; about {needed} {v.unit}s would bring that under" if needed else " over"
+            # The power model counts effective units (analysis.power): over groups, say so.
+            counted = f"{pm.n} {v.unit}s"
+            if v.unit == "group":
+                counted += (
+                    f" ({pm.effective_units:.0f} effective units, design effect "
+                    f"{pm.design_effect:.2f})"
+                )
             warnings.append(
-                f"underpowered: with {pm.n} {v.unit}s and a flip rate of {_pct(pm.flip_rate)}%, "
+                f"underpowered: with {counted} and a flip rate of {_pct(pm.flip_rate)}%, "
                 f"this suite detects only drops of {_pct(mde)} points or more "
                 f"({_pct(pm.power)}% power at its alpha share {paired_level:.3g}){more} the "
                 f"{_pct(pm.tolerance)}-point tolerance"

@@ -1180,3 +1180,8 @@ def test_grouped_power_counts_the_effective_units_the_baseline_measures() -> Non
         assert pm is not None
         needed = power.units_for(0.05, pm.flip_rate, 0.045, 0.8, 2, 1)
         assert v.cases_needed == math.ceil(needed * pm.design_effect / 3 - 1e-9)
+    # The underpowered warning names the unit the power model counts: 90 effective units at
+    # design effect 1 apart, 30 at design effect 3 together (the arithmetic above).
+    for v, units, effect in ((apart, 90, "1.00"), (together, 30, "3.00")):
+        warning = next(w for w in v.warnings if w.startswith("underpowered"))
+        assert f"with 30 groups ({units} effective units, design effect {effect})" in warning
