@@ -52,19 +52,21 @@ import numpy as np
 import yaml
 
 from evalgate.analysis import power as power_model
-from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
-from evalgate.analysis.stats import (
+from evalgate.analysis.conditional import (
     clustered_test_worse,
     conditional_residuals,
     conditional_test_worse,
-    flip_rate,
-    sign_test_worse,
-    wilson_interval,
 )
+from evalgate.analysis.intervals import wilson_interval
+from evalgate.analysis.run_permutation import Block, run_permutation_test_worse
+from evalgate.analysis.sign_test import flip_rate, sign_test_worse
 from evalgate.backends.base import BackendContext
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import GatePolicy
-from evalgate.gate.decide import SequentialMonitor, Verdict, decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import decide_pull_request
+from evalgate.gate.sequential import SequentialMonitor
+from evalgate.gate.verdict import Verdict
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 N_CASES = 300
@@ -470,7 +472,14 @@ def margin_table(
 # together (one draw a group and run, a drop breaking whole groups); a flip rate f; R baseline
 # and K candidate draws; a true drop. Drops by n put the cells across the power curve.
 GRID_DROPS = {40: (0.08, 0.15), 100: (0.047, 0.08), 300: (0.03, 0.047)}
-GRID_STRUCTURES = ("groups of 1", "groups of 3, independent", "groups of 3, together")
+GRID_STRUCTURES = (
+    "groups of 1",
+    "groups of 3, independent",
+    "groups of 3, together",
+    "groups of 3, hard (skewed)",
+)
+# E[2p(1 - p)] for p ~ U(0.05, 0.15): 2 (E p - E p^2) = 2 (0.1 - (0.01 + 0.1^2 / 12)).
+HARD_FLIP = 2 * (0.1 - (0.01 + 0.01 / 12))
 GRID_FLIPS = (0.05, 0.09)
 GRID_DRAWS = ((2, 1), (3, 1), (2, 2))
 
@@ -494,6 +503,16 @@ class GridCell:
 
 
 def _grid_suite(rng: np.random.Generator, n: int, structure: str, flip: float) -> Suite:
+    if structure == "groups of 3, hard (skewed)":
+        # The skewed configuration: a share of the groups is hard (its cases pass with the
+        # group's rate from U(0.05, 0.15), each case drawn on its own), the rest always pass;
+        # the hard share sets the flip rate. The informative cases are then mostly failing ones.
+        units = n // 3
+        member = np.arange(n) % units
+        hard = rng.random(units) < min(1.0, flip / HARD_FLIP)
+        rate = np.where(hard, rng.uniform(0.05, 0.15, size=units), 1.0)
+        names = [f"g{m:03d}" for m in member]
+        return Suite(p=rate[member], kind=np.where(hard, 1, 0)[member], groups=names)
     if structure == "groups of 3, together":
         return make_suite(rng, n, groups=n // 3, flip=flip)
     s = make_suite(rng, n, flip=flip)
@@ -511,7 +530,8 @@ def _grid_drop(rng: np.random.Generator, s: Suite, drop: float, member: np.ndarr
     leaning = s.kind[:units] == 0  # unit u's first case is case u
     lost = np.zeros(units)
     np.add.at(lost, member, s.p)
-    chance = min(1.0, drop * len(s.p) / float(np.sum(lost[leaning])))
+    room = float(np.sum(lost[leaning]))
+    chance = min(1.0, drop * len(s.p) / room) if room > 0.0 else 0.0  # no case to break
     broken = leaning & (rng.random(units) < chance)
     p = s.p.copy()
     p[broken[member]] = 0.0
@@ -554,12 +574,14 @@ def grid_cell(rng: np.random.Generator, cell: GridCell, sims: int, level: float)
     cell.predicted = predicted / sims
 
 
-def power_grid_table(sims: int, seed: int, sizes: Sequence[int]) -> list[GridCell]:
+def power_grid_table(
+    sims: int, seed: int, sizes: Sequence[int], structures: Sequence[str] = GRID_STRUCTURES
+) -> list[GridCell]:
     """Every cell of the grid at each n of ``sizes``, from one seeded generator."""
     rng = np.random.default_rng(seed)
     cells = []
     for n in sizes:
-        for structure in GRID_STRUCTURES:
+        for structure in structures:
             for flip in GRID_FLIPS:
                 for draws in GRID_DRAWS:
                     for drop in GRID_DROPS[n]:
@@ -1055,6 +1077,15 @@ def main(argv: list[str] | None = None) -> int:
         "of group structures, flip rates and draws at suites of N cases",
     )
     parser.add_argument(
+        "--grid-structure",
+        choices=GRID_STRUCTURES,
+        action="append",
+        metavar="S",
+        help="with --power-grid, only these group structures (repeatable; default all: "
+        + "; ".join(GRID_STRUCTURES)
+        + ")",
+    )
+    parser.add_argument(
         "--adaptive",
         action="store_true",
         help="only the adaptive design beside fixed K = 1 and K = 2 candidate repeats: false "
@@ -1069,7 +1100,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
     elif args.power_grid:
         started = time.perf_counter()
-        cells = power_grid_table(args.sims, args.seed, args.power_grid)
+        structures = args.grid_structure or GRID_STRUCTURES
+        cells = power_grid_table(args.sims, args.seed, args.power_grid, structures)
         progress("")
         print(
             f"The paired test at its one-suite alpha share {PAIRED_SHARE:g}: power the gate "

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.special import bdtr
 from scipy.stats import binom, norm
 
-from evalgate.analysis.stats import TANGO_CORRECTION, tango_upper_drop
+from evalgate.analysis.margin import TANGO_CORRECTION, tango_upper_drop
 
 SHOWN = (10, 15, 20, 25, 30, 40, 50, 60, 65, 80, 100, 150, 200, 300, 400, 500, 600)
 EVERY = range(10, 601)

@@ -11,7 +11,7 @@ approximation of stats.conditional_power (its model: a share 2f of cases noisy a
 
 from __future__ import annotations
 
-from evalgate.analysis.stats import conditional_mde
+from evalgate.analysis.conditional import conditional_mde
 
 ALPHA = 0.9 * 0.05
 DRAWS = ((1, 1), (2, 1), (3, 1), (5, 1), (2, 2))

@@ -17,9 +17,11 @@ import argparse
 
 import numpy as np
 
-from evalgate.analysis.stats import sequential_e_value, sign_test_worse, wilson_interval
+from evalgate.analysis.intervals import wilson_interval
+from evalgate.analysis.sequential import sequential_e_value
+from evalgate.analysis.sign_test import sign_test_worse
 from evalgate.config.models import GatePolicy
-from evalgate.gate.decide import sequential_threshold
+from evalgate.gate.sequential import sequential_threshold
 
 SHARE = 0.9  # the paired test's share of alpha beside the format-validity route
 

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from evalgate.analysis.release import ReleaseRecord, ReleaseReport
     from evalgate.cases.judge_labels import Label
     from evalgate.cases.leakguard import LeakGuard
-    from evalgate.gate.decide import SequentialMonitor
+    from evalgate.gate.sequential import SequentialMonitor
     from evalgate.running.estimate import Estimate
     from evalgate.running.judge_check import Graded, JudgeReport, SplitCheck
 
@@ -294,7 +294,7 @@ def run_version(
             )
     monitor = None
     if options.early_stop_against is not None:
-        from evalgate.gate.decide import SequentialMonitor
+        from evalgate.gate.sequential import SequentialMonitor
 
         hashes = {c.id: c.hash for c in cases_to_run(spec)}
         monitor = SequentialMonitor(options.early_stop_against, hashes, suite.gate)

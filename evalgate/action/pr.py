@@ -43,7 +43,9 @@ from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
 from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
-from evalgate.gate.decide import PullRequestVerdict, Verdict, decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import PullRequestVerdict, decide_pull_request
+from evalgate.gate.verdict import Verdict
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,

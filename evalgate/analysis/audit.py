@@ -14,14 +14,10 @@ from statistics import fmean, pstdev
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.analysis.stats import (
-    PairedDifference,
-    paired_difference,
-    paired_permutation_test,
-    sign_test_two_sided,
-    simulate_best_of,
-    standard_error,
-)
+from evalgate.analysis.best_of import simulate_best_of
+from evalgate.analysis.continuous import paired_permutation_test
+from evalgate.analysis.intervals import PairedDifference, paired_difference, standard_error
+from evalgate.analysis.sign_test import sign_test_two_sided
 from evalgate.analysis.summary import Rate
 from evalgate.runs.schema import Run
 

@@ -28,13 +28,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.analysis.stats import (
-    BootstrapMethod,
-    cluster_bootstrap,
-    sign_test_two_sided,
-    sign_test_worse,
-    wilson_interval,
-)
+from evalgate.analysis.continuous import BootstrapMethod, cluster_bootstrap
+from evalgate.analysis.intervals import wilson_interval
+from evalgate.analysis.sign_test import sign_test_two_sided, sign_test_worse
 from evalgate.analysis.summary import Rate
 
 KAPPA_INTERVAL = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.provenance import differences
-from evalgate.analysis.stats import sign_test_two_sided
+from evalgate.analysis.sign_test import sign_test_two_sided
 from evalgate.limits import label
 from evalgate.runs.schema import CaseResult, Run
 from evalgate.trajectory import expected_label

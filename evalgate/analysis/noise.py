@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis import power
-from evalgate.analysis.stats import flip_rate
+from evalgate.analysis.sign_test import flip_rate
 from evalgate.config.models import GatePolicy
 from evalgate.runs.schema import PASS_AT, Run
 

@@ -1,6 +1,6 @@
 """One power model for the paired test, over the effective number of units it counts.
 
-The case-level model (:func:`stats.conditional_power`: exact for the sign test and for a
+The case-level model (:func:`conditional.conditional_power`: exact for the sign test and for a
 noise-free suite, a normal approximation otherwise) counts independent cases. Over scenario
 groups the test permutes whole runs within each group, so its null variance is the sum of the
 groups' run-total variances. When a group's cases flip independently that sum is the sum of
@@ -29,12 +29,8 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from evalgate.analysis.stats import (
-    CASES_CAP,
-    conditional_power,
-    least_drop,
-    least_n,
-)
+from evalgate.analysis.conditional import conditional_power
+from evalgate.analysis.search import CASES_CAP, least_drop, least_n
 
 
 def design_effect(outcomes: Sequence[Sequence[bool]], groups: Sequence[str]) -> float | None:
@@ -99,7 +95,7 @@ def power(
     units: float, flip: float, drop: float, alpha: float, draws: int = 1, candidate_draws: int = 1
 ) -> float:
     """Power of the paired test over ``units`` effective units (interpolated between whole
-    numbers), at flip rate ``flip`` and a true drop ``drop`` (:func:`stats.conditional_power`)."""
+    numbers), at flip rate ``flip`` and a true drop ``drop`` (:func:`conditional.conditional_power`)."""
     _check_units(units)
     low = math.floor(units)
     below = conditional_power(low, flip, drop, alpha, draws, candidate_draws) if low else 0.0

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate import files
-from evalgate.analysis.stats import mean_and_se, sign_test_worse
+from evalgate.analysis.intervals import mean_and_se
+from evalgate.analysis.sign_test import sign_test_worse
 from evalgate.analysis.summary import Rate
 from evalgate.cases.holdout import HoldoutKey
 from evalgate.config.models import GatePolicy, SplitPolicy

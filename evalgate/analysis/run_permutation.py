@@ -10,12 +10,13 @@ candidate's grand total ``T``, equivalently the sum of the per-case conditional 
 ``X - K s / (R + K)`` (the ``s`` are fixed by the conditioning), and ``p = P0(T <= t)``.
 
 For a block of one case with pass/fail scores the K-subset sum is hypergeometric, so with
-every group of one this is stats.conditional_test_worse itself. For pass/fail scores the
+every group of one this is conditional.conditional_test_worse itself. For pass/fail scores the
 totals are integers and the null law is the convolution of each block's subset-sum law,
 computed exactly (a count of subsets by size and sum). For other scores it is enumerated when
 there are few arrangements and otherwise sampled with a seed, ``p = (1 + b) / (1 + m)`` over
 ``m`` sampled arrangements of which ``b`` are at or below the observed (Phipson & Smyth 2010),
-which is itself a valid p-value. Pure numpy: no scipy here.
+which is itself a valid p-value. The exact law is plain Python (integer counts of subsets);
+numpy only samples the continuous case.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ import math
 from collections.abc import Sequence
 from itertools import combinations
 
-import numpy as np
-from numpy.typing import NDArray
+from evalgate.analysis.conditional import convolve, power_of
 
 #: One block: (the baseline's run totals, the candidate's run totals).
 Block = tuple[Sequence[float], Sequence[float]]
@@ -47,39 +47,25 @@ def _check(block: Block) -> tuple[list[float], int]:
     return values, len(cand)
 
 
-def _subset_sum_law(values: Sequence[int], k: int) -> tuple[NDArray[np.float64], int]:
+def _subset_sum_law(values: Sequence[int], k: int) -> tuple[list[float], int]:
     """The law of the sum of a uniformly random ``k``-subset of integer ``values``:
     ``(pmf, low)`` with ``pmf[j] = P(sum = low + j)``. ``ways[j][s]`` counts subsets of size j
-    and sum s (a knapsack count), item by item."""
+    and sum s (a knapsack count, in exact integers), item by item."""
     low = min(values)
     shifted = [v - low for v in values]  # every subset has k items: shift by low each
     top = sum(sorted(shifted)[-k:])
-    ways = np.zeros((k + 1, top + 1), dtype=np.float64)
-    ways[0, 0] = 1.0
+    ways = [[0] * (top + 1) for _ in range(k + 1)]
+    ways[0][0] = 1
     for v in shifted:
         for j in range(k, 0, -1):
-            if v == 0:
-                ways[j] += ways[j - 1]
-            else:
-                ways[j, v:] += ways[j - 1, :-v]
-    pmf = ways[k] / math.comb(len(values), k)
-    return pmf, k * low
+            row, below = ways[j], ways[j - 1]
+            for s in range(top, v - 1, -1):
+                row[s] += below[s - v]
+    subsets = math.comb(len(values), k)
+    return [w / subsets for w in ways[k]], k * low
 
 
-def _power_of(pmf: NDArray[np.float64], times: int) -> NDArray[np.float64]:
-    """The pmf of the sum of ``times`` independent draws from ``pmf`` (repeated squaring)."""
-    result = np.ones(1, dtype=np.float64)
-    square = pmf
-    while times:
-        if times & 1:
-            result = np.convolve(result, square)
-        times >>= 1
-        if times:
-            square = np.convolve(square, square)
-    return result
-
-
-def integer_null(blocks: Sequence[Block]) -> tuple[NDArray[np.float64], int, int]:
+def integer_null(blocks: Sequence[Block]) -> tuple[list[float], int, int]:
     """The exact null law of the candidate's total over integer run totals.
 
     Returns ``(pmf, offset, observed)``: ``pmf[j] = P0(T = offset + j)``. Blocks of the same
@@ -99,11 +85,11 @@ def integer_null(blocks: Sequence[Block]) -> tuple[NDArray[np.float64], int, int
             continue
         key = (tuple(sorted(ints)), k)
         shapes[key] = shapes.get(key, 0) + 1
-    pmf = np.ones(1, dtype=np.float64)
+    pmf = [1.0]
     for (values_, k), count in sorted(shapes.items()):
         part, low = _subset_sum_law(values_, k)
         offset += low * count
-        pmf = np.convolve(pmf, _power_of(part, count))
+        pmf = convolve(pmf, power_of(part, count))
     return pmf, offset, observed
 
 
@@ -121,16 +107,18 @@ def run_permutation_test_worse(
         return 1.0
     if _is_integer(blocks):
         pmf, offset, observed = integer_null(blocks)
-        if pmf.size == 1:
+        if len(pmf) == 1:
             return 1.0
         j = observed - offset
-        below = float(np.sum(pmf[:j]))
-        at = float(pmf[j])
+        below = math.fsum(pmf[:j])
+        at = pmf[j]
         return float(min(1.0, max(0.0, below + (0.5 * at if mid_p else at))))
     return _continuous_p(blocks, seed, resamples)
 
 
 def _continuous_p(blocks: Sequence[Block], seed: int, resamples: int) -> float:
+    import numpy as np  # only scores that are not pass/fail are sampled
+
     informative: list[tuple[list[float], int]] = []
     observed = 0.0
     for block in blocks:

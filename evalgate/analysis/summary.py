@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.analysis.intervals import wilson_interval
 from evalgate.analysis.pricing import Usage, cost, uncached_cost
-from evalgate.analysis.stats import wilson_interval
 from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
 from evalgate.runs.resume import UNSENT
 from evalgate.runs.schema import CaseResult, Outcome, Run

@@ -21,7 +21,7 @@ from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import STATE_DIR
 from evalgate.errors import UserError
-from evalgate.gate.decide import Verdict
+from evalgate.gate.verdict import Verdict
 from evalgate.report.render import pct, render_model
 from evalgate.runs.schema import Run, save_run
 

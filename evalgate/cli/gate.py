@@ -12,7 +12,8 @@ from evalgate.cli import estimate
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
 from evalgate.cli.options import Subcommands, positive
 from evalgate.errors import RunFileError, UserError, did_you_mean
-from evalgate.gate.decide import decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import decide_pull_request
 from evalgate.report.render import render_model
 from evalgate.runs.schema import Run, find_run, read_run, save_run
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from evalgate.cases.base_split import HoldoutChange
     from evalgate.cases.read import CaseSet
     from evalgate.config.load import LoadedConfig
-    from evalgate.gate.decide import Verdict
+    from evalgate.gate.verdict import Verdict
     from evalgate.running.allocation import AdaptiveSource
 
 

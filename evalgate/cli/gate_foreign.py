@@ -15,7 +15,7 @@ from evalgate.config.models import GatePolicy
 from evalgate.errors import RunFileError
 from evalgate.foreign import is_foreign, read_foreign
 from evalgate.foreign.gate import decide_foreign, defaults_line, dropped_notes
-from evalgate.gate.decide import Verdict
+from evalgate.gate.verdict import Verdict
 from evalgate.report.render import render_model
 from evalgate.runs.schema import Run
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from evalgate.config.models import GatePolicy
 from evalgate.errors import RunFileError
 from evalgate.foreign.build import ForeignRun
-from evalgate.gate.decide import Verdict, decide
+from evalgate.gate.decide import decide
+from evalgate.gate.verdict import Verdict
 from evalgate.runs.schema import Run
 
 

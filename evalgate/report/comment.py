@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from evalgate import __version__
 from evalgate.analysis.summary import RunSummary
 from evalgate.defaults import COMMENT_LIMIT
-from evalgate.gate.decide import Verdict, VerdictKind
+from evalgate.gate.verdict import Verdict, VerdictKind
 from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros, money
 

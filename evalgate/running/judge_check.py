@@ -27,7 +27,7 @@ from evalgate.analysis.calibration import (
     agreement,
     rogan_gladen,
 )
-from evalgate.analysis.stats import flip_rate
+from evalgate.analysis.sign_test import flip_rate
 from evalgate.cases.judge_labels import Label, labels_sha, load_labels
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import JudgeCalibration, Suite
@@ -118,7 +118,7 @@ class Flips(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     repeats: int
-    # Pairwise flip rate over the repeats (stats.flip_rate) and the labels with any flip.
+    # Pairwise flip rate over the repeats (sign_test.flip_rate) and the labels with any flip.
     rate: float
     labels_flipped: int
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.analysis.stats import sign_test_worse
+from evalgate.analysis.sign_test import sign_test_worse
 from evalgate.jsonl import parse_lines
 from evalgate.runs.schema import CaseResult, Outcome, Run
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import EXAMPLE
 
 from evalgate.analysis.audit import CANNOT_SEE, audit, selection_inflation
-from evalgate.analysis.stats import standard_error
+from evalgate.analysis.intervals import standard_error
 from evalgate.cases.holdout import read_ledger
 from evalgate.cli import main
 from evalgate.config.load import load_config

@@ -17,8 +17,8 @@ from conftest import copy_example
 from test_gate import case, run
 
 from evalgate.analysis import power
+from evalgate.analysis.conditional import conditional_mde
 from evalgate.analysis.noise import measure_noise
-from evalgate.analysis.stats import conditional_mde
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
 from evalgate.runs.schema import read_run, runs_dir

@@ -13,8 +13,8 @@ import math
 import pytest
 
 from evalgate.analysis import power
+from evalgate.analysis.conditional import conditional_power, conditional_test_worse
 from evalgate.analysis.run_permutation import run_permutation_test_worse
-from evalgate.analysis.stats import conditional_power, conditional_test_worse
 
 
 def rows(text: str) -> list[list[bool]]:

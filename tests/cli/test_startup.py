@@ -32,6 +32,10 @@ NOT_FOR_A_GATE = (
     "evalgate.app",
     "evalgate.running.suite",
     "evalgate.analysis.release",
+    # Pass/fail scores are decided with exact arithmetic in plain Python (analysis.sign_test,
+    # analysis.conditional, analysis.distributions): numpy and scipy are for other scores.
+    "numpy",
+    "scipy",
 )
 # `--version` prints one line: no command's module, no validation library, no templates.
 NOT_FOR_VERSION = (
@@ -39,7 +43,6 @@ NOT_FOR_VERSION = (
     "pydantic",
     "yaml",
     "jinja2",
-    "numpy",
     "evalgate.config.models",
 )
 

@@ -14,7 +14,7 @@ from math import comb
 
 import pytest
 
-from evalgate.analysis.stats import conditional_test_worse
+from evalgate.analysis.conditional import conditional_test_worse
 from evalgate.running.allocation import allocate, flipped
 
 ALPHA = 0.05

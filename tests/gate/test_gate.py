@@ -32,10 +32,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalgate.analysis import power
-from evalgate.analysis.stats import cases_for_mde, minimum_detectable_effect
+from evalgate.analysis.sign_test import cases_for_mde, minimum_detectable_effect
 from evalgate.cli import main
 from evalgate.config.models import GatePolicy
-from evalgate.gate.decide import Verdict, decide
+from evalgate.gate.decide import decide
+from evalgate.gate.verdict import Verdict
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile
@@ -1108,7 +1109,7 @@ def test_cli_gate_refuses_a_run_compared_with_itself(
 
 
 def test_overrule_makes_a_verdict_inconclusive_or_failed_and_keeps_what_the_test_said() -> None:
-    from evalgate.gate.decide import overrule
+    from evalgate.gate.verdict import overrule
 
     base, cand = sign_pair(broken=0, fixed=0, same=10)
     passed = decide(base, cand, policy())
@@ -1179,3 +1180,8 @@ def test_grouped_power_counts_the_effective_units_the_baseline_measures() -> Non
         assert pm is not None
         needed = power.units_for(0.05, pm.flip_rate, 0.045, 0.8, 2, 1)
         assert v.cases_needed == math.ceil(needed * pm.design_effect / 3 - 1e-9)
+    # The underpowered warning names the unit the power model counts: 90 effective units at
+    # design effect 1 apart, 30 at design effect 3 together (the arithmetic above).
+    for v, units, effect in ((apart, 90, "1.00"), (together, 30, "3.00")):
+        warning = next(w for w in v.warnings if w.startswith("underpowered"))
+        assert f"with 30 groups ({units} effective units, design effect {effect})" in warning

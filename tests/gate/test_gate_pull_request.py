@@ -14,7 +14,8 @@ import pytest
 import yaml
 from test_gate import case, policy, sign_pair
 
-from evalgate.gate.decide import decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import decide_pull_request
 from evalgate.runs.schema import Run
 
 CliResult = tuple[int, str, str]

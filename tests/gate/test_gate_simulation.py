@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from evalgate.analysis.stats import minimum_detectable_effect
+from evalgate.analysis.sign_test import minimum_detectable_effect
 from evalgate.config.models import GatePolicy
 from evalgate.gate.decide import decide
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from evalgate.analysis.summary import summarise
 from evalgate.config.models import GatePolicy
 from evalgate.defaults import COMMENT_LIMIT
-from evalgate.gate.decide import decide, decide_pull_request
+from evalgate.gate.decide import decide
+from evalgate.gate.pull_request import decide_pull_request
 from evalgate.report.comment import (
     BaselineProvenance,
     CommentContext,

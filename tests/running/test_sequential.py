@@ -23,13 +23,14 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE, fake_backend
 
-from evalgate.analysis.stats import sequential_e_value
+from evalgate.analysis.sequential import sequential_e_value
 from evalgate.backends.base import Message, Reply, Request
 from evalgate.cli import main
 from evalgate.config.load import load_config
 from evalgate.config.models import GatePolicy
-from evalgate.gate import decide as gate_module
-from evalgate.gate.decide import SequentialMonitor, decide
+from evalgate.gate import sequential as gate_module
+from evalgate.gate.decide import decide
+from evalgate.gate.sequential import SequentialMonitor
 from evalgate.running.execute import Job, execute
 from evalgate.running.suite import RunSpec, load_prompt, load_suite_cases, run_suite
 from evalgate.runs.schema import CaseResult, Outcome, Run, iter_runs
