@@ -709,32 +709,66 @@ def draw_adaptive_run(
     return run.model_copy(update={"cases": cases})
 
 
-def adaptive_table(sims: int, seed: int) -> list[tuple[str, str, Count, str, bool]]:
+ADAPTIVE_DESIGNS = [
+    ("fixed K = 1", None, 1),
+    ("fixed K = 2", None, 2),
+    ("adaptive, u = 2", "earlier", 2),
+    ("adaptive, u = 3", "earlier", 3),
+    ("two-stage, u = 2", "two-stage", 2),
+    ("two-stage, u = 3", "two-stage", 3),
+    ("adaptive, u = 2, own baseline", "own", 2),
+    ("contrast: settled passes sent twice", "passes", 2),
+]
+
+
+def two_stage_run(
+    rng: np.random.Generator, suite: Suite, p: np.ndarray, base: Run, u: int, policy: GatePolicy
+) -> tuple[Run, int]:
+    """The two-stage design's candidate, chosen by the gate's own rule (gate.two_stage): every
+    case once, then ``u`` runs in all of each block whose baseline and first run disagree."""
+    from evalgate.app import join_stages
+    from evalgate.gate.two_stage import first_stage, select
+
+    whole = draw_run(rng, suite, p, u, "candidate", "s0")
+    first = first_stage(whole)
+    chosen = select(base, first, policy)
+    second = whole.model_copy(
+        update={
+            "cases": [
+                c.model_copy(update={"outcomes": c.outcomes[1:]})
+                for c in whole.cases
+                if c.id in chosen.cases
+            ]
+        }
+    )
+    run = join_stages(first, second, chosen.record(base, u))
+    return run, len(first.cases) + (u - 1) * len(chosen.cases)
+
+
+def adaptive_table(
+    sims: int, seed: int, only: Sequence[str] = ()
+) -> list[tuple[str, str, Count, str, bool]]:
     """Fixed K = 1 and K = 2 candidate repeats beside the adaptive design (allocation from an
-    earlier, independent baseline of R = 2; settled cases sent once, the rest ``u`` times), and,
-    as a contrast, the same rule fed the test's own baseline (not exact). Per design: the
-    false-fail rate on unchanged prompts, power at a 4.7-point drop, candidate calls a PR."""
+    earlier, independent baseline of R = 2; settled cases sent once, the rest ``u`` times), the
+    two-stage design (every case once, then ``u`` runs of each case its baseline and first run
+    disagree on) and, as contrasts, the adaptive rule fed the test's own baseline (not exact).
+    Per design: the false-fail rate on unchanged prompts, power at a 4.7-point drop, candidate
+    calls a PR. ``only``: these designs (by name) alone."""
     from evalgate.running.allocation import allocate
 
     rng = np.random.default_rng(seed)
     policy = GatePolicy(tolerance=TOLERANCE)
-    designs = [
-        ("fixed K = 1", None, 1),
-        ("fixed K = 2", None, 2),
-        ("adaptive, u = 2", "earlier", 2),
-        ("adaptive, u = 3", "earlier", 3),
-        ("adaptive, u = 2, own baseline", "own", 2),
-        ("contrast: settled passes sent twice", "passes", 2),
-    ]
     rows = []
-    for design, source, u in designs:
+    for design, source, u in ADAPTIVE_DESIGNS:
+        if only and design not in only:
+            continue
         for drop in (0.0, 0.047):
             c = Count()
             calls = 0
             for _ in range(sims):
                 s = make_suite(rng, N_CASES)
                 base = draw_run(rng, s, s.p, 2, "baseline", "s0")
-                if source is None:
+                if source is None or source == "two-stage":
                     k = np.full(N_CASES, u)
                 elif source == "passes":
                     # Where a break shows: cases that passed every earlier repeat.
@@ -750,8 +784,12 @@ def adaptive_table(sims: int, seed: int) -> list[tuple[str, str, Count, str, boo
                     given = allocate(base.cases, data, u, "the earlier baseline")
                     k = np.array([given.repeats[x.id] for x in base.cases])
                 cand_p = with_drop(rng, s, drop) if drop else s.p
-                cand = draw_adaptive_run(rng, s, cand_p, k, "s0")
-                calls += int(k.sum())
+                if source == "two-stage":
+                    cand, sent = two_stage_run(rng, s, cand_p, base, u, policy)
+                    calls += sent
+                else:
+                    cand = draw_adaptive_run(rng, s, cand_p, k, "s0")
+                    calls += int(k.sum())
                 verdict = decide_pull_request([("s0", decide(base, cand, policy))]).kind
                 c.add(verdict == "fail")
             per_pr = calls / sims
@@ -1091,6 +1129,15 @@ def main(argv: list[str] | None = None) -> int:
         help="only the adaptive design beside fixed K = 1 and K = 2 candidate repeats: false "
         "fails, power at 4.7 points and calls a PR",
     )
+    parser.add_argument(
+        "--design",
+        action="append",
+        choices=[name for name, _, _ in ADAPTIVE_DESIGNS],
+        metavar="NAME",
+        help="with --adaptive, only these designs (repeatable; default all: "
+        + "; ".join(name for name, _, _ in ADAPTIVE_DESIGNS)
+        + ")",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
@@ -1118,7 +1165,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
     elif args.adaptive:
         started = time.perf_counter()
-        rows = adaptive_table(args.sims, args.seed)
+        rows = adaptive_table(args.sims, args.seed, args.design or ())
         seconds = time.perf_counter() - started
     elif args.groups:
         started = time.perf_counter()

@@ -52,7 +52,7 @@ from evalgate.running.suite import (
     run_suite,
 )
 from evalgate.runs.resume import check_resumable, fill, unsent
-from evalgate.runs.schema import Run
+from evalgate.runs.schema import Run, StageOne
 
 if TYPE_CHECKING:
     from evalgate.analysis.release import ReleaseRecord, ReleaseReport
@@ -333,6 +333,75 @@ def run_version(
             detail = case.error or f"expected {case.expected}, answered {case.answer}"
             world.say(f"{mark} {case.id}: {detail}")
     return run
+
+
+def run_two_stage(
+    world: World,
+    loaded: LoadedConfig,
+    suite_name: str,
+    version: str,
+    options: RunOptions,
+    baseline: Run | None,
+) -> Run:
+    """``gate.repeats: two-stage``: every case once, then ``gate.unstable_repeats - 1`` more
+    runs of each block (case, or scenario group) whose baseline repeats and first run were not
+    all the same, chosen the gate's way (gate/two_stage.py); one run file of both stages.
+
+    Without a baseline there is nothing to choose by: the first stage is the run. The suite's
+    budget holds over both stages together."""
+    from evalgate.gate.two_stage import select
+
+    _, suite = loaded.suite(suite_name)
+    policy = suite.gate
+    total = BudgetGuard.of(
+        suite.budget,
+        None if suite.model.backend == "fake" else suite.model.name,
+        "budget.",
+        parent=options.budget_parent,
+    )
+    first_options = replace(options, repeats=1, adaptive=None, only=None, budget_parent=total)
+    first = run_version(world, loaded, suite_name, version, first_options)
+    if baseline is None or first.incomplete:
+        return first
+    chosen = select(baseline, first, policy)
+    record = chosen.record(baseline, policy.unstable_repeats)
+    if not chosen.cases:
+        return first.model_copy(update={"stage_one": record})
+    more = {(case, r) for case in chosen.cases for r in range(1, policy.unstable_repeats)}
+    world.status(
+        f"two-stage repeats: {chosen.selected} of {chosen.blocks} "
+        f"{'scenario groups' if chosen.unit == 'group' else 'cases'} not settled after the "
+        f"first run; sending them {policy.unstable_repeats - 1} more times ({len(more)} calls)"
+    )
+    second = run_version(
+        world,
+        loaded,
+        suite_name,
+        version,
+        replace(first_options, repeats=policy.unstable_repeats, only=frozenset(more)),
+    )
+    return join_stages(first, second, record)
+
+
+def join_stages(first: Run, second: Run, record: StageOne) -> Run:
+    """One run of both stages: each case's first outcome, then its second-stage outcomes."""
+    more = second.by_id()
+    cases = [
+        c.model_copy(update={"outcomes": [*c.outcomes, *more[c.id].outcomes]})
+        if c.id in more
+        else c
+        for c in first.cases
+    ]
+    return first.model_copy(
+        update={
+            "cases": cases,
+            "repeats": max(first.repeats, second.repeats),
+            "wall_s": round(first.wall_s + second.wall_s, 4),
+            "budget_stop": second.budget_stop,
+            "interrupted": second.interrupted,
+            "stage_one": record,
+        }
+    )
 
 
 def _watch(monitor: SequentialMonitor | None) -> Callable[..., bool] | None:

@@ -25,6 +25,7 @@ from evalgate.analysis.summary import summarise
 from evalgate.app import (
     RunOptions,
     estimate_version,
+    run_two_stage,
     run_version,
 )
 from evalgate.cases.base_split import (
@@ -195,7 +196,10 @@ def run_pr(
     options = replace(options, repeats=repeats, adaptive=adaptive)
     estimate = estimate_version(runner.world(), loaded, name, version, options, found.run)
     runner.log(render_model("estimate", estimate, "text").rstrip())
-    candidate = run_version(runner.world(), loaded, name, version, options)
+    if suite.gate.repeats == "two-stage":
+        candidate = run_two_stage(runner.world(), loaded, name, version, options, found.run)
+    else:
+        candidate = run_version(runner.world(), loaded, name, version, options)
     found = with_candidate(found, candidate)
     change = holdout_change()
     leak = guards.leak()

@@ -83,15 +83,28 @@ def _candidate(
         from evalgate.running.allocation import candidate_repeats
 
         repeats, adaptive = candidate_repeats(suite.gate, allocation_source(ctx, loaded, baseline))
-        candidate = ctx.run_version(
-            loaded,
-            name,
-            ref,
-            early_stop_against=early,
-            assign=assign,
-            repeats=repeats,
-            adaptive=adaptive,
-        )
+        if suite.gate.repeats == "two-stage":
+            if early is not None:
+                raise UserError(
+                    "--early-stop and gate.repeats: two-stage do not combine: the second stage "
+                    "is chosen after the first has run whole",
+                    where="--early-stop",
+                    fix="drop --early-stop, or set gate.repeats to a number",
+                ) from None
+            from evalgate.app import run_two_stage
+
+            options = ctx.run_options(assign=assign)
+            candidate = run_two_stage(ctx.world(), loaded, name, ref, options, baseline)
+        else:
+            candidate = ctx.run_version(
+                loaded,
+                name,
+                ref,
+                early_stop_against=early,
+                assign=assign,
+                repeats=repeats,
+                adaptive=adaptive,
+            )
         if not ctx.args.no_save:
             save_run(candidate, loaded.state_dir)
     return candidate

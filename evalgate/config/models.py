@@ -355,9 +355,15 @@ class GatePolicy(Strict):
     # adaptive: once for each case settled in an earlier baseline (every repeat the same), and
     # unstable_repeats times for each that flipped there or is new to it. The allocation is
     # made before any candidate call from data the test does not compare, so the test stays
-    # exact (docs/statistics.md, "Repeats where they decide").
-    repeats: Annotated[int, Field(ge=1, le=50), BeforeValidator(_no_bool)] | Literal["adaptive"] = 1
-    # gate.repeats: adaptive only: the repeats of a case that is not settled.
+    # exact (docs/statistics.md, "Repeats where they decide"). Or two-stage: every case once,
+    # then unstable_repeats runs in all of each case (or scenario group) whose baseline repeats
+    # and first run were not all the same; the test conditions on that choice and stays exact
+    # (docs/statistics.md, "The two-stage design").
+    repeats: (
+        Annotated[int, Field(ge=1, le=50), BeforeValidator(_no_bool)]
+        | Literal["adaptive", "two-stage"]
+    ) = 1
+    # gate.repeats: adaptive and two-stage only: the repeats of a case that is not settled.
     unstable_repeats: int = Field(default=2, ge=2, le=50)
     # A baseline older than this is used with a warning (artefacts also expire, 90 days).
     max_baseline_age_days: float = Field(default=14.0, gt=0)

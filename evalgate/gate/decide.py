@@ -39,12 +39,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Literal
 
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.sequential import sequential_e_value
 from evalgate.config.models import GatePolicy
-from evalgate.gate.pairing import _is_binary, _pair_cases, _paired
+from evalgate.gate.pairing import _is_binary, _Pair, _pair_cases, _paired
 from evalgate.gate.routes import (
     Route,
     _binary_p,
@@ -56,6 +57,7 @@ from evalgate.gate.routes import (
     _unit_of,
 )
 from evalgate.gate.settle import _bounds, _rebound, _settle
+from evalgate.gate.two_stage import first_stage, two_stage_p
 from evalgate.gate.verdict import PairedCase, PowerModel, Verdict, _Findings, _rate
 from evalgate.runs.resume import cases_not_run
 from evalgate.runs.schema import CaseResult, Run
@@ -70,8 +72,13 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     (noise, format, critical categories), and the numbers that report the comparison.
     """
     found = _Findings()
-    dev = [c for c in candidate.cases if c.split == "dev"]
     regression_failures = _candidate_rules(candidate, found)
+    full = candidate
+    if candidate.stage_one is not None:
+        # gate.repeats: two-stage: every route but the paired test reads the first stage, one
+        # run a case sent before anything was seen; the paired test reads both (gate.two_stage).
+        candidate = first_stage(candidate)
+    dev = [c for c in candidate.cases if c.split == "dev"]
     numbers = _empty_numbers(policy, dev)
 
     def result() -> Verdict:
@@ -82,7 +89,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
             baseline_run=baseline.name if baseline else None,
             candidate_run=candidate.name,
             regression_failures=regression_failures,
-            errored=sorted(c.id for c in candidate.cases if c.error is not None),
+            errored=sorted(c.id for c in full.cases if c.error is not None),
             rule_failures=found.rule_failures,
             mismatch=found.mismatch,
             blockers=found.blockers,
@@ -115,6 +122,10 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         # Adaptive repeats: most cases were sent once; the power model must not assume more.
         k = min((p.kc for p in pairs), default=1)
     p_value, test = _paired_test(pairs, policy, binary, unit, n_units, (r, k), candidate)
+    if full.stage_one is not None:
+        p_value, test = _both_stages(
+            baseline, full, pairs, policy, unit, conditional, found, (p_value, test)
+        )
     if conditional and unit == "group":
         numbers["case_level_p"] = _binary_p(pairs, "score", policy, "case")
     broken = [_paired(p.base, p.cand, p) for p in pairs if p.diff < 0]
@@ -168,6 +179,31 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
     else:
         found.blockers.append("no case could be paired with the baseline")
     return result()
+
+
+def _both_stages(
+    baseline: Run,
+    full: Run,
+    pairs: Sequence[_Pair],
+    policy: GatePolicy,
+    unit: Literal["case", "group"],
+    conditional: bool,
+    found: _Findings,
+    first: tuple[float, str],
+) -> tuple[float, str]:
+    """The paired test over both stages of a two-stage candidate, or (saying why) over the
+    first stage alone, which is exact whatever the second stage did."""
+    if not conditional:
+        found.warnings.append(
+            "two-stage repeats serve the exact conditional test of pass/fail scores: this "
+            "suite's paired test read the candidate's first stage alone"
+        )
+        return first
+    p_value, line = two_stage_p(baseline, full, pairs, policy, unit)
+    if p_value is None:
+        found.warnings.append(f"{line}: the paired test read the candidate's first stage alone")
+        return first
+    return p_value, f"{first[1]}; {line}"
 
 
 def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:

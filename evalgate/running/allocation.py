@@ -162,6 +162,8 @@ def candidate_repeats(
     """A pull request's candidate under ``gate.repeats``: its repeats a case and, for the
     adaptive design, what it allocates from (with no earlier baseline, every case is unknown
     and sent ``gate.unstable_repeats`` times: exact, and as dear as fixed repeats)."""
+    if policy.repeats == "two-stage":
+        return 1, None  # the first stage; app.run_two_stage sends the second
     if policy.repeats != "adaptive":
         return policy.repeats, None
     if source is None:

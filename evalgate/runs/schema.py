@@ -132,6 +132,23 @@ class ModelInfo(BaseModel):
     offline: bool = False
 
 
+class StageOne(BaseModel):
+    """``gate.repeats: two-stage``: what chose the candidate's second stage
+    (analysis/two_stage.py). The gate checks it against the baseline it compares with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The baseline run whose repeats, with the candidate's first, chose the second stage.
+    baseline: str
+    baseline_created_at: datetime
+    # The candidate's runs of a block that was not settled (gate.unstable_repeats).
+    repeats: int = Field(ge=2)
+    unit: Literal["case", "group"]
+    # Blocks (cases or scenario groups) paired with the baseline, and those sent again.
+    blocks: int = Field(ge=0)
+    selected: int = Field(ge=0)
+
+
 class Run(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -170,6 +187,8 @@ class Run(BaseModel):
     budget_stop: str | None = None
     # gate.repeats: adaptive: how each case's repeats were allocated, and from what data.
     allocation: str | None = None
+    # gate.repeats: two-stage: how the second stage was chosen (None: a one-stage run).
+    stage_one: StageOne | None = None
     max_error_share: float = 0.02
     cases: list[CaseResult]
 
