@@ -51,6 +51,7 @@ from evalgate.running.suite import (
     load_suite_cases,
     run_suite,
 )
+from evalgate.runs.journal import journal_dir
 from evalgate.runs.resume import check_resumable, fill, unsent
 from evalgate.runs.schema import Run, StageOne
 
@@ -221,6 +222,9 @@ def estimate_version(
     built only to count input tokens where that is free (see running/estimate.py)."""
     from evalgate.running.estimate import estimate_run
 
+    two_stage = loaded.suite(suite_name)[1].gate.repeats == "two-stage"
+    if two_stage:
+        options = replace(options, repeats=1, adaptive=None, only=None)
     spec = plan_run(world, loaded, suite_name, version, options)
     suite = spec.suite
     backend: Backend | None
@@ -228,9 +232,10 @@ def estimate_version(
         backend = guarded(build_backend(world.env, loaded, suite.model), options.guard)
     except UserError:
         backend = None  # no key, say: the input tokens are approximated
-    try:
+
+    def estimate(of: RunSpec) -> Estimate:
         return estimate_run(
-            spec,
+            of,
             loaded.root,
             counter=getattr(backend, "count_tokens", None),
             baseline=baseline,
@@ -239,10 +244,66 @@ def estimate_version(
             price_as=suite.price_as,
             caches_system=bool(getattr(backend, "caches_system", False)),
         )
+
+    try:
+        first = estimate(spec)
+        return _second_stage(first, spec, baseline, estimate) if two_stage else first
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
             close()
+
+
+def _second_stage(
+    first: Estimate, spec: RunSpec, baseline: Run | None, estimate: Callable[[RunSpec], Estimate]
+) -> Estimate:
+    """A two-stage run's estimate: the first stage's, plus the second stage the baseline
+    already decides (every block whose baseline repeats differ is sent it, whatever the first
+    stage does). A block the baseline settled is sent it only if the candidate moves it, which
+    no estimate can foresee: the note names that upper bound."""
+    from evalgate.gate.two_stage import first_stage, select
+
+    extra = spec.suite.gate.unstable_repeats - 1
+    cases = cases_to_run(spec)
+    if baseline is None:
+        return first.model_copy(
+            update={
+                "notes": [
+                    *first.notes,
+                    "two-stage repeats: no baseline to choose by, so the run is the first stage "
+                    "alone",
+                ]
+            }
+        )
+    chosen = select(baseline, first_stage(baseline), spec.suite.gate)
+    ids = {c.id for c in cases}
+    sure = [case for case in chosen.cases if case in ids]
+    rest = len(cases) - len(sure)
+    note = (
+        f"two-stage repeats: {len(sure)} of {len(cases)} cases were not settled in the baseline "
+        f"and are sent {extra} more times; a settled case the candidate moves is too "
+        f"(at most {rest * extra} more calls)"
+    )
+    if not sure:
+        return first.model_copy(update={"notes": [*first.notes, note]})
+    more = frozenset((case, r) for case in sure for r in range(1, extra + 1))
+    second = estimate(replace(spec, repeats=extra + 1, only=more))
+    usd = None if first.usd is None or second.usd is None else first.usd + second.usd
+    priced = (
+        None
+        if first.priced_as_usd is None or second.priced_as_usd is None
+        else first.priced_as_usd + second.priced_as_usd
+    )
+    return first.model_copy(
+        update={
+            "calls": first.calls + second.calls,
+            "input_tokens": first.input_tokens + second.input_tokens,
+            "output_tokens": first.output_tokens + second.output_tokens,
+            "usd": usd,
+            "priced_as_usd": priced,
+            "notes": [*first.notes, note],
+        }
+    )
 
 
 def run_version(
@@ -299,6 +360,7 @@ def run_version(
         hashes = {c.id: c.hash for c in cases_to_run(spec)}
         monitor = SequentialMonitor(options.early_stop_against, hashes, suite.gate)
     progress = ProgressPrinter(world.err, interactive=world.interactive)
+    _say_left_over(world, loaded, spec.suite_name, options.resume)
     try:
         run = run_suite(
             spec,
@@ -310,6 +372,7 @@ def run_version(
             stop_when=_watch(monitor),
             batch=batch,
             budget=guard,
+            journal_dir=journal_dir(loaded.state_dir),
         )
     finally:
         for used in (backend, judge):
@@ -333,6 +396,22 @@ def run_version(
             detail = case.error or f"expected {case.expected}, answered {case.answer}"
             world.say(f"{mark} {case.id}: {detail}")
     return run
+
+
+def _say_left_over(world: World, loaded: LoadedConfig, suite: str, resume: Run | None) -> None:
+    """Name each journal a killed run of this suite left, and how to resume it."""
+    from evalgate.runs.journal import left_over
+
+    for path, run in left_over(loaded.state_dir, suite):
+        if resume is not None and resume.name == run.name:
+            continue
+        calls = sum(len(c.outcomes) for c in run.cases)
+        made = calls - len(unsent(run))
+        world.warn(
+            f"a run of suite {suite} (prompt {run.prompt.name}) was cut off with {made} of "
+            f"{calls} calls made; they are kept in {path}: `evalgate run {run.prompt.name} "
+            f"--resume {path}` sends the rest"
+        )
 
 
 def run_two_stage(

@@ -57,6 +57,8 @@ def cmd_run(ctx: Context) -> int:
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
         ctx.err.write(f"saved {run.name} to {path}\n")
+        if resume is not None and Path(ctx.args.resume).suffix == ".jsonl":
+            Path(ctx.args.resume).unlink(missing_ok=True)  # the journal's outcomes are saved
     return run_exit(ctx, run)
 
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from evalgate.backends.base import Backend, Reply, Request
 from evalgate.errors import BackendError, UserError
+from evalgate.runs.resume import INTERRUPTED
 from evalgate.runs.schema import Outcome
 from evalgate.scorers.base import Scorer, ScoringError
 
@@ -150,6 +151,7 @@ def execute(
     stop: threading.Event | None = None,
     stop_when: Callable[[Job, Outcome], bool] | None = None,
     budget: Budget | None = None,
+    on_outcome: Callable[[int, Outcome], None] | None = None,
 ) -> tuple[list[Outcome], bool]:
     """Run every job; returns one outcome per job (same order) and whether it was interrupted.
 
@@ -158,7 +160,8 @@ def execute(
     sequential test that has decided): jobs not yet sent then come back as ``skipped``
     outcomes, which the pipeline leaves out, and the run is not counted as interrupted.
     ``budget`` is asked before each call (a cached reply is no call): a call it refuses comes
-    back as a ``budget`` error outcome, not sent.
+    back as a ``budget`` error outcome, not sent. ``on_outcome`` is told each outcome (by its
+    job's index) as it is scored, in the calling thread (runs/journal.py writes it down).
 
     Kept whole: the first call, the pool, the interrupt and the early stop share the running
     futures, the completion queue and the stop events; split up, that state would be passed
@@ -178,6 +181,8 @@ def execute(
 
     def record(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
+        if on_outcome is not None:
+            on_outcome(index, outcome)
         if stop_when is not None and not decided.is_set() and stop_when(jobs[index], outcome):
             decided.set()
         progress.done += 1
@@ -244,7 +249,5 @@ def execute(
                 Outcome(error="not sent: the run had already decided", error_kind="skipped")
             )
         else:
-            final.append(
-                Outcome(error="interrupted before this call was made", error_kind="interrupted")
-            )
+            final.append(INTERRUPTED.model_copy())
     return final, interrupted

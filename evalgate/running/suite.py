@@ -360,9 +360,12 @@ def run_suite(
     stop_when: Callable[[Job, Outcome], bool] | None = None,
     batch: BatchExecutor | None = None,
     budget: Budget | None = None,
+    journal_dir: Path | None = None,
 ) -> Run:
     """``batch``: send every call in one message batch (half price, no cache, no early stop).
-    ``budget`` is asked before each call (see running/budget.py)."""
+    ``budget`` is asked before each call (see running/budget.py). ``journal_dir``: each outcome
+    is written there as it arrives, and the journal removed once the run is whole
+    (runs/journal.py)."""
     suite = spec.suite
     cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
     if not cases:
@@ -390,24 +393,73 @@ def run_suite(
             "answer to the last",
             fix="drop model.options.batch (or --batch) for a suite with tools",
         )
-    if batch is not None:
-        outcomes, interrupted = batch.execute(
-            chosen, scorer, label=spec.suite_name, on_progress=on_progress
-        )
-    else:
-        outcomes, interrupted = execute(
-            chosen,
+    journal = None
+    if journal_dir is not None and batch is None and all(c.split != "holdout" for c in cases):
+        from evalgate.runs.journal import Journal, places
+        from evalgate.runs.resume import INTERRUPTED
+
+        # Made before the first call: a killed run leaves every call it paid for here.
+        skeleton = _record(
+            spec,
             backend,
-            scorer,
-            concurrency=spec.concurrency or suite.concurrency,
-            cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
-            on_progress=on_progress,
-            stop_when=stop_when,
-            budget=budget,
+            base_dir,
+            cases,
+            whole_sha,
+            tools,
+            _case_results(cases, case_of, [INTERRUPTED] * len(case_of), spec.holdout_key),
+            False,
         )
+        journal = Journal(journal_dir / f"{skeleton.name}.jsonl", skeleton)
+        at = places(case_of)
+        write = journal.write
+
+        def on_outcome(index: int, outcome: Outcome) -> None:
+            write(*at[index], outcome)
+
+    try:
+        if batch is not None:
+            outcomes, interrupted = batch.execute(
+                chosen, scorer, label=spec.suite_name, on_progress=on_progress
+            )
+        else:
+            outcomes, interrupted = execute(
+                chosen,
+                backend,
+                scorer,
+                concurrency=spec.concurrency or suite.concurrency,
+                cache=None if spec.repeats > 1 else cache,  # a cached reply measures no noise
+                on_progress=on_progress,
+                stop_when=stop_when,
+                budget=budget,
+                on_outcome=None if journal is None else on_outcome,
+            )
+    finally:
+        if journal is not None:
+            journal.close()  # a run that raised keeps what it paid for
     wall = time.perf_counter() - started
     results = _case_results(cases, case_of, outcomes, spec.holdout_key)
     saved = sum(1 for o in outcomes if o.error_kind == "skipped")
+    run = _record(spec, backend, base_dir, cases, whole_sha, tools, results, batch is not None)
+    if journal is not None:
+        journal.remove()  # the run is whole in memory: its file is written next
+    return run.model_copy(
+        update={"wall_s": round(wall, 4), "interrupted": interrupted, "calls_saved": saved}
+    )
+
+
+def _record(
+    spec: RunSpec,
+    backend: Backend,
+    base_dir: Path,
+    cases: Sequence[Case],
+    whole_sha: str,
+    tools: str | None,
+    results: list[CaseResult],
+    batch: bool,
+) -> Run:
+    """The run of ``spec`` with these case results, made now (its wall time, interruption and
+    saved calls the caller's to set)."""
+    suite = spec.suite
     created = datetime.now(UTC)
     scorer_dump = suite.scorer.model_dump(mode="json", by_alias=True)
     return Run(
@@ -435,11 +487,8 @@ def run_suite(
         git_ref=spec.git_ref,
         evalgate_version=__version__,
         repeats=spec.repeats,
-        wall_s=round(wall, 4),
         limited_to=spec.limit,
-        interrupted=interrupted,
-        calls_saved=saved,
-        batch=batch is not None,
+        batch=batch,
         max_error_share=suite.max_error_share,
         allocation=spec.allocation,
         cases=results,

@@ -11,10 +11,12 @@ calls.
 from __future__ import annotations
 
 from evalgate.errors import UserError
-from evalgate.runs.schema import Run
+from evalgate.runs.schema import Outcome, Run
 
 #: Error kinds of calls that were never made.
 UNSENT = frozenset({"budget", "interrupted"})
+#: The outcome of a call an interrupt kept from being made (copy it before changing it).
+INTERRUPTED = Outcome(error="interrupted before this call was made", error_kind="interrupted")
 
 
 def unsent(run: Run) -> frozenset[tuple[str, int]]:

@@ -476,10 +476,15 @@ def _newest(state_dir: Path, version: str) -> Run | None:
 
 
 def find_run(ref: str, state_dir: Path) -> Run:
-    """A run by file path, by name, by unique name prefix, or ``latest:VERSION``."""
+    """A run by file path (a run file, or a killed run's journal), by name, by unique name
+    prefix, or ``latest:VERSION``."""
     path = Path(ref)
     if path.suffix == ".json" and path.exists():
         return read_run(path)
+    if path.suffix == ".jsonl" and path.exists():
+        from evalgate.runs.journal import read_journal  # a killed run's journal
+
+        return read_journal(path)
     folder = runs_dir(state_dir)
     exact = folder / f"{ref}.json"
     if exact.exists():

@@ -176,3 +176,30 @@ def test_the_cli_gate_runs_both_stages(
     # --early-stop cannot watch a design whose second stage waits for the first.
     code, out, err = cli(*argv, "--early-stop", "--no-save")
     assert code == 2 and "--early-stop and gate.repeats: two-stage do not combine" in err
+
+
+def test_the_estimate_counts_the_second_stage_the_baseline_decides(
+    bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config = _two_stage_config(bike_shop)
+    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
+    [baseline] = sorted((bike_shop / ".evalgate" / "runs").glob("*.json"))
+    data = json.loads(baseline.read_text(encoding="utf-8"))
+    for case in data["cases"][::5]:
+        case["outcomes"][1]["score"] = 1.0 - case["outcomes"][1]["score"]
+    baseline.write_text(json.dumps(data), encoding="utf-8")
+    # The candidate is the baseline's own prompt on a model that answers the same every time:
+    # no settled case moves, so the estimate's calls are the run's calls exactly.
+    argv = ["gate", "--baseline", str(baseline), "--candidate", "v2", "--config", config]
+    code, out, err = cli(*argv, "--estimate", "--format", "json")
+    assert code == 0, err
+    estimate = json.loads(out)
+    [line] = [n for n in estimate["notes"] if n.startswith("two-stage repeats:")]
+    assert "cases were not settled in the baseline and are sent 1 more times" in line
+    code, out, err = cli(*argv)
+    assert code in (0, 1), err
+    [candidate_file] = set((bike_shop / ".evalgate" / "runs").glob("*.json")) - {baseline}
+    candidate = json.loads(candidate_file.read_text(encoding="utf-8"))
+    sent = sum(len(case["outcomes"]) for case in candidate["cases"])
+    assert estimate["calls"] == sent
+    assert len(candidate["cases"]) < sent < 2 * len(candidate["cases"])
