@@ -746,14 +746,15 @@ def two_stage_run(
 
 
 def adaptive_table(
-    sims: int, seed: int, only: Sequence[str] = ()
+    sims: int, seed: int, only: Sequence[str] = (), diffuse: bool = False
 ) -> list[tuple[str, str, Count, str, bool]]:
     """Fixed K = 1 and K = 2 candidate repeats beside the adaptive design (allocation from an
     earlier, independent baseline of R = 2; settled cases sent once, the rest ``u`` times), the
     two-stage design (every case once, then ``u`` runs of each case its baseline and first run
     disagree on) and, as contrasts, the adaptive rule fed the test's own baseline (not exact).
     Per design: the false-fail rate on unchanged prompts, power at a 4.7-point drop, candidate
-    calls a PR. ``only``: these designs (by name) alone."""
+    calls a PR. ``only``: these designs (by name) alone. ``diffuse``: the drop lowers every
+    case's pass rate in proportion instead of breaking pass-leaning cases."""
     from evalgate.running.allocation import allocate
 
     rng = np.random.default_rng(seed)
@@ -783,7 +784,10 @@ def adaptive_table(
                     data = {x.id: [o.score for o in x.outcomes] for x in earlier.cases}
                     given = allocate(base.cases, data, u, "the earlier baseline")
                     k = np.array([given.repeats[x.id] for x in base.cases])
-                cand_p = with_drop(rng, s, drop) if drop else s.p
+                if not drop:
+                    cand_p = s.p
+                else:
+                    cand_p = with_diffuse_drop(s, drop) if diffuse else with_drop(rng, s, drop)
                 if source == "two-stage":
                     cand, sent = two_stage_run(rng, s, cand_p, base, u, policy)
                     calls += sent
@@ -1138,6 +1142,12 @@ def main(argv: list[str] | None = None) -> int:
         + "; ".join(name for name, _, _ in ADAPTIVE_DESIGNS)
         + ")",
     )
+    parser.add_argument(
+        "--diffuse",
+        action="store_true",
+        help="with --adaptive, a diffuse drop (every case's pass rate lowered in proportion) "
+        "instead of broken pass-leaning cases",
+    )
     parser.add_argument("--seed", type=int, default=20250601)
     args = parser.parse_args(argv)
 
@@ -1165,7 +1175,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
     elif args.adaptive:
         started = time.perf_counter()
-        rows = adaptive_table(args.sims, args.seed, args.design or ())
+        rows = adaptive_table(args.sims, args.seed, args.design or (), args.diffuse)
         seconds = time.perf_counter() - started
     elif args.groups:
         started = time.perf_counter()

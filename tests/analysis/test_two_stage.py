@@ -55,9 +55,8 @@ def test_a_single_case_law_is_the_enumerated_conditional_law(r: int, u: int) -> 
 
 
 def test_the_selection_moves_the_law_away_from_the_hypergeometric() -> None:
-    # R = 2, u = 2, total 1: brute force gives P(candidate share = 1) = 3/3 of the selected
-    # sequences? Count by hand: sequences of 4 draws with one pass whose first 3 are mixed:
-    # 1000, 0100, 0010 (the pass in the first three; 0001 has first three all 0). The
+    # R = 2, u = 2, total 1. By hand: the sequences of 4 draws with one pass whose first 3
+    # are mixed are 1000, 0100, 0010 (the pass in the first three; 0001 has first three all 0). The
     # candidate's share (last two) is 0, 0, 1: P(share 1) = 1/3, against the hypergeometric's
     # 2/4 = 1/2 without the selection.
     pmf, low = selected_law([(1,), (0,)], [(0,), (0,)])

@@ -88,22 +88,20 @@ def test_a_killed_run_keeps_its_outcomes_and_resumes_with_the_rest(
     assert all(o.score is not None and o.error is None for o in kept)
     assert len(unsent(run)) == CASES - len(kept)
 
-    # A later run names the journal and how to resume it.
-    code, _, err = cli(
-        "run",
-        "v2",
-        "--config",
-        str(loaded.path),
-        "--limit",
-        "1",
-        "--no-save",
-        env={"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.url},
-    )
+    # A later run names the journal and how to resume it; a gate reads it as incomplete.
+    keys = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.url}
+    code, _, err = cli("run", "v2", "--config", str(loaded.path), env=keys)
     assert code == 0, err
     assert (
         f"a run of suite shop (prompt v2) was cut off with {len(kept)} of {CASES} calls made; "
         f"they are kept in {path}: `evalgate run v2 --resume {path}` sends the rest"
     ) in err
+    [(baseline, _)] = list(iter_runs(loaded.state_dir))
+    argv = ["gate", "--baseline", str(baseline), "--candidate", str(path)]
+    code, out, err = cli(*argv, "--config", str(loaded.path), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["kind"] == "inconclusive"
+    assert "interrupted" in out
     srv.reset()
     code, _, err = cli(
         "run",
@@ -117,7 +115,8 @@ def test_a_killed_run_keeps_its_outcomes_and_resumes_with_the_rest(
     assert code == 0, err
     assert _sent(srv) == CASES - len(kept)  # exactly the calls not made, none resent
     assert not path.exists() and _journals(loaded.state_dir) == []
-    [(_, whole)] = list(iter_runs(loaded.state_dir))
+    [whole] = [r for p, r in iter_runs(loaded.state_dir) if p != baseline]
+    assert whole.name == run.name  # the journal's run, whole
     assert not whole.incomplete and len(whole.scored()) == CASES
 
 
