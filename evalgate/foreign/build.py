@@ -64,6 +64,8 @@ class ForeignRun:
     # Records left out, by reason (a case that cannot be paired is counted, never dropped
     # silently).
     dropped: dict[str, int] = field(default_factory=dict)
+    # What the reader had to decide that the gate says (one line each).
+    notes: list[str] = field(default_factory=list)
 
     def add(self, case: ForeignCase, outcome: Outcome) -> None:
         """One repeat of a case; a case seen again with other content is an error."""

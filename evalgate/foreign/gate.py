@@ -24,9 +24,11 @@ def defaults_line(policy: GatePolicy, config: Path | str) -> str:
 
 
 def dropped_notes(foreign: ForeignRun) -> list[str]:
-    if not foreign.dropped:
-        return []
-    return [f"{foreign.path}: {foreign.dropped_line()} left out of the comparison"]
+    """What reading the file decided: the records left out, and the reader's notes."""
+    lines = [f"{foreign.path}: {note}" for note in foreign.notes]
+    if foreign.dropped:
+        lines.append(f"{foreign.path}: {foreign.dropped_line()} left out of the comparison")
+    return lines
 
 
 def decide_foreign(

@@ -9,7 +9,11 @@ label), ``success``, ``score``, ``failureReason``
 (0 none, 1 an assertion failed, 2 an error), ``error``, ``response.output``.
 
 A test is told by its vars and description (promptfoo gives repeats their own ``testIdx``, so
-the index names no test across runs); its repeats are the results that share them. A pass is
+the index names no test across runs); its repeats are the results that share them, each with
+its own ``vars.__repeatIndex`` (promptfoo's runtime var). Results that share vars, description
+*and* repeat index are different tests that look alike (a tests file with a row twice): they
+are told apart by their order in the file, the k-th with the k-th of the other file, and the
+gate says how many were. A pass is
 promptfoo's own ``success`` (its assertions, weights and threshold); an error is an error, not
 a failure. One file gates one prompt and one provider: a file of several is refused.
 """
@@ -102,6 +106,8 @@ def read(path: Path, data: bytes) -> ForeignRun:
         prompt_text=prompt,
         scorer={"kind": "promptfoo", "assertions": asserts, "grader": grader},
     )
+    seen: dict[tuple[str, Any], int] = {}
+    alike = 0
     for result in results:
         if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
             run.drop("results without a success flag")
@@ -112,8 +118,16 @@ def read(path: Path, data: bytes) -> ForeignRun:
         variables = _identity_vars(result)
         description = test.get("description") or result.get("description")
         identity = {"vars": variables, "description": description}
+        name = "pf-" + digest(identity)[:12]
+        # The k-th result of this identity and repeat index is the k-th test of that identity.
+        key = (name, _repeat_index(result))
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        if k:
+            name = f"{name}-{k + 1}"
+            alike += key[1] in (0, None)
         case = ForeignCase(
-            id="pf-" + digest(identity)[:12],
+            id=name,
             input={str(k): v for k, v in variables.items()},
             expected=_expected(test),
             hash=digest({**identity, "assert": test.get("assert")}),
@@ -134,7 +148,19 @@ def read(path: Path, data: bytes) -> ForeignRun:
             reason = (result.get("gradingResult") or {}).get("reason")
             outcome = passed(result["success"], answer, str(reason) if reason else None)
         run.add(case, outcome)
+    if alike:
+        run.notes.append(
+            f"{alike} {'test shares its' if alike == 1 else 'tests share their'} vars and "
+            "description with another test of the file: they are paired by their order among "
+            "those (give each a description to pair them by name)"
+        )
     return run
+
+
+def _repeat_index(result: dict[str, Any]) -> Any:
+    """promptfoo's ``__repeatIndex`` runtime var of a result (None when it has none)."""
+    rendered = result.get("vars")
+    return rendered.get("__repeatIndex") if isinstance(rendered, dict) else None
 
 
 def _expected(test: dict[str, Any]) -> Any:

@@ -82,6 +82,26 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
+def test_promptfoo_tests_that_look_alike_are_tests_not_repeats(tmp_path: Path) -> None:
+    # A tests file with one row twice, run with --repeat 2: two tests of the same vars and
+    # description, each with repeat indexes 0 and 1 (promptfoo's __repeatIndex). Two cases of
+    # two repeats each, not one case of four; the second told apart by its order.
+    results = [pf_result(0, r == 0 or k == 0, repeat=r) for r in range(2) for k in range(2)]
+    for n, result in enumerate(results):
+        result["testIdx"] = n
+    foreign = read_foreign(write_json(tmp_path / "out.json", pf_output(results)))
+    run = foreign.run()
+    assert [len(c.outcomes) for c in run.cases] == [2, 2]
+    first, second = run.cases
+    assert second.id == f"{first.id}-2"
+    assert [o.score for o in first.outcomes] == [1.0, 1.0]
+    assert [o.score for o in second.outcomes] == [1.0, 0.0]
+    assert foreign.notes == [
+        "1 test shares its vars and description with another test of the file: they are "
+        "paired by their order among those (give each a description to pair them by name)"
+    ]
+
+
 def test_promptfoo_tests_pair_by_vars_and_description_with_repeats(tmp_path: Path) -> None:
     results = [pf_result(i, True, repeat=r) for r in range(2) for i in range(3)]
     results.append(pf_result(3, True, error="HTTP 529 overloaded"))
