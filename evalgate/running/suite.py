@@ -410,6 +410,7 @@ def run_suite(
             False,
         )
         journal = Journal(journal_dir / f"{skeleton.name}.jsonl", skeleton)
+        del skeleton  # written: not held while the run is sent
         at = places(case_of)
         write = journal.write
 

@@ -158,6 +158,8 @@ def left_over(state_dir: Path, suite: str) -> list[tuple[Path, Run]]:
     folder = journal_dir(state_dir)
     found = []
     for path in sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []:
+        if not path.is_file():
+            continue  # a pipe or a folder is no journal (and opening a pipe would block)
         try:
             run = read_journal(path)
         except RunFileError:

@@ -994,3 +994,34 @@ def test_the_pr_job_estimates_first_and_the_comment_shows_cost_and_expected(
     [row] = [line for line in comment.splitlines() if "(expected $" in line]
     cost, expected = re.findall(r"\$([0-9.]+)", row.split("|")[-3])
     assert abs(float(expected) - float(cost)) <= 0.25 * float(cost)
+
+
+def test_a_two_stage_pr_job_sends_the_second_stage_where_the_baseline_flipped(
+    tmp_path: Path, gh: GitHubServer, baseline_text: str
+) -> None:
+    # The default branch's baseline with the second repeat of every seventh case flipped, as a
+    # noisy model's would be; the fake model answers the same every time, so the second stage
+    # goes to exactly the scenario groups holding those cases.
+    data = json.loads(baseline_text)
+    for case in data["cases"][::7]:
+        case["outcomes"][1]["score"] = 1.0 - case["outcomes"][1]["score"]
+    upload(gh, Run.model_validate(data).model_dump_json())
+    open_pull(gh, {PROMPT: HARMLESS})
+    workspace = make_workspace(tmp_path, HARMLESS)
+    edit_config(workspace, lambda c: suite_of(c).setdefault("gate", {}).update(repeats="two-stage"))
+    job = pr_job(workspace, gh)
+
+    assert job.code in (0, 1), job.out + job.err
+    flipped_groups = {c.get("group") or c["id"] for c in data["cases"][::7] if c["split"] == "dev"}
+    dev_groups = {c.get("group") or c["id"] for c in data["cases"] if c["split"] == "dev"}
+    # Announced by the estimate before any call, then by the run, then named in the comment.
+    assert "two-stage repeats: " in job.out + job.err
+    assert (
+        f"two-stage repeats: {len(flipped_groups)} of {len(dev_groups)} scenario groups not "
+        "settled after the first run"
+    ) in job.out + job.err
+    [body] = comments(gh)
+    assert (
+        f"two-stage repeats: {len(flipped_groups)} of {len(dev_groups)} scenario groups were "
+        "not settled after the first candidate run"
+    ) in body
