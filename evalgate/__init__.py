@@ -1,8 +1,12 @@
 """evalgate: paired, noise-aware evaluation gates for LLM prompts."""
 
 import json
-from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
+
+# The one place the version is written: pyproject.toml reads it from here (setuptools'
+# dynamic ``attr``), so the installed metadata says the same. A literal, not
+# importlib.metadata's lookup, which costs every command 20 ms of start-up.
+__version__ = "0.1.0"
 
 # The distribution's name on the package index is not the import package's: "evalgate" and
 # several "evalgate-*" names there belong to unrelated projects. Install this one from its
@@ -10,11 +14,6 @@ from pathlib import Path
 DISTRIBUTION = "pr-evalgate"
 SOURCE = "git+https://github.com/evalgate/evalgate"
 RELEASE_TAG = "v0"
-
-try:
-    __version__ = version(DISTRIBUTION)
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
 
 
 def install_line(extra: str | None = None) -> str:
@@ -38,6 +37,8 @@ def checkout_install_line(direct_url: dict[str, object] | None, extra: str) -> s
 def install_line_here(extra: str) -> str:
     """The pip command that adds ``extra`` to this install: from the checkout it was installed
     from (where the tag's line would replace the checkout's code), else from the repository."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
         found = distribution(DISTRIBUTION)
     except PackageNotFoundError:  # a source tree that was never installed: a checkout
