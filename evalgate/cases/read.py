@@ -139,7 +139,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     if not isinstance(record, dict):
         raise CaseFileError(f"a case must be an object, found {type(record).__name__}", where=where)
     for key, value in record.items():
-        if files.depth(value) >= files.MAX_DEPTH:
+        if isinstance(value, dict | list) and files.depth(value) >= files.MAX_DEPTH:
             # Refused here, before any call: a run file could not hold it (nor could most APIs).
             raise CaseFileError(
                 f"field {key!r} nests lists and objects more than {files.MAX_DEPTH} levels deep "

@@ -22,6 +22,8 @@ from evalgate.config.models import ScorerConfig, Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
 from evalgate.running.batch import BatchExecutor
 from evalgate.running.execute import Budget, Cache, Job, ProgressCallback, execute
+from evalgate.runs.journal import Journal, places
+from evalgate.runs.resume import INTERRUPTED
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.trajectory import AgentSpec, ToolSpec
@@ -393,29 +395,30 @@ def run_suite(
             "answer to the last",
             fix="drop model.options.batch (or --batch) for a suite with tools",
         )
-    journal = None
+    journal: Journal | None = None
+    on_outcome: Callable[[int, Outcome], None] | None = None
     if journal_dir is not None and batch is None and all(c.split != "holdout" for c in cases):
-        from evalgate.runs.journal import Journal, places
-        from evalgate.runs.resume import INTERRUPTED
-
-        # Made before the first call: a killed run leaves every call it paid for here.
-        skeleton = _record(
-            spec,
-            backend,
-            base_dir,
-            cases,
-            whole_sha,
-            tools,
-            _case_results(cases, case_of, [INTERRUPTED] * len(case_of), spec.holdout_key),
-            False,
-        )
-        journal = Journal(journal_dir / f"{skeleton.name}.jsonl", skeleton)
-        del skeleton  # written: not held while the run is sent
         at = places(case_of)
-        write = journal.write
 
-        def on_outcome(index: int, outcome: Outcome) -> None:
-            write(*at[index], outcome)
+        def journaled(index: int, outcome: Outcome) -> None:
+            nonlocal journal
+            if journal is None:
+                # Made at the first outcome, not before the first call: nothing is kept until
+                # something was paid for, and the first request is not kept waiting.
+                skeleton = _record(
+                    spec,
+                    backend,
+                    base_dir,
+                    cases,
+                    whole_sha,
+                    tools,
+                    _case_results(cases, case_of, [INTERRUPTED] * len(case_of), spec.holdout_key),
+                    False,
+                )
+                journal = Journal(journal_dir / f"{skeleton.name}.jsonl", skeleton)
+            journal.write(*at[index], outcome)
+
+        on_outcome = journaled
 
     try:
         if batch is not None:
@@ -432,7 +435,7 @@ def run_suite(
                 on_progress=on_progress,
                 stop_when=stop_when,
                 budget=budget,
-                on_outcome=None if journal is None else on_outcome,
+                on_outcome=on_outcome,
             )
     finally:
         if journal is not None:
