@@ -130,6 +130,8 @@ class RunOptions:
     guard: LeakGuard | None = None
     # gate.repeats: adaptive: each case's repeats allocated from this (running/allocation.py).
     adaptive: AdaptiveSource | None = None
+    # Journal each outcome as it arrives (runs/journal.py), so a killed run keeps them.
+    journal: bool = True
 
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
@@ -372,7 +374,8 @@ def run_version(
             stop_when=_watch(monitor),
             batch=batch,
             budget=guard,
-            journal_dir=journal_dir(loaded.state_dir),
+            journal_dir=journal_dir(loaded.state_dir) if options.journal else None,
+            on_note=world.warn,
         )
     finally:
         for used in (backend, judge):

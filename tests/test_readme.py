@@ -11,11 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
+import evalgate
 from evalgate import DISTRIBUTION, SOURCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +192,7 @@ def test_the_readme_first_steps_work_on_a_fresh_venv(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
 
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = evalgate.__version__  # pyproject.toml reads it from there
     done = subprocess.run(
         [str(bin_ / "evalgate"), "--version"], capture_output=True, text=True, env=env, timeout=60
     )

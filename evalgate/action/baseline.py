@@ -22,12 +22,45 @@ from evalgate.defaults import DATA_BRANCH, STATE_DIR, data_file
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
+    marker,
 )
 from evalgate.report.render import render_model
 from evalgate.running.allocation import AdaptiveSource, held_out
 from evalgate.runs.history import appended, pool, read_history, record_of
 from evalgate.runs.schema import Run, read_run
-from evalgate.runs.spend import spend_of
+from evalgate.runs.spend import SpendRecord, read_ledger, spend_of
+
+
+def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
+    """What the pull requests merged as this push's commit spent on suite ``name``: each
+    pull-request job's records, carried in the ledger of evalgate's comment (a bot's; a job of
+    the pull request can write nothing else). A pull request closed without merging is not
+    counted; a ledger that cannot be read is skipped with a warning, never the job."""
+    sha = runner.env.get("GITHUB_SHA") or runner.event.get("after")
+    if runner.repo is None or not sha:
+        return []
+    try:
+        numbers = gh.merged_as(runner.repo, str(sha))
+        records = []
+        for number in numbers:
+            body = gh.our_comment_body(runner.repo, number, marker(name))
+            records += [
+                r
+                for r in read_ledger(body)
+                if r.job == "pr" and r.suite == name and r.pull_request == number
+            ]
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning",
+            f"{name}: what the merged pull requests spent is not kept ({exc.what})",
+        )
+        return []
+    if numbers:
+        runner.log(
+            f"{name}: {len(records)} pull-request job records from the ledger of "
+            + ", ".join(f"#{n}" for n in numbers)
+        )
+    return records
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
@@ -45,8 +78,9 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     path = baseline_path(runner.folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
-    # Spent whether or not the baseline is complete: the cost history keeps every job's calls.
-    keep_spend(runner, name, [spend_of(run, "baseline")])
+    # Spent whether or not the baseline is complete: the cost history keeps every job's calls,
+    # and those of the pull requests merged as this commit (their comments' ledgers).
+    keep_spend(runner, name, [spend_of(run, "baseline"), *merged_pull_spend(runner, name)])
     noise = measure_noise(run, suite.gate)
     summary = summarise(run, price_as=suite.price_as)
     runner.add_summary(f"## evalgate baseline: {name}\n")

@@ -64,7 +64,7 @@ from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
-from evalgate.runs.spend import judge_check_part, spend_of
+from evalgate.runs.spend import SpendRecord, judge_check_part, spend_of, with_ledger
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,8 @@ class PendingSuite:
     judge: str | None = None
     # What the candidate's run was expected to cost, before it started.
     estimate: Estimate | None = None
+    # What the job spent on the suite: the comment's ledger carries it to the default branch.
+    spent: tuple[SpendRecord, ...] = ()
 
 
 def read_pr_base(runner: ActionJob, loaded: LoadedConfig) -> BaseSplit:
@@ -283,7 +285,17 @@ def run_pr(
     keep_spend(runner, name, spent, expect_write=False)
     markdown = judge.markdown if judge else None
     return PendingSuite(
-        name, suite, candidate, verdict, found, number, version, fork, markdown, estimate
+        name,
+        suite,
+        candidate,
+        verdict,
+        found,
+        number,
+        version,
+        fork,
+        markdown,
+        estimate,
+        tuple(spent),
     )
 
 
@@ -461,7 +473,14 @@ def _stopped(
     )
     runner.add_summary(render_job_summary(context))
     if runner.inputs.comment and runner.repo is not None and not runner.read_only:
-        url, created = gh.upsert_comment(runner.repo, number, render_comment(context), marker(name))
+        url, created = gh.upsert_comment(
+            runner.repo,
+            number,
+            render_comment(context),
+            marker(name),
+            # Nothing was spent; what earlier runs of the pull request spent is carried on.
+            carry=lambda body, earlier: with_ledger(body, earlier, (), gh.COMMENT_MAX),
+        )
         runner.log(f"{name}: comment {'posted' if created else 'updated'}: {url}")
     runner.annotate("warning", f"{name}: INCONCLUSIVE: nothing was run: {reason}")
     runner.outputs.set("verdict", "inconclusive")
@@ -521,7 +540,7 @@ def publish_pr(
         estimated=pending.estimate is not None and not summary.offline,
         expected_usd=pending.estimate.usd if pending.estimate else None,
     )
-    publish_verdict(runner, name, number, fork, context, verdict)
+    publish_verdict(runner, name, number, fork, context, verdict, pending.spent)
 
 
 def publish_verdict(
@@ -531,6 +550,7 @@ def publish_verdict(
     fork: bool,
     context: CommentContext,
     verdict: Verdict,
+    spent: tuple[SpendRecord, ...] = (),
 ) -> None:
     """One suite's verdict on a pull request: the job summary, the comment (edited in place;
     none for a fork's read-only token), the annotations and the outputs."""
@@ -541,7 +561,11 @@ def publish_verdict(
             runner.annotate("notice", "fork pull request: the token is read-only, so no comment")
         else:
             comment_url, created = gh.upsert_comment(
-                runner.repo, number, render_comment(context), marker(name)
+                runner.repo,
+                number,
+                render_comment(context),
+                marker(name),
+                carry=lambda body, earlier: with_ledger(body, earlier, spent, gh.COMMENT_MAX),
             )
             runner.log(f"{name}: comment {'posted' if created else 'updated'}: {comment_url}")
     _annotate_verdict(runner, name, verdict)

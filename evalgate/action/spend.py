@@ -6,7 +6,7 @@ from evalgate.action.job import ActionJob
 from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.publish import github as gh
-from evalgate.runs.spend import SpendRecord, appended, dump, read_spend, spend_file
+from evalgate.runs.spend import SpendRecord, dump, merged, read_spend, spend_file
 
 
 def keep_spend(
@@ -29,7 +29,8 @@ def keep_spend(
     kept: list[SpendRecord] = []
 
     def add(current: str | None) -> str:
-        kept[:] = appended(read_spend(current, f"{DATA_BRANCH}:{path}"), records)
+        # A record already there (a re-run job, a ledger read twice) is not added again.
+        kept[:] = merged(read_spend(current, f"{DATA_BRANCH}:{path}"), records)
         return dump(kept)
 
     try:

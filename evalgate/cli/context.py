@@ -118,6 +118,8 @@ class Context:
             batch=bool(getattr(args, "batch", False)),
             force_reason=getattr(args, "force_reason", None),
             case_files=tuple(files) if files is not None else None,
+            # --no-save writes nothing into the state folder: no journal either.
+            journal=not getattr(args, "no_save", False),
         )
         return replace(options, **overrides)
 

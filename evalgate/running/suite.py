@@ -363,11 +363,13 @@ def run_suite(
     batch: BatchExecutor | None = None,
     budget: Budget | None = None,
     journal_dir: Path | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> Run:
     """``batch``: send every call in one message batch (half price, no cache, no early stop).
     ``budget`` is asked before each call (see running/budget.py). ``journal_dir``: each outcome
     is written there as it arrives, and the journal removed once the run is whole
-    (runs/journal.py)."""
+    (runs/journal.py); a journal that cannot be written (a read-only folder, a full disk) is
+    given up with a note to ``on_note``, never the run."""
     suite = spec.suite
     cases = [c for c in spec.cases.cases if (c.split or "dev") in spec.splits]
     if not cases:
@@ -400,7 +402,25 @@ def run_suite(
     if journal_dir is not None and batch is None and all(c.split != "holdout" for c in cases):
         at = places(case_of)
 
+        given_up = False
+
         def journaled(index: int, outcome: Outcome) -> None:
+            nonlocal given_up
+            if given_up:
+                return
+            try:
+                _journal(index, outcome)
+            except OSError as exc:
+                given_up = True
+                if journal is not None:
+                    journal.abandon()  # removed with the rest once the run is whole
+                if on_note is not None:
+                    on_note(
+                        f"the run is not journaled ({exc.strerror or exc}): a killed run would "
+                        "lose its outcomes"
+                    )
+
+        def _journal(index: int, outcome: Outcome) -> None:
             nonlocal journal
             if journal is None:
                 # Made at the first outcome, not before the first call: nothing is kept until

@@ -19,6 +19,7 @@ are not kept on disk by name).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -49,11 +50,17 @@ class Journal:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = path.open("w", encoding="utf-8")
-        head = skeleton.model_dump_json(exclude={"cases"})
-        self._file.write(f'{_MARK}{len(skeleton.cases)},"run":{head}}}\n')
-        for case in skeleton.cases:
-            self._file.write(case.model_dump_json(exclude_defaults=True) + "\n")
-        self._file.flush()
+        try:
+            head = skeleton.model_dump_json(exclude={"cases"})
+            self._file.write(f'{_MARK}{len(skeleton.cases)},"run":{head}}}\n')
+            for case in skeleton.cases:
+                self._file.write(case.model_dump_json(exclude_defaults=True) + "\n")
+            self._file.flush()
+        except OSError:
+            self.abandon()
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)  # half a head is no journal
+            raise
 
     written = 0
 
@@ -72,10 +79,19 @@ class Journal:
         if not self.written:
             self.path.unlink(missing_ok=True)  # nothing paid for: nothing to resume
 
+    def abandon(self) -> None:
+        """Writing failed (a full disk): stop writing, keep what was written (an outcome the
+        journal lacks is resent on resume, never guessed)."""
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
+
     def remove(self) -> None:
         """The run is whole: the journal goes (and nothing more is written to it)."""
         self.close()
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
 
 
 def places(case_of: Sequence[int]) -> list[tuple[int, int]]:

@@ -10,11 +10,15 @@ counts its calls and tokens apart from the dollars it knows. Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
+import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from evalgate.analysis.pricing import Usage, cost
 from evalgate.defaults import data_file
@@ -150,6 +154,91 @@ def appended(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list
 
 def dump(records: Sequence[SpendRecord]) -> str:
     return "".join(r.model_dump_json() + "\n" for r in records)
+
+
+def _key(record: SpendRecord) -> tuple[str, str, str]:
+    return record.job, record.suite, record.run
+
+
+def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[SpendRecord]:
+    """The spend file with those of ``new`` that are not in it yet added (a job's record of a
+    suite is told by its run, which is unique, however often it was copied); see appended."""
+    known = {_key(r) for r in records}
+    return appended(records, [r for r in new if _key(r) not in known])
+
+
+# --- the pull request's ledger ----------------------------------------------------------------
+#
+# A pull-request job's token cannot write the data branch (contents: read), so what it spent
+# rides in its comment, which the job's token writes: a hidden block, carried from each edit of
+# the comment to the next, that the default branch's baseline job reads once the pull request
+# is merged and keeps in the spend file. The block is base64 of compressed JSON: nothing in it
+# (a suite name the pull request chose, say) can close the HTML comment or render.
+
+LEDGER_KEEP = 100  # runs a comment itemises; older ones are folded into one record
+_LEDGER = re.compile(r"<!-- evalgate-spend ([A-Za-z0-9+/=]{0,400000}) -->")
+_RECORDS = TypeAdapter(list[SpendRecord])
+_LEDGER_BYTES = 1 << 20  # inflated: far above any ledger, far below a runner's memory
+
+
+def read_ledger(body: str | None) -> list[SpendRecord]:
+    """The spend records a comment's ledger holds; none for a comment without one, or with one
+    that is not a ledger (a damaged block loses the ledger, not the job)."""
+    found = _LEDGER.search(body or "")
+    if found is None:
+        return []
+    try:
+        inflate = zlib.decompressobj()
+        data = inflate.decompress(base64.b64decode(found.group(1), validate=True), _LEDGER_BYTES)
+        if inflate.unconsumed_tail or not inflate.eof:
+            return []
+        return _RECORDS.validate_json(data)
+    except (binascii.Error, zlib.error, ValueError, ValidationError):
+        return []
+
+
+def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
+    """The newest ``keep`` records as they are, the older ones summed into one (per model and
+    role), named by the runs it spans: nothing spent is dropped, only itemised less."""
+    if len(records) <= keep:
+        return list(records)
+    older, newer = records[: len(records) - keep + 1], records[len(records) - keep + 1 :]
+    sums: dict[tuple[str, str], SpendPart] = {}
+    for record in older:
+        for part in record.parts:
+            have = sums.get((part.model, part.role))
+            if have is None:
+                sums[(part.model, part.role)] = part.model_copy()
+                continue
+            sums[(part.model, part.role)] = have.model_copy(
+                update={
+                    "calls": have.calls + part.calls,
+                    "input_tokens": have.input_tokens + part.input_tokens,
+                    "output_tokens": have.output_tokens + part.output_tokens,
+                    "cache_write_tokens": have.cache_write_tokens + part.cache_write_tokens,
+                    "cache_read_tokens": have.cache_read_tokens + part.cache_read_tokens,
+                    "usd": None if have.usd is None or part.usd is None else have.usd + part.usd,
+                }
+            )
+    first, last = older[0], older[-1]
+    folded = last.model_copy(
+        update={"run": f"{first.run}..{last.run} ({len(older)} runs)", "parts": list(sums.values())}
+    )
+    return [folded, *newer]
+
+
+def with_ledger(body: str, earlier: str | None, new: Sequence[SpendRecord], limit: int) -> str:
+    """``body`` with a ledger of ``earlier``'s records (the comment it replaces) and ``new``,
+    itemised as far as ``limit`` characters allow."""
+    records = merged(read_ledger(earlier), new)
+    if not records:
+        return body
+    for keep in (LEDGER_KEEP, 10, 1):
+        data = zlib.compress(_RECORDS.dump_json(fold(records, keep)), 9)
+        text = f"{body.rstrip()}\n\n<!-- evalgate-spend {base64.b64encode(data).decode()} -->\n"
+        if len(text) <= limit:
+            return text
+    return body  # no room even for one record: the comment matters more than its ledger
 
 
 class JobSpend(BaseModel):

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+import evalgate
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = [
     *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
@@ -30,8 +32,11 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def version() -> str:
+    """The version: written once, in evalgate/__init__.py, which pyproject.toml reads."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return str(project["project"]["version"])
+    assert "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "evalgate.__version__"}
+    return evalgate.__version__
 
 
 def action_image() -> str:

@@ -31,16 +31,22 @@ from test_action import (
 from test_budget import MODEL, env, sent, suite_with
 
 from evalgate.config.load import load_config
+from evalgate.report.comment import marker
 from evalgate.runs.schema import Run, iter_runs
 from evalgate.runs.spend import (
     KEEP,
+    LEDGER_KEEP,
     SpendPart,
     SpendRecord,
     appended,
     dump,
+    fold,
+    merged,
     month_spend,
+    read_ledger,
     read_spend,
     spend_of,
+    with_ledger,
 )
 from tests.support.github_server import GitHubServer
 from tests.support.messages_server import Knobs, MessagesServer
@@ -334,3 +340,95 @@ def test_a_pull_requests_judge_check_is_spent_apart_from_its_run(
     assert all(p.calls > 0 and p.usd == 0.0 for p in record.parts)  # the offline fakes
     # Only the rubric changed: the base's prompt is the head's, and the job's cache answers it.
     assert [(p.role, p.calls, p.tokens, p.usd) for p in base.parts] == [("system", 0, 0, 0.0)]
+
+
+# ------------------------------------------------------------------------------------------
+# A pull request's spend: carried in its comment, kept when it is merged
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_ledger_carries_every_record_and_nothing_in_it_can_leave_the_comment() -> None:
+    hostile = _record("x --> <script>alert(1)</script> -->", "pr", "2026-12-01", 3, 0.5)
+    body = with_ledger("<!-- evalgate:suite=x -->\nthe comment", None, [hostile], 65536)
+    [line] = [ln for ln in body.splitlines() if ln.startswith("<!-- evalgate-spend ")]
+    assert line.count("-->") == 1 and line.endswith(" -->")
+    assert "<script>" not in body
+    assert read_ledger(body) == [hostile]
+    # The next edit carries it, adds its own, and does not add one twice.
+    more = _record("x", "pr", "2026-12-02", 4, 0.25)
+    again = with_ledger("the comment, edited", body, [more, hostile], 65536)
+    assert read_ledger(again) == [hostile, more]
+    # A damaged or forged-garbage block is no ledger (the job goes on).
+    assert read_ledger(body.replace("evalgate-spend ", "evalgate-spend AAAA")) == []
+    assert read_ledger("<!-- evalgate-spend bm90IGpzb24= -->") == []
+
+
+def test_a_long_ledger_folds_its_oldest_runs_and_keeps_every_call() -> None:
+    records = [_record("s", "pr", f"2026-12-{1 + i % 28:02d}", i + 1, 0.01) for i in range(150)]
+    records = [r.model_copy(update={"run": f"run-{i}"}) for i, r in enumerate(records)]
+    folded = fold(records, LEDGER_KEEP)
+    assert len(folded) == LEDGER_KEEP
+    # Known answer: calls 1 + 2 + ... + 150 = 150 * 151 / 2 = 11,325 whatever the folding.
+    assert sum(p.calls for r in folded for p in r.parts) == 11325
+    assert folded[0].run == "run-0..run-50 (51 runs)"
+    assert sum(p.usd or 0 for r in folded for p in r.parts) == pytest.approx(1.5)
+    # A ledger too long for the comment's room is folded further, never cut.
+    body = with_ledger("c", None, records, 1200)
+    assert len(body) <= 1200
+    kept = read_ledger(body)
+    assert 1 <= len(kept) < LEDGER_KEEP
+    assert sum(p.calls for r in kept for p in r.parts) == 11325
+    # Merging the same records into a spend file twice adds them once.
+    assert merged(merged([], records), records) == records
+
+
+def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    base = run_action(
+        make_workspace(tmp_path / "base"),
+        "push",
+        push_event(),
+        ref="refs/heads/main",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert base.code == 0, base.out + base.err
+    upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
+    open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+    for i in range(2):  # two pushes to the pull request: two jobs, with contents: read
+        pr = pr_job(
+            make_workspace(tmp_path / f"pr{i}", HARMLESS),
+            gh,
+            inputs=api(gh, gh.contents_read_token),
+        )
+        assert pr.code == 0, pr.out + pr.err
+        assert "its spend is not kept" in pr.out or "what this job spent is not kept" in pr.out
+    [comment] = gh.comments(REPO, 7)
+    ledger = read_ledger(comment.body)
+    assert [(r.job, r.pull_request) for r in ledger] == [("pr", 7), ("pr", 7)]
+    runs = [r.run for r in ledger]
+    assert len(set(runs)) == 2 and all(r.parts[0].calls > 0 for r in ledger)
+    # A person's comment with the marker and a ledger of their own is not evalgate's.
+    forged = _record(SUITE, "pr", "2026-12-01", 10**6, 10**4).model_copy(update={"pull_request": 7})
+    gh.add_comment(REPO, 7, with_ledger(marker(SUITE), None, [forged], 65536), user="mallory")
+    # The merge: a push of the merge commit to main, whose baseline job keeps the ledger.
+    sha = gh.branch_sha(REPO, "main")
+    assert sha is not None
+    gh.merge_pull(REPO, 7, sha)
+    merge_env = api_env(gh) | {"GITHUB_SHA": sha}
+    for _ in range(2):  # a re-run of the job keeps nothing twice
+        job = run_action(
+            make_workspace(tmp_path / f"merge{_}"),
+            "push",
+            push_event(),
+            ref="refs/heads/main",
+            inputs=api(gh),
+            env=merge_env,
+        )
+        assert job.code == 0, job.out + job.err
+    records = _spend(gh)
+    assert [r.job for r in records] == ["baseline", "baseline", "pr", "pr", "baseline"]
+    assert [r.run for r in records if r.job == "pr"] == runs
+    assert all(r.parts[0].calls < 10**6 for r in records)
+    assert f"{SUITE}: 2 pull-request job records from the ledger of #7" in job.out

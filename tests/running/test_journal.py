@@ -175,3 +175,21 @@ def test_a_journal_cut_mid_line_drops_that_line_alone(
     with pytest.raises(RunFileError, match=f"line {len(lines) - 1} is not an outcome"):
         read_journal(path)
     assert json.loads(lines[0])["journal"] == 1
+
+
+def test_a_folder_that_cannot_hold_a_journal_costs_the_journal_not_the_run(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    loaded = shop_suite(tmp_path / "s", cases=5, model=FAKE)
+    # A file where the journal folder would be: it cannot be made (as in a read-only checkout).
+    journal_dir(loaded.state_dir).parent.mkdir(parents=True, exist_ok=True)
+    journal_dir(loaded.state_dir).write_text("not a folder", encoding="utf-8")
+    code, _, err = cli("run", "v2", "--config", str(loaded.path))
+    assert code == 0, err
+    assert "the run is not journaled (" in err
+    assert len(list(iter_runs(loaded.state_dir))) == 1
+    # --no-save writes nothing into the state folder, a journal neither.
+    other = shop_suite(tmp_path / "t", cases=5, model=FAKE)
+    code, _, err = cli("run", "v2", "--config", str(other.path), "--no-save")
+    assert code == 0, err
+    assert not journal_dir(other.state_dir).exists()

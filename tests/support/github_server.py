@@ -297,6 +297,8 @@ class PullRequest:
     """Changed files; ``None`` computes them from the merge base to the head."""
     created_at: datetime = field(default_factory=_now)
     updated_at: datetime = field(default_factory=_now)
+    merge_commit_sha: str | None = None
+    """Set when the pull request was merged (``merge_pull``): the commit the merge made."""
 
 
 @dataclass
@@ -951,6 +953,15 @@ class GitHubServer:
                 files=files,
             )
             repo.pulls[number] = pr
+            return pr
+
+    def merge_pull(self, full_name: str, number: int, sha: str) -> PullRequest:
+        """Mark pull request ``number`` merged as commit ``sha`` (closed, merged_at now)."""
+        with self.lock:
+            pr = self.repo(full_name).pulls[number]
+            pr.merge_commit_sha = sha
+            pr.state = "closed"
+            pr.updated_at = _now()
             return pr
 
     def add_comment(
@@ -1730,9 +1741,9 @@ class GitHubServer:
             "labels": [],
             "created_at": _ts(pr.created_at),
             "updated_at": _ts(pr.updated_at),
-            "closed_at": None,
-            "merged_at": None,
-            "merge_commit_sha": None,
+            "closed_at": _ts(pr.updated_at) if pr.merge_commit_sha else None,
+            "merged_at": _ts(pr.updated_at) if pr.merge_commit_sha else None,
+            "merge_commit_sha": pr.merge_commit_sha,
             "assignee": None,
             "assignees": [],
             "requested_reviewers": [],
@@ -1743,7 +1754,7 @@ class GitHubServer:
             "base": part(repo, pr.base_ref, base),
             "author_association": self._association(repo, pr.user),
             "auto_merge": None,
-            "merged": False,
+            "merged": pr.merge_commit_sha is not None,
             "merged_by": None,
             "mergeable": None,
             "mergeable_state": "unknown",
@@ -2169,6 +2180,7 @@ class GitHubServer:
             ("GET", rf"{r}/actions/runs/(?P<id>\d+)/artifacts$", self._h_run_artifacts, None),
             ("GET", rf"{r}/compare/(?P<basehead>.+)$", self._h_compare, None),
             ("GET", rf"{r}/commits/(?P<ref>[^/]+)$", self._h_commit, None),
+            ("GET", rf"{r}/commits/(?P<ref>[^/]+)/pulls$", self._h_commit_pulls, None),
             ("GET", rf"{r}/commits/(?P<ref>[^/]+)/statuses$", self._h_commit_statuses, None),
             ("GET", rf"{r}/commits/(?P<ref>[^/]+)/status$", self._h_combined_status, None),
             ("GET", rf"{r}/commits/(?P<ref>[^/]+)/check-runs$", self._h_commit_check_runs, None),
@@ -2211,6 +2223,24 @@ class GitHubServer:
         if pr is None:
             raise _HTTPError(404, "Not Found")
         return _json_response(200, self._pr_json(c, repo, pr))
+
+    def _h_commit_pulls(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        """The pull requests associated with a commit: those merged as it, and the open ones
+        whose head it is (GitHub also lists open ones that contain it)."""
+        repo = self._need(repo)
+        sha = g["ref"]
+        found = [
+            pr
+            for pr in sorted(repo.pulls.values(), key=lambda p: p.number)
+            if pr.merge_commit_sha == sha
+            or (pr.state == "open" and self._pr_heads(repo, pr)[1] == sha)
+        ]
+        items, links = self._paginate(
+            c,
+            [self._pr_json(c, repo, pr) for pr in found],
+            f"/repos/{repo.full_name}/commits/{sha}/pulls",
+        )
+        return _json_response(200, items, links)
 
     def _h_pull_files(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
         repo = self._need(repo)

@@ -48,6 +48,7 @@ from evalgate.publish.github.client import (
     make_retry,
 )
 from evalgate.publish.github.comments import (
+    our_comment_body,
     upsert_comment,
 )
 from evalgate.publish.github.data_branch import (
@@ -58,6 +59,7 @@ from evalgate.publish.github.data_branch import (
 from evalgate.publish.github.pulls import (
     PullInfo,
     merge_base,
+    merged_as,
     pull_request_info,
 )
 from evalgate.publish.github.release_checks import (
@@ -101,6 +103,8 @@ __all__ = [
     "load_baseline_run",
     "make_retry",
     "merge_base",
+    "merged_as",
+    "our_comment_body",
     "publish_check",
     "pull_request_info",
     "read_data_file",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from github import GithubException
+from github.Issue import Issue
+from github.IssueComment import IssueComment
 from github.Repository import Repository
 
 from evalgate.publish.github.client import COMMENT_MAX, PERM_PR_READ, PERM_PR_WRITE, calling
@@ -15,6 +19,7 @@ def upsert_comment(
     marker: str,
     *,
     bots_only: bool = True,
+    carry: Callable[[str, str | None], str] | None = None,
 ) -> tuple[str, bool]:
     """Edit our comment on ``pr_number`` in place, or post it; return (its URL, created).
 
@@ -23,6 +28,8 @@ def upsert_comment(
     a bot author (``GITHUB_TOKEN`` writes as ``github-actions[bot]``; pass False when running
     with a personal token). Older marked comments, e.g. from an earlier double post, are left
     alone. GitHub's ``/user`` cannot tell who we are (it answers 403 to the Actions token).
+    ``carry(body, earlier)`` makes the body posted from ``body`` and the body of the comment it
+    replaces (None when there is none): what one edit hands to the next.
     """
     if marker not in body:
         raise ValueError(f"the comment body does not contain its marker {marker!r}")
@@ -31,16 +38,11 @@ def upsert_comment(
             f"comment body has {len(body):,} characters; GitHub accepts at most {COMMENT_MAX:,}"
         )
     where = f"{repo.full_name}#{pr_number}"
-    with calling("read the pull request's comments", where, PERM_PR_READ):
-        issue = repo.get_issue(pr_number)
-        ours = None
-        for comment in issue.get_comments():
-            if marker not in (comment.body or ""):
-                continue
-            if bots_only and (comment.user is None or comment.user.type != "Bot"):
-                continue
-            if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
-                ours = comment
+    issue, ours = _ours(repo, pr_number, marker, bots_only)
+    if carry is not None:
+        body = carry(body, ours.body if ours is not None else None)
+        if marker not in body or len(body) > COMMENT_MAX:
+            raise ValueError("the carried comment body lost its marker or grew past the limit")
     if ours is not None:
         if ours.body == body:
             return ours.html_url, False
@@ -54,3 +56,27 @@ def upsert_comment(
     with calling("comment on the pull request", where, PERM_PR_WRITE):
         created = issue.create_comment(body)
         return created.html_url, True
+
+
+def _ours(
+    repo: Repository, pr_number: int, marker: str, bots_only: bool
+) -> tuple[Issue, IssueComment | None]:
+    """The pull request (as an issue) and our newest marked comment on it, if any."""
+    where = f"{repo.full_name}#{pr_number}"
+    with calling("read the pull request's comments", where, PERM_PR_READ):
+        issue = repo.get_issue(pr_number)
+        ours = None
+        for comment in issue.get_comments():
+            if marker not in (comment.body or ""):
+                continue
+            if bots_only and (comment.user is None or comment.user.type != "Bot"):
+                continue
+            if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
+                ours = comment
+    return issue, ours
+
+
+def our_comment_body(repo: Repository, pr_number: int, marker: str) -> str | None:
+    """The body of our comment on ``pr_number`` (a bot's, with ``marker``), or None."""
+    _, ours = _ours(repo, pr_number, marker, True)
+    return ours.body if ours is not None else None
