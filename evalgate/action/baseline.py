@@ -36,7 +36,9 @@ def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     pull-request job's records, carried in the ledger of evalgate's comment (a bot's; a job of
     the pull request can write nothing else). A pull request closed without merging is not
     counted; a ledger that cannot be read is skipped with a warning, never the job."""
-    sha = runner.env.get("GITHUB_SHA") or runner.event.get("after")
+    # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a local
+    # runner such as act sets it from its own checkout instead).
+    sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")
     if runner.repo is None or not sha:
         return []
     try:

@@ -19,11 +19,6 @@ import typing
 from collections.abc import Sequence
 from typing import TextIO
 
-# evalgate's own models need no pydantic plugins (they instrument validation); looking them up
-# reads every installed distribution's entry points, 15 ms of every command's start-up. A user
-# who sets the variable keeps their own value.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
 from evalgate import __version__
 from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.defaults import CONFIG_FILE as DEFAULT_CONFIG

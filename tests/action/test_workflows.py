@@ -120,4 +120,8 @@ def test_the_example_workflow_init_and_the_readme_agree_on_permissions(tmp_path:
         "`permissions: contents: read, pull-requests: write, checks: write,\n  actions: read`"
         in (readme)
     )
-    assert "(`contents: write` for the baseline\n  history)" in readme
+    assert example["baseline"]["pull-requests"] == "read"
+    assert (
+        "(`contents: write` for the baseline\n  history, `pull-requests: read` for what the merged"
+        " pull request spent)" in readme
+    )

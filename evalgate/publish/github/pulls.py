@@ -70,6 +70,6 @@ def merged_as(repo: Repository, sha: str) -> list[int]:
     """The pull requests merged as commit ``sha`` (merge, squash or rebase: GitHub's
     pull requests associated with the commit whose merge commit it is)."""
     where = f"{repo.full_name}@{sha[:12]}"
-    with calling("list the pull requests of the commit", where, PERM_CONTENTS_READ):
+    with calling("list the pull requests of the commit", where, PERM_PR_READ):
         pulls = repo.get_commit(sha).get_pulls()
         return [p.number for p in pulls if p.merged_at is not None and p.merge_commit_sha == sha]
