@@ -65,9 +65,12 @@ def hash_cases(cases: Iterable[Case]) -> str:
     return digest.hexdigest()
 
 
+# One encoder for every record (json.dumps builds one a call when given options).
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def record_hash(record: dict[str, Any]) -> str:
-    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(record).encode()).hexdigest()
 
 
 def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
@@ -139,7 +142,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     if not isinstance(record, dict):
         raise CaseFileError(f"a case must be an object, found {type(record).__name__}", where=where)
     for key, value in record.items():
-        if isinstance(value, dict | list) and files.depth(value) >= files.MAX_DEPTH:
+        if isinstance(value, (dict, list)) and files.depth(value) >= files.MAX_DEPTH:
             # Refused here, before any call: a run file could not hold it (nor could most APIs).
             raise CaseFileError(
                 f"field {key!r} nests lists and objects more than {files.MAX_DEPTH} levels deep "
@@ -426,9 +429,11 @@ def add_unique(case: Case, cases: list[Case], seen: dict[str, str]) -> None:
     cases.append(case)
 
 
-def read_records(path: Path) -> list[tuple[int, Any]]:
-    """A JSONL or YAML case file's records with their line numbers; at least one."""
-    data = read_case_bytes(path)
+def read_records(path: Path, data: bytes | None = None) -> list[tuple[int, Any]]:
+    """A JSONL or YAML case file's records with their line numbers; at least one. ``data``:
+    the file's bytes when the caller has read them (so that what is hashed is what is read)."""
+    if data is None:
+        data = read_case_bytes(path)
     suffix = path.suffix.lower()
     if suffix in (".yml", ".yaml"):
         records = _records_yaml(path, data)
@@ -443,8 +448,10 @@ def read_records(path: Path) -> list[tuple[int, Any]]:
     return records
 
 
-def load_case_file(path: Path, fields: Fields, *, need_expected: bool = True) -> list[Case]:
-    records = read_records(path)
+def load_case_file(
+    path: Path, fields: Fields, *, need_expected: bool = True, data: bytes | None = None
+) -> list[Case]:
+    records = read_records(path, data)
     return [
         parse_case(record, fields, f"{path}:{line}", need_expected=need_expected)
         for line, record in records
@@ -459,12 +466,11 @@ def load_cases(
     seen: dict[str, str] = {}
     hashes: dict[str, str] = {}
     for path in paths:
-        for case in load_case_file(path, fields, need_expected=need_expected):
+        data = read_case_bytes(path)
+        for case in load_case_file(path, fields, need_expected=need_expected, data=data):
             add_unique(case, cases, seen)
         name = (
             path.relative_to(root).as_posix() if root and path.is_relative_to(root) else str(path)
         )
-        hashes[name] = hashlib.sha256(
-            files.read_bytes(path, "case file", CaseFileError)
-        ).hexdigest()
+        hashes[name] = hashlib.sha256(data).hexdigest()
     return CaseSet(cases=tuple(cases), file_hashes=hashes)
