@@ -107,14 +107,19 @@ def conditional_test_worse(cases: Sequence[MatchedSet], mid_p: bool = False) -> 
     draws all agree (s = 0 or s = R + K) have a fixed X and leave the p-value unchanged.
     No informative case: ``1.0``.
     """
-    pmf, offset, observed = conditional_null(cases)
-    j = observed - offset
+    return lower_tail(*conditional_null(cases), mid_p=mid_p)
+
+
+def lower_tail(pmf: Sequence[float], offset: int, observed: int, *, mid_p: bool = False) -> float:
+    """``P(T <= observed)`` (mid-p: ``P(T < observed) + P(T = observed) / 2``) for a total
+    ``T`` whose law is ``pmf`` from ``offset`` on; ``1.0`` when the law is one point (no
+    informative case)."""
     if len(pmf) == 1:
         return 1.0
+    j = observed - offset
     below = math.fsum(pmf[:j])
     at = pmf[j]
-    p = below + (0.5 * at if mid_p else at)
-    return float(min(1.0, max(0.0, p)))
+    return float(min(1.0, max(0.0, below + (0.5 * at if mid_p else at))))
 
 
 def conditional_residuals(cases: Sequence[MatchedSet]) -> list[float]:
@@ -158,6 +163,38 @@ def clustered_test_worse(totals: Sequence[float]) -> float:
 LATTICE_CORRECTION = 0.5
 
 
+#: Up to this many units the broken cases are counted exactly in conditional_power (below); past
+#: it their count is as good as normal and the closed form is used (the two agree within half a
+#: point at 300 units).
+EXACT_BROKEN_UNITS = 400
+#: Mass of each binomial left out of conditional_power's sums (both tails together).
+_WINDOW_TAIL = 1e-10
+
+
+def binom_window(n: int, p: float) -> tuple[int, list[float]]:
+    """``(lo, pmf)``: the masses of ``Bin(n, p)`` at ``lo, lo + 1, ...`` covering all but
+    about ``_WINDOW_TAIL`` of it, walked out from the mode by the ratio of neighbours."""
+    if p <= 0.0 or n == 0:
+        return 0, [1.0]
+    if p >= 1.0:
+        return n, [1.0]
+    mode = min(n, math.floor((n + 1) * p))
+    at = binom_pmf(mode, n, p)
+    odds = p / (1.0 - p)
+    up, down = [at], []
+    k, mass = mode, at
+    while k < n and mass > _WINDOW_TAIL * at:
+        mass *= (n - k) / (k + 1) * odds
+        k += 1
+        up.append(mass)
+    k, mass = mode, at
+    while k > 0 and mass > _WINDOW_TAIL * at:
+        mass *= k / (n - k + 1) / odds
+        k -= 1
+        down.append(mass)
+    return mode - len(down), [*reversed(down), *up]
+
+
 def conditional_power(
     n: int,
     flip_rate: float,
@@ -170,18 +207,22 @@ def conditional_power(
 
     For R = K = 1 the test is the sign test and its power is computed exactly (the trinomial of
     :func:`minimum_detectable_effect`); with no noise (f = 0) too, from the binomial count of
-    broken cases. Otherwise a normal approximation under this model: a
-    share ``u = 2f`` of cases is noisy with pass rate 1/2 on both sides (so two runs differ on a
-    share ``f`` of cases), a share ``d`` passes every baseline draw and fails every candidate
-    draw (a true drop of ``d``), the rest are settled. Per case, with ``N = R + K``, the score
-    ``X - K s / N`` has mean ``-d K R / N`` and variance ``u K R / (4 N) + d (KR/N)^2 - m^2``,
-    and its conditional null variance has mean ``u K R / (4 N) + d K^2 R^2 / (N^2 (N - 1))``;
-    so ``power = Phi((n |m| - z_alpha sqrt(n v0) - 1/2) / sqrt(n v1))``. The candidate's total
-    is a whole number, so the test's critical value is the normal one rounded down, half a pass
-    below it on average: the ``1/2`` (without it the approximation over-predicted simulated
-    power by up to 8 points below 60%). ``n`` may be fractional (effective units, see
-    analysis.power). benchmarks/gate_simulation.py --power-grid checks the approximation
-    against simulated pull requests.
+    broken cases. Otherwise under this model: a share ``u = 2f`` of cases is noisy with pass
+    rate 1/2 on both sides (so two runs differ on a share ``f`` of cases), a share ``d`` passes
+    every baseline draw and fails every candidate draw (a true drop of ``d``), the rest are
+    settled. With ``N = R + K``, a noisy case's score ``X - K s / N`` has mean 0 and variance
+    ``vn = K R / (4 N)`` under the null and the model alike (its draws are exchangeable); a
+    broken one scores ``-K R / N`` with null variance ``vb = K^2 R^2 / (N^2 (N - 1))``. Given
+    ``b`` broken and ``m`` noisy cases the test rejects with probability about
+    ``Phi((b K R / N - z_alpha sqrt(m vn + b vb) - 1/2) / sqrt(m vn))`` (the noisy cases' sum
+    is near normal, and with none the test rejects exactly when ``C(N, K)^-b <= alpha``); the
+    power is that averaged over ``b ~ Bin(n, d)`` and ``m ~ Bin(n - b, u / (1 - d))``, exactly.
+    The candidate's total is a whole number, so the test's critical value is the normal one
+    rounded down, half a pass below it on average: the ``1/2``. Counting the broken cases
+    exactly matters below a few hundred units (their count is what decides there, and it is
+    skewed); past ``EXACT_BROKEN_UNITS`` the closed form with both counts at their means,
+    ``Phi((n |m| - z_alpha sqrt(n v0) - 1/2) / sqrt(n v1))``, is used (module constants).
+    benchmarks/gate_simulation.py --power-grid checks both against simulated pull requests.
     """
     check_count("n", n)
     r, k = baseline_draws, candidate_draws
@@ -191,24 +232,49 @@ def conditional_power(
         return sign_test_power(n, flip_rate, drop, alpha)
     if n == 0:
         return 0.0
+    big_n = r + k
     if flip_rate == 0.0:
         # No noise: only broken cases are informative, each with null probability
         # 1 / C(R + K, K) of the candidate failing every draw, so the test rejects once
         # B >= b* = the smallest b with C(R + K, K)^-b <= alpha; exactly, B ~ Bin(n, d).
-        b_star = math.ceil(math.log(alpha) / -math.log(math.comb(r + k, k)) - 1e-12)
-        return binom_sf(b_star - 1, n, min(1.0, drop))
+        return binom_sf(_least_broken(big_n, k, alpha) - 1, n, min(1.0, drop))
     u = min(1.0, 2.0 * flip_rate)
-    d = min(drop, 1.0 - u)
-    big_n = r + k
-    m = -d * k * r / big_n
-    noisy = u * k * r / (4.0 * big_n)
-    v1 = noisy + d * (k * r / big_n) ** 2 - m * m
-    v0 = noisy + d * (k * r) ** 2 / (big_n**2 * (big_n - 1))
-    if v1 <= 0.0:
-        return 0.0 if d <= 0.0 else 1.0
+    d = max(0.0, min(drop, 1.0 - u))
     z = NormalDist().inv_cdf(1.0 - alpha)
-    shift = n * abs(m) - z * math.sqrt(n * v0) - LATTICE_CORRECTION
-    return NormalDist().cdf(shift / math.sqrt(n * v1))
+    shift = k * r / big_n
+    vn = k * r / (4.0 * big_n)
+    vb = (k * r) ** 2 / (big_n**2 * (big_n - 1))
+    if n > EXACT_BROKEN_UNITS:
+        m = -d * shift
+        v1 = u * vn + d * shift**2 - m * m
+        v0 = u * vn + d * vb
+        return NormalDist().cdf(
+            (n * abs(m) - z * math.sqrt(n * v0) - LATTICE_CORRECTION) / math.sqrt(n * v1)
+        )
+    least = _least_broken(big_n, k, alpha)
+    cdf = NormalDist().cdf
+    total = 0.0
+    b_lo, b_mass = binom_window(n, d)
+    noisy_share = u / (1.0 - d) if d < 1.0 else 0.0
+    for b, pb in enumerate(b_mass, start=b_lo):
+        m_lo, m_mass = binom_window(n - b, noisy_share)
+        for m, pm in enumerate(m_mass, start=m_lo):
+            if m == 0:
+                rejects = 1.0 if b >= least else 0.0
+            else:
+                spread = m * vn
+                rejects = cdf(
+                    (b * shift - z * math.sqrt(spread + b * vb) - LATTICE_CORRECTION)
+                    / math.sqrt(spread)
+                )
+            total += pb * pm * rejects
+    return min(1.0, max(0.0, total))
+
+
+def _least_broken(draws: int, candidate_draws: int, alpha: float) -> int:
+    """The fewest broken cases (every baseline draw passes, every candidate draw fails) that
+    alone reject: ``C(R + K, K)^-b <= alpha``."""
+    return math.ceil(math.log(alpha) / -math.log(math.comb(draws, candidate_draws)) - 1e-12)
 
 
 def conditional_mde(

@@ -1,7 +1,8 @@
 """One power model for the paired test, over the effective number of units it counts.
 
 The case-level model (:func:`conditional.conditional_power`: exact for the sign test and for a
-noise-free suite, a normal approximation otherwise) counts independent cases. Over scenario
+noise-free suite; otherwise the broken cases counted exactly and the noisy ones' sum taken as
+normal) counts independent cases. Over scenario
 groups the test permutes whole runs within each group, so its null variance is the sum of the
 groups' run-total variances. When a group's cases flip independently that sum is the sum of
 the cases' variances and the group-level test has about the case-level test's power; when

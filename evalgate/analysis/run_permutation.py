@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from itertools import combinations
 
-from evalgate.analysis.conditional import convolve, power_of
+from evalgate.analysis.conditional import convolve, lower_tail, power_of
 
 #: One block: (the baseline's run totals, the candidate's run totals).
 Block = tuple[Sequence[float], Sequence[float]]
@@ -106,13 +106,7 @@ def run_permutation_test_worse(
     if not blocks:
         return 1.0
     if _is_integer(blocks):
-        pmf, offset, observed = integer_null(blocks)
-        if len(pmf) == 1:
-            return 1.0
-        j = observed - offset
-        below = math.fsum(pmf[:j])
-        at = pmf[j]
-        return float(min(1.0, max(0.0, below + (0.5 * at if mid_p else at))))
+        return lower_tail(*integer_null(blocks), mid_p=mid_p)
     return _continuous_p(blocks, seed, resamples)
 
 

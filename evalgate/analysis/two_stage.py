@@ -29,11 +29,10 @@ Plain Python: the counts are integers, the blocks a few shapes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from itertools import combinations
 
-from evalgate.analysis.conditional import convolve, power_of
+from evalgate.analysis.conditional import convolve, lower_tail, power_of
 
 #: One run of a block: each of its cases' pass (1) or fail (0), in a fixed case order.
 RunVector = tuple[int, ...]
@@ -129,13 +128,7 @@ def two_stage_test_worse(
     """One-sided exact p-value that the candidate passes less often, under the two-stage
     design: ``P0(T <= t)`` (mid-p: ``P0(T < t) + P0(T = t) / 2``) over the law of
     :func:`two_stage_null`. No informative block: ``1.0``."""
-    pmf, offset, observed = two_stage_null(blocks)
-    if len(pmf) == 1:
-        return 1.0
-    j = observed - offset
-    below = math.fsum(pmf[:j])
-    at = pmf[j]
-    return float(min(1.0, max(0.0, below + (0.5 * at if mid_p else at))))
+    return lower_tail(*two_stage_null(blocks), mid_p=mid_p)
 
 
 def second_stage_share(pass_rate: float, baseline_runs: int) -> float:

@@ -20,6 +20,7 @@ from scipy import stats as scipy_stats
 
 from evalgate.analysis.best_of import expected_max_normal, max_normal_quantile, simulate_best_of
 from evalgate.analysis.conditional import (
+    EXACT_BROKEN_UNITS,
     clustered_test_worse,
     conditional_cases_for,
     conditional_mde,
@@ -705,23 +706,87 @@ def test_conditional_power_for_one_draw_a_side_is_the_exact_sign_test_power() ->
     assert conditional_mde(300, 0.10) == mde
 
 
-def test_conditional_power_normal_approximation_written_out() -> None:
-    # R = 2, K = 1, n = 300, f = 0.09, d = 0.047: u = 0.18; m = -2d/3; null variance
-    # u * 2 / 12 + d * 4 / 18; variance u * 2 / 12 + d * 4 / 9 - m². Power
-    # Phi((n |m| - z sqrt(n v0) - 1/2) / sqrt(n v1)) with z = 1.644854 (the 1/2: the exact
-    # test's whole-number critical value falls half a pass short on average).
-    n, d, u = 300, 0.047, 0.18
-    m = 2 * d / 3
-    v0 = u * 2 / 12 + d * 4 / 18
-    v1 = u * 2 / 12 + d * 4 / 9 - m * m
-    shift = n * m - 1.644854 * math.sqrt(n * v0) - 0.5
-    by_hand = scipy_stats.norm.cdf(shift / math.sqrt(n * v1))
-    got = conditional_power(300, 0.09, 0.047, baseline_draws=2)
+def test_conditional_power_written_out() -> None:
+    # R = 2, K = 1, f = 0.09, d = 0.047: u = 0.18; a broken case scores -2/3 with null
+    # variance 4/18 (K R / N = 2/3; K^2 R^2 / (N^2 (N - 1)) = 4/18), a noisy one 0 with
+    # variance 2/12 (K R / (4 N)); z = 1.644854. Given b broken and m noisy cases the test
+    # rejects with Phi((2b/3 - z sqrt(m/6 + 2b/9) - 1/2) / sqrt(m/6)) (the 1/2: the exact test's
+    # whole-number critical value falls half a pass short on average), or, with m = 0, exactly
+    # when 3^-b <= alpha. Summed here over the whole supports with scipy's binomial and normal.
+    n, d, u, z = 300, 0.047, 0.18, 1.644854
+    by_hand = 0.0
+    for b in range(n + 1):
+        for m in range(n - b + 1):
+            weight = scipy_stats.binom.pmf(b, n, d) * scipy_stats.binom.pmf(m, n - b, u / (1 - d))
+            if weight < 1e-300:
+                continue
+            if m == 0:
+                rejects = 1.0 if 3.0**-b <= 0.05 else 0.0
+            else:
+                shift = 2 * b / 3 - z * math.sqrt(m / 6 + 2 * b / 9) - 0.5
+                rejects = scipy_stats.norm.cdf(shift / math.sqrt(m / 6))
+            by_hand += weight * rejects
+    got = conditional_power(n, 0.09, d, baseline_draws=2)
     assert got == pytest.approx(by_hand, abs=1e-6)
     assert 0.79 < got < 0.81
     # More repeats buy power; so does a looser alpha.
-    assert conditional_power(300, 0.09, 0.047, baseline_draws=5) > got
-    assert conditional_power(300, 0.09, 0.047, 0.01, baseline_draws=2) < got
+    assert conditional_power(n, 0.09, d, baseline_draws=5) > got
+    assert conditional_power(n, 0.09, d, 0.01, baseline_draws=2) < got
+    # Past EXACT_BROKEN_UNITS, both counts at their means: Phi((n |m| - z sqrt(n v0) - 1/2) /
+    # sqrt(n v1)), m = -2d/3, v0 = u/6 + 2d/9, v1 = u/6 + 4d/9 - m^2.
+    big = EXACT_BROKEN_UNITS + 100
+    mean = 2 * d / 3
+    v0 = u / 6 + d * 4 / 18
+    v1 = u / 6 + d * 4 / 9 - mean * mean
+    closed = scipy_stats.norm.cdf(
+        (big * mean - z * math.sqrt(big * v0) - 0.5) / math.sqrt(big * v1)
+    )
+    assert conditional_power(big, 0.09, d, baseline_draws=2) == pytest.approx(closed, abs=1e-6)
+
+
+def test_conditional_power_with_one_noisy_case_or_none_counts_the_broken_exactly() -> None:
+    # n = 3, R = 2, K = 1, f = 0.01 (u = 0.02), d = 0.5, alpha 0.05: a broken case alone has
+    # null probability 1/3 of failing its candidate draw, so 3 broken (1/27) reject and 2 (1/9)
+    # do not. By hand over b broken (Bin(3, 0.5)) and m noisy (Bin(3 - b, 0.02 / 0.5)):
+    # b = 3 (m = 0): 1/8, rejects. b = 2, m = 1: Phi((4/3 - z sqrt(1/6 + 4/9) - 1/2) /
+    # sqrt(1/6)). b = 1, m <= 2 and b = 0: far below (Phi of less than -1.5 at most).
+    z = 1.644854
+    two_and_one = scipy_stats.norm.cdf(
+        (4 / 3 - z * math.sqrt(1 / 6 + 4 / 9) - 0.5) / math.sqrt(1 / 6)
+    )
+    by_hand = 1 / 8 + (3 / 8) * 0.04 * two_and_one
+    rest = 0.0
+    for b in (0, 1):
+        for m in range(1, 3 - b + 1):
+            weight = scipy_stats.binom.pmf(b, 3, 0.5) * scipy_stats.binom.pmf(m, 3 - b, 0.04)
+            shift = 2 * b / 3 - z * math.sqrt(m / 6 + 2 * b / 9) - 0.5
+            rest += weight * scipy_stats.norm.cdf(shift / math.sqrt(m / 6))
+    got = conditional_power(3, 0.01, 0.5, baseline_draws=2)
+    assert got == pytest.approx(by_hand + rest, abs=1e-7)  # z to 7 digits
+    assert 0.125 < got < 0.14
+
+
+def test_conditional_power_at_small_n_agrees_with_a_simulation_of_its_model() -> None:
+    """Where the closed form was 4 to 5 points off (40 cases, R = K = 2, a 15-point drop, at
+    the one-suite alpha share): the model simulated (1,000 runs, seeded) and the exact test."""
+    rng = np.random.default_rng(23)
+    n, f, d, sims = 40, 0.05, 0.15, 1000
+    hits = 0
+    for _ in range(sims):
+        kind = rng.random(n)
+        sets = []
+        for x in kind:
+            if x < 2 * f:
+                sets.append((int(rng.binomial(2, 0.5)), 2, int(rng.binomial(2, 0.5)), 2))
+            elif x < 2 * f + d:
+                sets.append((2, 2, 0, 2))
+            else:
+                sets.append((2, 2, 2, 2))
+        hits += conditional_test_worse(sets) <= 0.045
+    expected = conditional_power(n, f, d, 0.045, baseline_draws=2, candidate_draws=2)
+    # The closed form says 0.850 here; the simulation is about 0.89 (3 SDs at 1,000 runs: 0.03).
+    assert abs(hits / sims - expected) < 3 * math.sqrt(expected * (1 - expected) / sims)
+    assert expected > 0.87
 
 
 def test_conditional_power_agrees_with_a_small_simulation_of_its_model() -> None:

@@ -149,6 +149,11 @@ def policy(**overrides: Any) -> GatePolicy:
     return GatePolicy(**({"tolerance": 0.99} | overrides))
 
 
+def binom_pmf(k: int, n: int, p: float) -> float:
+    """P(Bin(n, p) = k), by hand."""
+    return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+
 def binom_sf(k: int, n: int, p: float) -> float:
     """P(Bin(n, p) >= k), by hand."""
     return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
@@ -853,15 +858,21 @@ def test_a_pass_reports_the_mde_at_the_tested_n() -> None:
     assert v.noise is not None and v.noise.flip_rate == pytest.approx(0.05)
 
     # The MDE is the conditional test's with 2 baseline and 1 candidate draws, at the paired
-    # test's alpha share 0.045; its normal approximation, written out: noisy share u = 2f,
-    # per case mean -2d/3, null variance u*2/12 + d*4/18, variance u*2/12 + d*4/9 - (2d/3)²,
-    # and half a pass off for the whole-number critical value.
+    # test's alpha share 0.045, under its model written out (analysis.conditional): noisy
+    # share u = 2f; given b broken and m noisy cases the test rejects with
+    # Phi((2b/3 - z sqrt(m/6 + 2b/9) - 1/2) / sqrt(m/6)) (with m = 0: when 3^-b <= alpha),
+    # averaged over b ~ Bin(100, d) and m ~ Bin(100 - b, u / (1 - d)).
     def power(d: float) -> float:
-        u, z = 0.1, NormalDist().inv_cdf(1 - 0.045)
-        v0 = u * 2 / 12 + d * 4 / 18
-        v1 = u * 2 / 12 + d * 4 / 9 - (2 * d / 3) ** 2
-        shift = 100 * 2 * d / 3 - z * math.sqrt(100 * v0) - 0.5
-        return NormalDist().cdf(shift / math.sqrt(100 * v1))
+        u, z, total = 0.1, NormalDist().inv_cdf(1 - 0.045), 0.0
+        for b in range(101):
+            for m in range(101 - b):
+                weight = binom_pmf(b, 100, d) * binom_pmf(m, 100 - b, u / (1 - d))
+                if m == 0:
+                    total += weight * (3.0**-b <= 0.045)
+                    continue
+                shift = 2 * b / 3 - z * math.sqrt(m / 6 + 2 * b / 9) - 0.5
+                total += weight * NormalDist().cdf(shift / math.sqrt(m / 6))
+        return total
 
     assert v.mde is not None
     assert power(v.mde) == pytest.approx(0.8, abs=1e-4)

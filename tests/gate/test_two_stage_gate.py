@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -137,19 +138,26 @@ def _two_stage_config(root: Path) -> str:
     return str(path)
 
 
+def _noisy_baseline(
+    root: Path, cli: Callable[..., tuple[int, str, str]], config: str, *, every: int
+) -> tuple[Path, dict[str, Any]]:
+    """A baseline of v2 with two repeats whose second repeat is flipped on every ``every``-th
+    case, as a noisy model's would be (the fake model answers the same every time)."""
+    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
+    [baseline] = sorted((root / ".evalgate" / "runs").glob("*.json"))
+    data = json.loads(baseline.read_text(encoding="utf-8"))
+    for case in data["cases"][::every]:
+        second = case["outcomes"][1]
+        second["score"] = 1.0 - second["score"]
+    baseline.write_text(json.dumps(data), encoding="utf-8")
+    return baseline, data
+
+
 def test_the_cli_gate_runs_both_stages(
     bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
     config = _two_stage_config(bike_shop)
-    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
-    [baseline] = sorted((bike_shop / ".evalgate" / "runs").glob("*.json"))
-    # The fake model answers the same every time: flip the second repeat of every seventh
-    # case, as a noisy model's baseline would have it.
-    data = json.loads(baseline.read_text(encoding="utf-8"))
-    for case in data["cases"][::7]:
-        second = case["outcomes"][1]
-        second["score"] = 1.0 - second["score"]
-    baseline.write_text(json.dumps(data), encoding="utf-8")
+    baseline, data = _noisy_baseline(bike_shop, cli, config, every=7)
     argv = ["gate", "--baseline", str(baseline), "--candidate", "v3", "--config", config]
     code, out, err = cli(*argv)
     assert code in (0, 1), err
@@ -182,12 +190,7 @@ def test_the_estimate_counts_the_second_stage_the_baseline_decides(
     bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
     config = _two_stage_config(bike_shop)
-    assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
-    [baseline] = sorted((bike_shop / ".evalgate" / "runs").glob("*.json"))
-    data = json.loads(baseline.read_text(encoding="utf-8"))
-    for case in data["cases"][::5]:
-        case["outcomes"][1]["score"] = 1.0 - case["outcomes"][1]["score"]
-    baseline.write_text(json.dumps(data), encoding="utf-8")
+    baseline, _ = _noisy_baseline(bike_shop, cli, config, every=5)
     # The candidate is the baseline's own prompt on a model that answers the same every time:
     # no settled case moves, so the estimate's calls are the run's calls exactly.
     argv = ["gate", "--baseline", str(baseline), "--candidate", "v2", "--config", config]

@@ -16,19 +16,11 @@ from conftest import CliResult, shop_suite
 from evalgate.analysis.summary import summarise
 from evalgate.config.load import LoadedConfig
 from evalgate.runs.schema import Run, iter_runs, read_run
-from tests.support.messages_server import MessagesServer
-
-MODEL = {
-    "backend": "anthropic",
-    "name": "claude-haiku-4-5",
-    "max_tokens": 64,
-    "temperature": 0,
-    "options": {"retry": {"base_s": 0.01, "cap_s": 0.05}},
-}
+from tests.support.messages_server import STAND_IN_MODEL, MessagesServer
 
 
 def suite_with(root: Path, budget: Any, *, cases: int = 20, **suite: Any) -> LoadedConfig:
-    loaded = shop_suite(root, cases=cases, model=MODEL, concurrency=4)
+    loaded = shop_suite(root, cases=cases, model=STAND_IN_MODEL, concurrency=4)
     config = yaml.safe_load(loaded.path.read_text())
     config["suites"]["shop"].update({"budget": budget} if budget is not None else {}, **suite)
     loaded.path.write_text(yaml.safe_dump(config))
@@ -79,7 +71,9 @@ def test_a_bad_budget_is_one_line_naming_the_key(
 def test_max_usd_on_a_model_without_a_price_is_refused_before_any_call(
     tmp_path: Path, cli: Callable[..., CliResult], srv: MessagesServer
 ) -> None:
-    loaded = suite_with(tmp_path / "s", {"max_usd": 1}, model=MODEL | {"name": "claude-opus-9"})
+    loaded = suite_with(
+        tmp_path / "s", {"max_usd": 1}, model=STAND_IN_MODEL | {"name": "claude-opus-9"}
+    )
     code, _, err = cli("run", "v2", "--config", str(loaded.path), env=env(srv))
     assert code == 2 and "not in the price table" in err and len(err.strip().splitlines()) == 1
     assert sent(srv) == 0

@@ -28,7 +28,7 @@ from test_action import (
     run_action,
     upload,
 )
-from test_budget import MODEL, env, sent, suite_with
+from test_budget import env, sent, suite_with
 
 from evalgate.config.load import load_config
 from evalgate.report.comment import marker
@@ -49,7 +49,7 @@ from evalgate.runs.spend import (
     with_ledger,
 )
 from tests.support.github_server import GitHubServer
-from tests.support.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import STAND_IN_MODEL, Knobs, MessagesServer
 
 __all__ = ["gh"]  # a fixture, imported to be used here
 
@@ -99,7 +99,9 @@ def test_calls_the_budget_kept_back_are_not_spent(
 def test_a_model_without_a_price_has_an_unknown_cost_counted_apart(
     tmp_path: Path, cli: Callable[..., CliResult], srv: MessagesServer
 ) -> None:
-    loaded = suite_with(tmp_path / "s", None, cases=4, model=MODEL | {"name": "claude-opus-9"})
+    loaded = suite_with(
+        tmp_path / "s", None, cases=4, model=STAND_IN_MODEL | {"name": "claude-opus-9"}
+    )
     assert cli("run", "v2", "--config", str(loaded.path), env=env(srv))[0] == 0
     [part] = spend_of(runs(loaded.root)[0], "pr").parts
     assert part.usd is None and part.calls == 4 and part.tokens > 0
@@ -297,10 +299,8 @@ def test_a_job_that_cannot_write_the_data_branch_says_its_spend_is_not_kept(
     assert gh.file(REPO, f"evalgate/{SUITE}/spend.jsonl", ref="evalgate-data") is None
 
 
-def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
-    tmp_path: Path, gh: GitHubServer
-) -> None:
-    # The workflow `evalgate init` writes gives the pull-request job contents: read only.
+def _baseline_and_pull(tmp_path: Path, gh: GitHubServer) -> None:
+    """A push job's baseline, uploaded as its artefact, and a pull request that edits v3."""
     base = run_action(
         make_workspace(tmp_path / "base"),
         "push",
@@ -312,6 +312,13 @@ def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
     assert base.code == 0, base.out + base.err
     upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
     open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+
+
+def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The workflow `evalgate init` writes gives the pull-request job contents: read only.
+    _baseline_and_pull(tmp_path, gh)
     pr = pr_job(
         make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
     )
@@ -385,17 +392,7 @@ def test_a_long_ledger_folds_its_oldest_runs_and_keeps_every_call() -> None:
 def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
     tmp_path: Path, gh: GitHubServer
 ) -> None:
-    base = run_action(
-        make_workspace(tmp_path / "base"),
-        "push",
-        push_event(),
-        ref="refs/heads/main",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
-    assert base.code == 0, base.out + base.err
-    upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
-    open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
+    _baseline_and_pull(tmp_path, gh)
     for i in range(2):  # two pushes to the pull request: two jobs, with contents: read
         pr = pr_job(
             make_workspace(tmp_path / f"pr{i}", HARMLESS),

@@ -26,15 +26,8 @@ from evalgate.running.suite import run_suite
 from evalgate.runs.journal import journal_dir, read_journal
 from evalgate.runs.resume import unsent
 from evalgate.runs.schema import iter_runs
-from tests.support.messages_server import Knobs, MessagesServer
+from tests.support.messages_server import STAND_IN_MODEL, Knobs, MessagesServer
 
-MODEL = {
-    "backend": "anthropic",
-    "name": "claude-haiku-4-5",
-    "max_tokens": 64,
-    "temperature": 0,
-    "options": {"retry": {"base_s": 0.01, "cap_s": 0.05}},
-}
 CASES = 40
 FAKE = {"backend": "fake", "name": "fake-classifier", "options": {"rules_file": "fake-rules.yml"}}
 
@@ -51,7 +44,7 @@ def _journals(state: Path) -> list[Path]:
 def test_a_killed_run_keeps_its_outcomes_and_resumes_with_the_rest(
     tmp_path: Path, srv: MessagesServer, cli: Callable[..., CliResult]
 ) -> None:
-    loaded = shop_suite(tmp_path / "s", cases=CASES, model=MODEL, concurrency=2)
+    loaded = shop_suite(tmp_path / "s", cases=CASES, model=STAND_IN_MODEL, concurrency=2)
     srv.knobs = Knobs(latency_s=0.05)
     env = {
         **{k: v for k, v in os.environ.items() if k != "CI"},

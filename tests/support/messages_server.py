@@ -99,7 +99,7 @@ from evalgate.backends.fake import (
 )
 from evalgate.trajectory import TOOL_NAME_PATTERN, AgentSpec, ToolCall, ToolSpec
 
-__all__ = ["FAULTS", "Exchange", "Fault", "Knobs", "MessagesServer", "Stats"]
+__all__ = ["FAULTS", "STAND_IN_MODEL", "Exchange", "Fault", "Knobs", "MessagesServer", "Stats"]
 
 Fault = Literal[
     "ok",
@@ -418,6 +418,17 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         self.app._note_error(traceback.format_exc())
+
+
+#: A suite's model settings for this server: the anthropic backend with retries a test can wait
+#: for (10 ms, at most 50 ms); the base URL and key are the run's environment.
+STAND_IN_MODEL = {
+    "backend": "anthropic",
+    "name": "claude-haiku-4-5",
+    "max_tokens": 64,
+    "temperature": 0,
+    "options": {"retry": {"base_s": 0.01, "cap_s": 0.05}},
+}
 
 
 class MessagesServer:
