@@ -287,9 +287,9 @@ def conditional_mde(
 ) -> float:
     """Smallest drop :func:`conditional_test_worse` detects with ``power`` (see its power).
 
-    R = K = 1: :func:`minimum_detectable_effect` (exact). Otherwise bisection on the normal
-    approximation of :func:`conditional_power`, which is increasing in the drop; ``inf`` when
-    no drop reaches ``power``.
+    R = K = 1: :func:`minimum_detectable_effect` (exact). Otherwise bisection on
+    :func:`conditional_power`, which is increasing in the drop (more broken cases, each of
+    which raises the rejection chance); ``inf`` when no drop reaches ``power``.
     """
     if baseline_draws == 1 and candidate_draws == 1:
         return minimum_detectable_effect(n, flip_rate, alpha, power)
