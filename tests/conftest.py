@@ -48,6 +48,16 @@ def copy_example(dest: Path) -> Path:
     return dest
 
 
+def with_repeats(root: Path, design: str) -> str:
+    """``gate.repeats: DESIGN`` on every suite of ``root``'s evalgate.yml; the config's path."""
+    path = root / "evalgate.yml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for suite in config["suites"].values():
+        suite.setdefault("gate", {})["repeats"] = design
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
 def fake_backend(options: dict[str, Any], base_dir: Path) -> FakeBackend:
     """The fake backend as the CLI builds it: from model settings and a context."""
     settings = ModelSettings(backend="fake", name="fake-classifier", options=options)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import with_repeats
 
 from evalgate.analysis.conditional import conditional_test_worse
 from evalgate.analysis.two_stage import two_stage_test_worse
@@ -129,15 +129,6 @@ def test_first_stage_keeps_each_cases_first_outcome(make_case: MakeCase, make_ru
     assert [o.answer for o in one.cases[0].outcomes] == ["b"] and one.repeats == 1
 
 
-def _two_stage_config(root: Path) -> str:
-    path = root / "evalgate.yml"
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for suite in config["suites"].values():
-        suite.setdefault("gate", {})["repeats"] = "two-stage"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return str(path)
-
-
 def _noisy_baseline(
     root: Path, cli: Callable[..., tuple[int, str, str]], config: str, *, every: int
 ) -> tuple[Path, dict[str, Any]]:
@@ -156,7 +147,7 @@ def _noisy_baseline(
 def test_the_cli_gate_runs_both_stages(
     bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
-    config = _two_stage_config(bike_shop)
+    config = with_repeats(bike_shop, "two-stage")
     baseline, data = _noisy_baseline(bike_shop, cli, config, every=7)
     argv = ["gate", "--baseline", str(baseline), "--candidate", "v3", "--config", config]
     code, out, err = cli(*argv)
@@ -189,7 +180,7 @@ def test_the_cli_gate_runs_both_stages(
 def test_the_estimate_counts_the_second_stage_the_baseline_decides(
     bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
-    config = _two_stage_config(bike_shop)
+    config = with_repeats(bike_shop, "two-stage")
     baseline, _ = _noisy_baseline(bike_shop, cli, config, every=5)
     # The candidate is the baseline's own prompt on a model that answers the same every time:
     # no settled case moves, so the estimate's calls are the run's calls exactly.

@@ -12,8 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import fake_backend, shop_suite, spec_of
+from conftest import fake_backend, shop_suite, spec_of, with_repeats
 
 from evalgate.backends.base import Backend, Reply, Request
 from evalgate.config.models import GatePolicy
@@ -123,19 +122,10 @@ def test_bad_unstable_repeats_are_refused(bad: object) -> None:
         GatePolicy(unstable_repeats=bad)  # type: ignore[arg-type]
 
 
-def _adaptive_config(root: Path) -> str:
-    path = root / "evalgate.yml"
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for suite in config["suites"].values():
-        suite.setdefault("gate", {})["repeats"] = "adaptive"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return str(path)
-
-
 def test_the_cli_gate_allocates_from_an_earlier_run_never_the_compared_one(
     bike_shop: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
-    config = _adaptive_config(bike_shop)
+    config = with_repeats(bike_shop, "adaptive")
     assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
     earlier = sorted((bike_shop / ".evalgate" / "runs").glob("*.json"))
     assert cli("run", "v2", "--repeats", "2", "--config", config)[0] == 0
