@@ -24,7 +24,9 @@ and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson i
 ``--power-grid N [N ...]`` gives only the power the gate predicts (analysis.power, from each
 simulated baseline's flip rate and design effect) beside the paired test's simulated power, over
 groups of 1, of 3 flipping independently and of 3 flipping together, f = 0.05 and 0.09, (R, K) =
-(2, 1), (3, 1), (2, 2) and two drops a size, with the largest difference (target 5 points).
+(2, 1), (3, 1), (2, 2) and two drops a size, with the largest difference (target 5 points)
+and how many baselines had no group flipping (their design effect unmeasured);
+``--known-design-effect`` predicts with each structure's true design effect instead.
 ``--stand-in N`` adds N end-to-end comparisons of the older single-suite setting (n = 300,
 f = 0.10, an 8-point drop): every run made through the real AnthropicBackend (the anthropic SDK
 over HTTP) and pipeline.run_suite against the Messages stand-in with seeded flip noise, judged
@@ -495,6 +497,9 @@ class GridCell:
     drop: float
     count: Count = field(default_factory=lambda: Count())
     predicted: float = 0.0
+    # Baselines in which no group of several cases flipped: their design effect is not measured
+    # and the model counts each group as one unit (analysis.power).
+    unmeasured: int = 0
 
     @property
     def difference(self) -> float:
@@ -538,11 +543,14 @@ def _grid_drop(rng: np.random.Generator, s: Suite, drop: float, member: np.ndarr
     return p
 
 
-def grid_cell(rng: np.random.Generator, cell: GridCell, sims: int, level: float) -> None:
+def grid_cell(
+    rng: np.random.Generator, cell: GridCell, sims: int, level: float, *, known: bool = False
+) -> None:
     """Simulate ``sims`` pull requests of one cell: the paired test the gate runs (the exact
     conditional test over cases, or the group-level test over groups of 3) at its one-suite
     alpha share, and the power the gate predicts from each baseline (its measured flip rate and
-    design effect, analysis.power)."""
+    design effect, analysis.power; with ``known``, the structure's true design effect instead:
+    3 for groups that move together, else 1)."""
     r, k = cell.draws
     together = cell.structure == "groups of 3, together"
     grouped = cell.structure != "groups of 1"
@@ -568,16 +576,25 @@ def grid_cell(rng: np.random.Generator, cell: GridCell, sims: int, level: float)
         if grouped:
             names = [str(m) for m in member]
             measured = power_model.design_effect(outcomes, names)
+            cell.unmeasured += measured is None
             effect = power_model.bounded_effect(measured, [3] * units)
+            if known:
+                effect = 3.0 if together else 1.0
         f = flip_rate(outcomes)
         predicted += power_model.power(cell.n / effect, f, cell.drop, level, r, k)
     cell.predicted = predicted / sims
 
 
 def power_grid_table(
-    sims: int, seed: int, sizes: Sequence[int], structures: Sequence[str] = GRID_STRUCTURES
+    sims: int,
+    seed: int,
+    sizes: Sequence[int],
+    structures: Sequence[str] = GRID_STRUCTURES,
+    *,
+    known: bool = False,
 ) -> list[GridCell]:
-    """Every cell of the grid at each n of ``sizes``, from one seeded generator."""
+    """Every cell of the grid at each n of ``sizes``, from one seeded generator (``known``: see
+    :func:`grid_cell`)."""
     rng = np.random.default_rng(seed)
     cells = []
     for n in sizes:
@@ -586,7 +603,7 @@ def power_grid_table(
                 for draws in GRID_DRAWS:
                     for drop in GRID_DROPS[n]:
                         cell = GridCell(n, structure, flip, draws, drop)
-                        grid_cell(rng, cell, sims, PAIRED_SHARE)
+                        grid_cell(rng, cell, sims, PAIRED_SHARE, known=known)
                         cells.append(cell)
                         progress(f"power grid n={n} {structure} f={flip} {draws} d={drop}")
     return cells
@@ -596,14 +613,16 @@ def print_power_grid(cells: Sequence[GridCell]) -> float:
     """The grid as a Markdown table; returns the largest |predicted - simulated| in points."""
     print(
         "| n | groups | f | R | K | drop | predicted | simulated (95% Wilson interval) "
-        "| predicted − simulated |"
+        "| predicted − simulated | baselines with no group flipping |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in cells:
         r, k = c.draws
+        unmeasured = f"{c.unmeasured}/{c.count.n}" if c.structure != "groups of 1" else ""
         print(
             f"| {c.n} | {c.structure} | {c.flip:g} | {r} | {k} | {100 * c.drop:g} "
-            f"| {100 * c.predicted:.1f}% | {rate_cell(c.count)} | {c.difference:+.1f} |"
+            f"| {100 * c.predicted:.1f}% | {rate_cell(c.count)} | {c.difference:+.1f} "
+            f"| {unmeasured} |"
         )
     return max((abs(c.difference) for c in cells), default=0.0)
 
@@ -1128,6 +1147,12 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
     )
     parser.add_argument(
+        "--known-design-effect",
+        action="store_true",
+        help="with --power-grid, predict with each structure's true design effect (3 for "
+        "groups that move together, else 1) instead of the one each baseline measures",
+    )
+    parser.add_argument(
         "--adaptive",
         action="store_true",
         help="only the adaptive design beside fixed K = 1 and K = 2 candidate repeats: false "
@@ -1158,7 +1183,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.power_grid:
         started = time.perf_counter()
         structures = args.grid_structure or GRID_STRUCTURES
-        cells = power_grid_table(args.sims, args.seed, args.power_grid, structures)
+        cells = power_grid_table(
+            args.sims, args.seed, args.power_grid, structures, known=args.known_design_effect
+        )
         progress("")
         print(
             f"The paired test at its one-suite alpha share {PAIRED_SHARE:g}: power the gate "

@@ -1,20 +1,61 @@
-"""The minimum detectable effect of the default paired test, by n, flip rate f and repeats.
+"""The minimum detectable effect of the default paired test, by n, flip rate f and repeats,
+and how far the power model's shortcuts move it.
 
     python -m benchmarks.power
 
 The exact conditional test with R baseline and K candidate draws a case, one-sided, 80% power,
 at the paired test's alpha share for a single suite (0.9 * 0.05 = 0.045). R = K = 1 is the
-sign test, computed exactly; f = 0 is exact too (binomial); the rest is the normal
-approximation of stats.conditional_power (its model: a share 2f of cases noisy at pass rate
-1/2, the rest settled), checked against simulated pull requests in benchmarks/gate_simulation.
+sign test, computed exactly; f = 0 is exact too (binomial); the rest is
+analysis.conditional.conditional_power (its model: a share 2f of cases noisy at pass rate 1/2,
+a share d broken, the rest settled; the broken count summed exactly, the noisy one summed
+while its mean is under SUMMED_NOISY_CASES), checked against simulated pull requests in
+benchmarks/gate_simulation.
+
+The second table sets the model's power beside two others over a grid of n, f, repeats and
+drops: the full sum over the noisy count too (what the shortcut leaves out), and the closed
+form that takes both counts at their means (what the model replaced), each its largest
+difference in points.
 """
 
 from __future__ import annotations
 
-from evalgate.analysis.conditional import conditional_mde
+import math
+from statistics import NormalDist
+
+import evalgate.analysis.conditional as conditional
+from evalgate.analysis.conditional import LATTICE_CORRECTION, conditional_mde, conditional_power
 
 ALPHA = 0.9 * 0.05
 DRAWS = ((1, 1), (2, 1), (3, 1), (5, 1), (2, 2))
+# The grid of the second table (R = K = 1 and f = 0 are exact and left out).
+SIZES = (40, 100, 300, 400, 1000, 3000)
+FLIPS = (0.005, 0.01, 0.02, 0.05, 0.09, 0.15, 0.3)
+REPEATS = ((2, 1), (3, 1), (2, 2), (5, 1))
+DROPS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.15)
+
+
+def closed_form(n: int, f: float, d: float, alpha: float, r: int, k: int) -> float:
+    """Both counts at their means: Phi((n |m| - z sqrt(n v0) - 1/2) / sqrt(n v1)), per case
+    mean m = -d K R / N, null variance v0 = u K R / (4 N) + d K^2 R^2 / (N^2 (N - 1)) and
+    variance v1 = u K R / (4 N) + d (K R / N)^2 - m^2 (u = 2f, N = R + K)."""
+    u, big_n = min(1.0, 2.0 * f), r + k
+    d = min(d, 1.0 - u)
+    m = -d * k * r / big_n
+    v0 = u * k * r / (4 * big_n) + d * (k * r) ** 2 / (big_n**2 * (big_n - 1))
+    v1 = u * k * r / (4 * big_n) + d * (k * r / big_n) ** 2 - m * m
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    shift = n * abs(m) - z * math.sqrt(n * v0) - LATTICE_CORRECTION
+    return NormalDist().cdf(shift / math.sqrt(n * v1))
+
+
+def full_sum(n: int, f: float, d: float, alpha: float, r: int, k: int) -> float:
+    """The model's power with the noisy count summed at every size."""
+    kept = conditional.SUMMED_NOISY_CASES
+    conditional.SUMMED_NOISY_CASES = math.inf
+    try:
+        return conditional_power(n, f, d, alpha, r, k)
+    finally:
+        conditional.SUMMED_NOISY_CASES = kept
 
 
 def main() -> None:
@@ -26,6 +67,31 @@ def main() -> None:
         for f in (0.0, 0.05, 0.09):
             cells = [100 * conditional_mde(n, f, ALPHA, 0.8, r, k) for r, k in DRAWS]
             print(f"| {n:>5} | {f:>4} | " + " | ".join(f"{c:>8.1f}" for c in cells) + " |")
+    print(
+        f"\nPower at alpha {ALPHA:g}, the largest difference from the model's over f in "
+        f"{', '.join(f'{f:g}' for f in FLIPS)}, (R, K) in {REPEATS} and drops "
+        f"{', '.join(f'{d:g}' for d in DROPS)}, in points (and where):"
+    )
+    print("| n | full sum over the noisy count | closed form (both counts at their means) |")
+    print("|---:|---:|---:|")
+    for n in SIZES:
+        worst = {"full": (0.0, ""), "closed": (0.0, "")}
+        for f in FLIPS:
+            for r, k in REPEATS:
+                for d in DROPS:
+                    model = conditional_power(n, f, d, ALPHA, r, k)
+                    where = f"f={f:g}, R={r}, K={k}, d={d:g}"
+                    for name, other in (
+                        ("full", full_sum(n, f, d, ALPHA, r, k)),
+                        ("closed", closed_form(n, f, d, ALPHA, r, k)),
+                    ):
+                        gap = 100 * abs(other - model)
+                        if gap > worst[name][0]:
+                            worst[name] = (gap, where)
+        print(
+            f"| {n} | {worst['full'][0]:.2f} ({worst['full'][1]}) "
+            f"| {worst['closed'][0]:.2f} ({worst['closed'][1]}) |"
+        )
 
 
 if __name__ == "__main__":
