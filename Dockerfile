@@ -52,12 +52,18 @@ COPY examples/bike-shop /opt/evalgate/src/examples/bike-shop
 # are pinned in constraints.txt and installed with the others above.
 RUN python3 -m pip install -q --no-deps --no-compile --target /opt/evalgate/app "/opt/evalgate/src[openai]" \
  && rm -rf /opt/evalgate/app/bin \
- && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app
+ && /opt/evalgate/venv/bin/python -m compileall -q /opt/evalgate/app \
+ && /opt/evalgate/venv/bin/python -c "from evalgate.report import render, template_cache as c; \
+c.configure({c.VARIABLE: '/opt/evalgate/templates'}); render.compile_all()"
 
 # --- the image: the base, the trimmed dependencies, evalgate. ---------------------------------
+# The report templates compiled like the modules (evalgate.report.template_cache): a job
+# renders its comment without compiling a template.
 FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    EVALGATE_TEMPLATE_CACHE=/opt/evalgate/templates
 COPY --from=deps /opt/evalgate/venv /opt/evalgate/venv
 COPY --from=app /opt/evalgate/app /opt/evalgate/app
+COPY --from=app /opt/evalgate/templates /opt/evalgate/templates
 ENTRYPOINT ["/opt/evalgate/venv/bin/python", "-m", "evalgate", "action"]

@@ -38,6 +38,22 @@ REGEN_GOLDEN = "EVALGATE_REGEN_GOLDEN"
 CREATED = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def template_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Compiled report templates kept in the session's own folder, never in the home folder
+    (commands, and the child processes tests start, read EVALGATE_TEMPLATE_CACHE)."""
+    from evalgate.report import template_cache
+
+    folder = tmp_path_factory.mktemp("templates")
+    before = os.environ.get(template_cache.VARIABLE)
+    os.environ[template_cache.VARIABLE] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop(template_cache.VARIABLE, None)
+    else:
+        os.environ[template_cache.VARIABLE] = before
+
+
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

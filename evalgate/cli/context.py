@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 # who sets the variable keeps their own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
+from evalgate.report import template_cache
 from evalgate.report.escape import escape
 from evalgate.report.terminal import colourise, wants_colour
 
@@ -90,6 +91,8 @@ class Context:
 
         hold_environment(value)
         self._env = value
+        # Where compiled report templates are kept between commands (EVALGATE_TEMPLATE_CACHE).
+        template_cache.configure(value)
 
     def config(self) -> LoadedConfig:
         from evalgate.config.load import load_config

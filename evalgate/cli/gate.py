@@ -15,7 +15,7 @@ from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate.decide import decide
 from evalgate.gate.pull_request import decide_pull_request
 from evalgate.report.render import render_model
-from evalgate.runs.schema import Run, find_run, read_run, save_run
+from evalgate.runs.schema import Run, find_run, read_run, save_run, starts_as_run
 
 if TYPE_CHECKING:
     # The runner, the split of a git commit and the judge's check are imported where a gate
@@ -129,14 +129,26 @@ def _with_holdout_guard(verdict: Verdict, guards: dict[str, Guard], name: str) -
     return verdict.model_copy(update={"mismatch": [guards[name][1]().line(), *verdict.mismatch]})
 
 
+def _maybe_foreign(ctx: Context) -> bool:
+    """Whether either side may be another harness's results: a format named, or a file that
+    does not start as a run file does (a name, a folder or a prompt version is never one)."""
+    if getattr(ctx.args, "results_format", None):
+        return True
+    return any(
+        path.is_file() and not starts_as_run(path)
+        for path in (Path(ctx.args.baseline), Path(ctx.args.candidate))
+    )
+
+
 def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
     by suite name), with one familywise alpha: the same decision the action makes. Results
     other harnesses made (promptfoo, Inspect, JUnit XML) are gated by gate_foreign."""
-    from evalgate.cli.gate_foreign import cmd_gate_foreign, wants_foreign
+    if _maybe_foreign(ctx):
+        from evalgate.cli.gate_foreign import cmd_gate_foreign, wants_foreign
 
-    if wants_foreign(ctx):
-        return cmd_gate_foreign(ctx)
+        if wants_foreign(ctx):
+            return cmd_gate_foreign(ctx)
     loaded = ctx.config()
     if ctx.args.estimate:
         return _estimate(ctx, loaded)

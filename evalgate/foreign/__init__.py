@@ -10,7 +10,6 @@ from an unfinished run, with nothing to pair) is one line naming it and what to 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -18,7 +17,7 @@ from evalgate import files
 from evalgate.errors import RunFileError
 from evalgate.foreign import inspect, junit, promptfoo
 from evalgate.foreign.build import ForeignRun
-from evalgate.runs.schema import MAX_RUN_BYTES, Run
+from evalgate.runs.schema import MAX_RUN_BYTES, RUN_HEAD, Run
 
 Format = Literal["promptfoo", "inspect", "junit"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -27,7 +26,6 @@ _READERS = {"promptfoo": promptfoo.read, "inspect": inspect.read, "junit": junit
 # How much of a file is read to tell an evalgate run file from another harness's results: a
 # gate reads each file it compares once more, so this stays a head, not the whole file.
 _SNIFF = 1 << 16
-_RUN_HEAD = re.compile(rb'\s*\{\s*"schema_version"\s*:')
 
 __all__ = ["FORMATS", "Format", "detect", "read_results"]
 
@@ -70,7 +68,7 @@ def is_foreign(path: Path) -> bool:
     if head is not None and (len(head) <= _SNIFF or not head.lstrip().startswith(b"{")):
         # The whole file, or a head that alone tells (an archive, XML, not JSON at all).
         return detect(path, head) is not None
-    if head is not None and _RUN_HEAD.match(head):
+    if head is not None and RUN_HEAD.match(head):
         # An evalgate run file (its first field is schema_version): not read on, however long.
         return False
     return (

@@ -19,6 +19,7 @@ from evalgate.analysis.compare import Comparison
 from evalgate.analysis.summary import CategoryRow, Confusion, RunSummary, summarise
 from evalgate.limits import NO_ANSWER, clip, label
 from evalgate.report.render import HTML_ENV
+from evalgate.report.render import template as compiled
 from evalgate.runs.schema import PASS_AT, CaseResult, Run
 from evalgate.trajectory import calls_of, expected_label, show_args
 
@@ -172,7 +173,7 @@ def heat_map(confusion: Confusion | None) -> HeatMap | None:
 
 def _script() -> tuple[str, str]:
     """The page's one script and its CSP hash."""
-    script = HTML_ENV.get_template("script.html.j2").render()
+    script = compiled("script.html.j2", HTML_ENV).render()
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     return script, f"sha256-{digest}"
 
@@ -192,7 +193,7 @@ def _counts(rows: list[CaseRow], kinds: dict[str, str]) -> dict[str, Any]:
 
 def _page(template: str, rows: list[CaseRow], kinds: dict[str, str], **context: Any) -> str:
     script, script_hash = _script()
-    return HTML_ENV.get_template(template).render(
+    return compiled(template, HTML_ENV).render(
         rows=rows,
         kind_labels=kinds,
         filters=_counts(rows, kinds),

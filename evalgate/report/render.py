@@ -13,6 +13,7 @@ import markupsafe
 from pydantic import BaseModel
 
 from evalgate import __version__, limits
+from evalgate.report import template_cache
 from evalgate.report.escape import escape, visible
 
 Format = Literal["text", "markdown", "json"]
@@ -120,13 +121,28 @@ _ENV = _environment()
 HTML_ENV = _ENV.overlay(autoescape=True, cache_size=400, finalize=_shown)
 
 
-def render(template: str, **context: Any) -> str:
-    return _ENV.get_template(template).render(**context)
+def template(name: str, environment: jinja2.Environment = _ENV) -> jinja2.Template:
+    """A report template, compiled once per cache (see evalgate.report.template_cache)."""
+    template_cache.attach(environment, "html" if environment is HTML_ENV else "text")
+    return environment.get_template(name)
 
 
-def macros(template: str) -> Any:
+def compile_all() -> int:
+    """Compile every report template into the configured cache (the image does this when it
+    is built); how many there are."""
+    names = _ENV.list_templates(filter_func=lambda name: name.endswith(".j2"))
+    for name in names:
+        template(name, HTML_ENV if name.endswith(".html.j2") else _ENV)
+    return len(names)
+
+
+def render(name: str, **context: Any) -> str:
+    return template(name).render(**context)
+
+
+def macros(name: str) -> Any:
     """A template's macros, to render its sections one at a time (e.g. to fit a size limit)."""
-    return _ENV.get_template(template).module
+    return template(name).module
 
 
 def render_model(kind: str, model: BaseModel, fmt: Format, **extra: Any) -> str:

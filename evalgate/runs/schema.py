@@ -7,6 +7,7 @@ compact (see :func:`write_run`) and read in every form evalgate has written (:fu
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Iterator
 from datetime import datetime
@@ -221,6 +222,19 @@ COMPRESS_OVER = 1 << 20
 # 20,000 cases is 13 MB), far below what would exhaust a runner's memory.
 MAX_RUN_BYTES = 1 << 30
 _GZIP_MAGIC = b"\x1f\x8b"
+# How a plain run file starts: its first field (a compressed one starts with gzip's magic).
+RUN_HEAD = re.compile(rb'\s*\{\s*"schema_version"\s*:')
+
+
+def starts_as_run(path: Path) -> bool:
+    """Whether ``path`` is a file that starts as a run file does, plain or compressed: a look at
+    its first bytes, so that a gate of two run files never loads other harnesses' readers."""
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(256)
+    except OSError:
+        return False
+    return head.startswith(_GZIP_MAGIC) or RUN_HEAD.match(head) is not None
 
 
 # Where a run file written a case a line starts its cases: the head (the run's own fields)

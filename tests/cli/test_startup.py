@@ -32,6 +32,8 @@ NOT_FOR_A_GATE = (
     "evalgate.app",
     "evalgate.running.suite",
     "evalgate.analysis.release",
+    # Other harnesses' readers: a file that starts as a run file does is never one of theirs.
+    "evalgate.foreign",
     # Pass/fail scores are decided with exact arithmetic in plain Python (analysis.sign_test,
     # analysis.conditional, analysis.distributions): numpy and scipy are for other scores.
     "numpy",
@@ -118,3 +120,26 @@ def test_a_command_alone_parses_as_in_the_whole_parser(command: str) -> None:
 
 def test_every_command_has_its_module() -> None:
     assert sorted(_commands(build_parser())) == sorted(COMMANDS)
+
+
+def test_a_run_file_is_told_by_its_first_bytes(tmp_path: Path) -> None:
+    import gzip
+
+    from evalgate.runs.schema import starts_as_run
+
+    plain = tmp_path / "run.json"
+    plain.write_text('{"schema_version":1,"name":"x"}', encoding="utf-8")
+    spaced = tmp_path / "spaced.json"
+    spaced.write_text('\n  {\n  "schema_version" : 1}', encoding="utf-8")
+    packed = tmp_path / "run.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    promptfoo = tmp_path / "results.json"
+    promptfoo.write_text('{"evalId": "eval-1", "results": {}}', encoding="utf-8")
+    later = tmp_path / "later.json"
+    later.write_text('{"name": "x", "schema_version": 1}', encoding="utf-8")
+    assert starts_as_run(plain) and starts_as_run(spaced) and starts_as_run(packed)
+    assert not starts_as_run(promptfoo)
+    # Not first: read as a whole (and told apart) by the foreign formats' detection instead.
+    assert not starts_as_run(later)
+    assert not starts_as_run(tmp_path)
+    assert not starts_as_run(tmp_path / "missing.json")

@@ -1,0 +1,138 @@
+"""Compiled report templates kept between commands: the folder, when it is trusted, and that a
+cached entry is used, refreshed when its source changes, and never shared between HTML and text.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from evalgate.report import render, template_cache
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    folder = tmp_path / "cache"
+    template_cache.configure({template_cache.VARIABLE: str(folder)})
+    return folder
+
+
+def _env(templates: dict[str, str], **settings: object) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.DictLoader(templates), **settings)  # type: ignore[arg-type]
+
+
+def test_the_folder_the_environment_names() -> None:
+    folder = template_cache.folder
+    assert folder({"EVALGATE_TEMPLATE_CACHE": "/x/y"}) == Path("/x/y")
+    assert folder({"EVALGATE_TEMPLATE_CACHE": "off", "HOME": "/h"}) is None
+    assert folder({"EVALGATE_TEMPLATE_CACHE": "", "HOME": "/h"}) is None
+    assert folder({"XDG_CACHE_HOME": "/c", "HOME": "/h"}) == Path("/c/evalgate/templates")
+    assert folder({"HOME": "/h"}) == Path("/h/.cache/evalgate/templates")
+    assert folder({}) is None
+
+
+def test_a_missing_folder_is_made_private(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    assert template_cache.trusted(folder)
+    assert folder.is_dir() and (folder.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o702, 0o777])
+def test_a_folder_others_can_write_is_not_trusted(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    assert not template_cache.trusted(folder)
+    template_cache.configure({template_cache.VARIABLE: str(folder)})
+    env = _env({"t": "x"})
+    template_cache.attach(env, "text")
+    assert env.bytecode_cache is None
+
+
+def test_a_link_or_a_file_is_not_trusted(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert template_cache.trusted(real)
+    assert not template_cache.trusted(link)
+    assert not template_cache.trusted(afile)
+    assert not template_cache.trusted(afile / "below")
+
+
+def test_a_cached_template_is_not_compiled_again(cache: Path) -> None:
+    first = _env({"t": "{{ a }}-{{ b }}"})
+    template_cache.attach(first, "text")
+    assert first.get_template("t").render(a=1, b=2) == "1-2"
+    assert [p.name.startswith("text-") for p in cache.iterdir()] == [True]
+
+    second = _env({"t": "{{ a }}-{{ b }}"})
+    template_cache.attach(second, "text")
+
+    def no_compiling(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled although the cache holds it")
+
+    second.compile = no_compiling  # type: ignore[method-assign]
+    assert second.get_template("t").render(a=3, b=4) == "3-4"
+
+
+def test_a_changed_source_is_compiled_again(cache: Path) -> None:
+    old = _env({"t": "old {{ a }}"})
+    template_cache.attach(old, "text")
+    assert old.get_template("t").render(a=1) == "old 1"
+    new = _env({"t": "new {{ a }}"})
+    template_cache.attach(new, "text")
+    assert new.get_template("t").render(a=1) == "new 1"
+
+
+def test_html_never_runs_a_template_compiled_without_escaping(cache: Path) -> None:
+    # The same name and source, compiled first where nothing is escaped.
+    text = _env({"page": "{{ v }}"})
+    template_cache.attach(text, "text")
+    assert text.get_template("page").render(v="<script>") == "<script>"
+    html = _env({"page": "{{ v }}"}, autoescape=True)
+    template_cache.attach(html, "html")
+    assert html.get_template("page").render(v="<script>") == "&lt;script&gt;"
+    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["html", "text"]
+
+
+def test_a_folder_that_cannot_be_written_only_costs_compiling(cache: Path) -> None:
+    env = _env({"t": "{{ a }}"})
+    template_cache.attach(env, "text")
+    os.rmdir(cache)  # gone after it was chosen: every write fails
+    assert env.get_template("t").render(a=5) == "5"
+
+
+def test_off_compiles_every_time() -> None:
+    template_cache.configure({template_cache.VARIABLE: "off"})
+    env = _env({"t": "x"})
+    template_cache.attach(env, "text")
+    assert env.bytecode_cache is None
+
+
+def test_every_report_template_compiles_into_the_cache(tmp_path: Path) -> None:
+    # As the image's build does it, in a process of its own (one whose templates are already
+    # in memory would not compile them again).
+    folder = tmp_path / "image"
+    code = (
+        "from evalgate.report import render, template_cache as c\n"
+        f"c.configure({{c.VARIABLE: {str(folder)!r}}})\n"
+        "print(render.compile_all())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    count = int(done.stdout)
+    entries = list(folder.iterdir())
+    assert count == len(entries) and count >= 20
+    assert {p.name.split("-")[0] for p in entries} == {"html", "text"}
+    assert len([p for p in entries if p.name.startswith("html-")]) == len(
+        list((Path(render.__file__).parent / "templates").glob("*.html.j2"))
+    )
