@@ -26,7 +26,10 @@ simulated baseline's flip rate and design effect) beside the paired test's simul
 groups of 1, of 3 flipping independently and of 3 flipping together, f = 0.05 and 0.09, (R, K) =
 (2, 1), (3, 1), (2, 2) and two drops a size, with the largest difference (target 5 points)
 and how many baselines had no group flipping (their design effect unmeasured);
-``--known-design-effect`` predicts with each structure's true design effect instead.
+``--known-design-effect`` predicts with each structure's true design effect instead;
+``--halfway-when-unmeasured`` tries the rule the gate does not use for a baseline where no group
+of several cases flips: the mean of the powers with groups moving together and with cases
+independent, instead of the first alone.
 ``--stand-in N`` adds N end-to-end comparisons of the older single-suite setting (n = 300,
 f = 0.10, an 8-point drop): every run made through the real AnthropicBackend (the anthropic SDK
 over HTTP) and pipeline.run_suite against the Messages stand-in with seeded flip noise, judged
@@ -544,13 +547,20 @@ def _grid_drop(rng: np.random.Generator, s: Suite, drop: float, member: np.ndarr
 
 
 def grid_cell(
-    rng: np.random.Generator, cell: GridCell, sims: int, level: float, *, known: bool = False
+    rng: np.random.Generator,
+    cell: GridCell,
+    sims: int,
+    level: float,
+    *,
+    known: bool = False,
+    halfway: bool = False,
 ) -> None:
     """Simulate ``sims`` pull requests of one cell: the paired test the gate runs (the exact
     conditional test over cases, or the group-level test over groups of 3) at its one-suite
     alpha share, and the power the gate predicts from each baseline (its measured flip rate and
     design effect, analysis.power; with ``known``, the structure's true design effect instead:
-    3 for groups that move together, else 1)."""
+    3 for groups that move together, else 1; with ``halfway``, where no group flips, the mean of
+    the powers at the correlated and at the independent design effect)."""
     r, k = cell.draws
     together = cell.structure == "groups of 3, together"
     grouped = cell.structure != "groups of 1"
@@ -581,7 +591,11 @@ def grid_cell(
             if known:
                 effect = 3.0 if together else 1.0
         f = flip_rate(outcomes)
-        predicted += power_model.power(cell.n / effect, f, cell.drop, level, r, k)
+        stated = power_model.power(cell.n / effect, f, cell.drop, level, r, k)
+        if halfway and grouped and measured is None and not known:
+            independent = power_model.power(cell.n, f, cell.drop, level, r, k)
+            stated = (stated + independent) / 2.0
+        predicted += stated
     cell.predicted = predicted / sims
 
 
@@ -592,6 +606,7 @@ def power_grid_table(
     structures: Sequence[str] = GRID_STRUCTURES,
     *,
     known: bool = False,
+    halfway: bool = False,
 ) -> list[GridCell]:
     """Every cell of the grid at each n of ``sizes``, from one seeded generator (``known``: see
     :func:`grid_cell`)."""
@@ -603,7 +618,7 @@ def power_grid_table(
                 for draws in GRID_DRAWS:
                     for drop in GRID_DROPS[n]:
                         cell = GridCell(n, structure, flip, draws, drop)
-                        grid_cell(rng, cell, sims, PAIRED_SHARE, known=known)
+                        grid_cell(rng, cell, sims, PAIRED_SHARE, known=known, halfway=halfway)
                         cells.append(cell)
                         progress(f"power grid n={n} {structure} f={flip} {draws} d={drop}")
     return cells
@@ -1153,6 +1168,13 @@ def main(argv: list[str] | None = None) -> int:
         "groups that move together, else 1) instead of the one each baseline measures",
     )
     parser.add_argument(
+        "--halfway-when-unmeasured",
+        action="store_true",
+        help="with --power-grid, where no group of several cases flips, predict the mean of the "
+        "powers with groups moving together and with cases independent (a rule the gate does "
+        "not use: it shows what the baseline cannot tell)",
+    )
+    parser.add_argument(
         "--adaptive",
         action="store_true",
         help="only the adaptive design beside fixed K = 1 and K = 2 candidate repeats: false "
@@ -1184,7 +1206,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         structures = args.grid_structure or GRID_STRUCTURES
         cells = power_grid_table(
-            args.sims, args.seed, args.power_grid, structures, known=args.known_design_effect
+            args.sims,
+            args.seed,
+            args.power_grid,
+            structures,
+            known=args.known_design_effect,
+            halfway=args.halfway_when_unmeasured,
         )
         progress("")
         print(

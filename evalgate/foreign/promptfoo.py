@@ -16,6 +16,12 @@ are told apart by their order in the file, the k-th with the k-th of the other f
 gate says how many were. A pass is
 promptfoo's own ``success`` (its assertions, weights and threshold); an error is an error, not
 a failure. One file gates one prompt and one provider: a file of several is refused.
+
+The same results also come in the two bodies ``promptfoo share`` sends its server (promptfoo's
+own tests call them "a version 3 results file" and "a new eval"): ``{data: {version, author,
+results, config}}``, ``results`` an ``EvaluateSummaryV2``, and ``{id, createdAt, config,
+results, prompts}``, ``results`` the list of ``EvaluateResult`` itself. They are read as the
+output file they carry.
 """
 
 from __future__ import annotations
@@ -32,18 +38,41 @@ from evalgate.foreign.build import (
     load_json,
     passed,
 )
+from evalgate.limits import excerpt
 
 VERSIONS = (2, 3)
 _ERROR = 2
 
 
+def _output(data: Any) -> dict[str, Any] | None:
+    """The output file (``{evalId, results, config}``) that ``data`` is or carries, or None."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("results"), dict) and "evalId" in data and "results" in data["results"]:
+        return data
+    shared = data.get("data")
+    if (
+        list(data) == ["data"]
+        and isinstance(shared, dict)
+        and isinstance(shared.get("results"), dict)
+        and "results" in shared["results"]
+    ):
+        # A share body of version 3: the output file's parts one level down.
+        return {"evalId": None, "results": shared["results"], "config": shared.get("config")}
+    if (
+        isinstance(data.get("results"), list)
+        and isinstance(data.get("prompts"), list)
+        and "createdAt" in data
+        and isinstance(data.get("config"), dict)
+    ):
+        # A share body of version 4 ("a new eval"): the results themselves, an EvaluateSummaryV3's.
+        summary = {"version": 3, "results": data["results"], "prompts": data["prompts"]}
+        return {"evalId": data.get("id"), "results": summary, "config": data["config"]}
+    return None
+
+
 def looks_like(data: Any) -> bool:
-    return (
-        isinstance(data, dict)
-        and isinstance(data.get("results"), dict)
-        and "evalId" in data
-        and "results" in data["results"]
-    )
+    return _output(data) is not None
 
 
 def _identity_vars(result: dict[str, Any]) -> dict[str, Any]:
@@ -54,8 +83,8 @@ def _identity_vars(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def read(path: Path, data: bytes) -> ForeignRun:
-    whole = load_json(path, data, "promptfoo output")
-    if not looks_like(whole):
+    whole = _output(load_json(path, data, "promptfoo output"))
+    if whole is None:
         raise RunFileError(
             "not promptfoo output (no evalId and results.results)",
             where=str(path),
@@ -74,7 +103,12 @@ def read(path: Path, data: bytes) -> ForeignRun:
         raise RunFileError("promptfoo output without a list of results", where=str(path))
     combos = {(_provider(r), _prompt(r)) for r in results if isinstance(r, dict)}
     if len(combos) > 1:
-        shown = "; ".join(sorted(f"{p} with prompt {q[:30]!r}" for p, q in combos)[:3])
+        # Each pair by its provider and its prompt's label (the prompt as written, which a
+        # promptId, a hash, does not show), long enough to tell prompts of one file apart.
+        labels = {(_provider(r), _prompt(r)): _label(r) for r in results if isinstance(r, dict)}
+        shown = "; ".join(
+            sorted(f"{p} with prompt {excerpt(labels[p, q], 60)!r}" for p, q in combos)[:3]
+        )
         raise RunFileError(
             f"the file holds {len(combos)} prompt and provider pairs ({shown}): the gate "
             "compares one with one",
@@ -82,7 +116,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
             fix="run promptfoo with one prompt and one provider per output file (--filter-"
             "providers, --filter-prompts)",
         )
-    config = whole.get("config") if isinstance(whole.get("config"), dict) else {}
+    config: dict[str, Any] = whole["config"] if isinstance(whole.get("config"), dict) else {}
     first = next((r for r in results if isinstance(r, dict)), {})
     provider, prompt = combos.pop() if combos else ("unknown", "")
     asserts = sorted(
@@ -187,6 +221,12 @@ def _prompt(result: dict[str, Any]) -> str:
     prompt = result.get("prompt")
     label = prompt.get("label") if isinstance(prompt, dict) else None
     return str(result.get("promptId") or label or "")
+
+
+def _label(result: dict[str, Any]) -> str:
+    prompt = result.get("prompt")
+    label = prompt.get("label") or prompt.get("raw") if isinstance(prompt, dict) else None
+    return str(label or _prompt(result))
 
 
 def _category(test: dict[str, Any]) -> str | None:

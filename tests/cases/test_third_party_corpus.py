@@ -83,6 +83,7 @@ def test_every_corpus_file_is_listed_with_its_sha256_and_license() -> None:
         | {CORPUS / e["package"] / c["file"] for e in FILES for c in e.get("companions", [])}
         # Result files (tests/foreign/test_results_corpus.py reads them).
         | {CORPUS / e["package"] / e["path"] for e in MANIFEST["results"]}
+        | {CORPUS / e["package"] / e["path"] for e in MANIFEST["refused_results"]}
     )
     licences = {CORPUS / p["license_file"] for p in MANIFEST["packages"].values()}
     present = {

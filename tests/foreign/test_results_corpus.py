@@ -111,3 +111,69 @@ def test_the_pair_gates_as_the_files_say(tmp_path: Path, monkeypatch: pytest.Mon
     queries = Counter(by_idx[i]["testCase"]["vars"]["query"] for i in broken_idx)
     inputs = {c.id: c.input.get("query") for c in read_foreign(cand).run().cases}
     assert Counter(inputs[b["id"]] for b in verdict["broken"]) == queries
+
+
+REFUSED = {e["id"]: e for e in MANIFEST["refused_results"]}
+
+
+def _share_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results of a share body, found in the raw JSON (no evalgate code)."""
+    data = json.loads(path_of(entry).read_text(encoding="utf-8"))
+    rows: list[dict[str, Any]] = (
+        data["data"]["results"]["results"] if "data" in data else data["results"]
+    )
+    return rows
+
+
+@pytest.mark.parametrize("entry", MANIFEST["refused_results"], ids=list(REFUSED))
+def test_a_share_body_is_read_as_promptfoo_and_refused_for_its_two_prompts(
+    entry: dict[str, Any],
+) -> None:
+    from evalgate.foreign import detect
+
+    path = path_of(entry)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+    package = MANIFEST["packages"][entry["package"]]
+    assert entry["license"] == package["license"] and (CORPUS / package["license_file"]).is_file()
+    expected = entry["expected"]
+    # What the manifest says of the file, counted from the raw JSON.
+    rows = _share_rows(entry)
+    assert len(rows) == expected["results"]
+    assert len({r["prompt"]["label"] for r in rows}) == expected["prompts"]
+    assert len({r["provider"]["id"] for r in rows}) == expected["providers"]
+    # evalgate knows it for promptfoo's, and says why it cannot gate it, naming both prompts.
+    assert detect(path, path.read_bytes()) == "promptfoo"
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["gate", "--baseline", str(path), "--candidate", str(path)], out=out, err=err)
+    assert code == 2
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and expected["refusal"] in lines[0] and str(path) in lines[0]
+    for label in {r["prompt"]["label"] for r in rows}:
+        assert label[:40] in lines[0]
+    assert "--filter-prompts" in lines[0]
+
+
+@pytest.mark.parametrize("entry", MANIFEST["refused_results"], ids=list(REFUSED))
+def test_a_share_body_of_one_prompt_is_read_as_its_results(
+    entry: dict[str, Any], tmp_path: Path
+) -> None:
+    # The released file cut to its first prompt's results (the raw JSON edited, nothing else).
+    data = json.loads(path_of(entry).read_text(encoding="utf-8"))
+    rows = _share_rows(entry)
+    first = rows[0]["prompt"]["label"]
+    kept = [r for r in rows if r["prompt"]["label"] == first]
+    if "data" in data:
+        data["data"]["results"]["results"] = kept
+    else:
+        data["results"] = kept
+    path = tmp_path / "one-prompt.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    run = read_foreign(path).run()
+    want = Counter(
+        json.dumps((r.get("testCase") or {}).get("vars") or r.get("vars"), sort_keys=True)
+        for r in kept
+    )
+    assert Counter(json.dumps(c.input, sort_keys=True) for c in run.cases) == want
+    assert len(run.cases) == 4 and run.repeats == 1
+    assert all(o.score == 1.0 and o.error is None for c in run.cases for o in c.outcomes)
+    assert run.model.name == "openai:gpt-4o-mini"
