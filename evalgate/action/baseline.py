@@ -4,11 +4,11 @@ workflow's upload step and kept in the data branch's history; and how a pull req
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from evalgate.action.job import ActionJob
-from evalgate.action.spend import keep_spend
+from evalgate.action.spend import keep_spend, pull_spend
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.summary import summarise
@@ -22,20 +22,18 @@ from evalgate.defaults import DATA_BRANCH, STATE_DIR, data_file
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
-    marker,
 )
 from evalgate.report.render import render_model
 from evalgate.running.allocation import AdaptiveSource, held_out
 from evalgate.runs.history import appended, pool, read_history, record_of
 from evalgate.runs.schema import Run, read_run
-from evalgate.runs.spend import SpendRecord, read_ledger, spend_of
+from evalgate.runs.spend import SpendRecord, spend_of
 
 
 def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     """What the pull requests merged as this push's commit spent on suite ``name``: each
     pull-request job's records, carried in the ledger of evalgate's comment (a bot's; a job of
-    the pull request can write nothing else). A pull request closed without merging is not
-    counted; a ledger that cannot be read is skipped with a warning, never the job."""
+    the pull request can write nothing else). One closed without merging: closed_pull_spend."""
     # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a local
     # runner such as act sets it from its own checkout instead).
     sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")
@@ -43,26 +41,35 @@ def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
         return []
     try:
         numbers = gh.merged_as(runner.repo, str(sha))
-        records = []
-        for number in numbers:
-            body = gh.our_comment_body(runner.repo, number, marker(name))
-            records += [
-                r
-                for r in read_ledger(body)
-                if r.job == "pr" and r.suite == name and r.pull_request == number
-            ]
     except gh.GitHubError as exc:
         runner.annotate(
             "warning",
             f"{name}: what the merged pull requests spent is not kept ({exc.what})",
         )
         return []
-    if numbers:
-        runner.log(
-            f"{name}: {len(records)} pull-request job records from the ledger of "
-            + ", ".join(f"#{n}" for n in numbers)
+    return pull_spend(runner, name, numbers, "merged")
+
+
+#: How far back a baseline job looks for pull requests closed without merging: the workflow
+#: evalgate writes runs a baseline job at least weekly (its schedule), so a day to spare.
+CLOSED_LOOKBACK = timedelta(days=8)
+
+
+def closed_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
+    """What the pull requests closed without merging in the last ``CLOSED_LOOKBACK`` spent on
+    suite ``name``, from the ledger of evalgate's comment on each (read again by each job in
+    that time; a record already kept is not kept twice)."""
+    if runner.repo is None:
+        return []
+    try:
+        numbers = gh.closed_unmerged_since(runner.repo, datetime.now(UTC) - CLOSED_LOOKBACK)
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning",
+            f"{name}: what the pull requests closed without merging spent is not kept ({exc.what})",
         )
-    return records
+        return []
+    return pull_spend(runner, name, numbers, "closed")
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
@@ -82,7 +89,8 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
     # Spent whether or not the baseline is complete: the cost history keeps every job's calls,
     # and those of the pull requests merged as this commit (their comments' ledgers).
-    keep_spend(runner, name, [spend_of(run, "baseline"), *merged_pull_spend(runner, name)])
+    pulls = [*merged_pull_spend(runner, name), *closed_pull_spend(runner, name)]
+    keep_spend(runner, name, [spend_of(run, "baseline"), *pulls])
     noise = measure_noise(run, suite.gate)
     summary = summarise(run, price_as=suite.price_as)
     runner.add_summary(f"## evalgate baseline: {name}\n")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from evalgate.defaults import BASELINE_ARTIFACT, CONFIG_FILE, FORK_ARTIFACT
 from evalgate.errors import UserError, from_validation
 
-Mode = Literal["pr", "baseline", "release", "audit", "collect", "fork", "skip"]
+Mode = Literal["pr", "baseline", "release", "audit", "collect", "fork", "closed", "skip"]
 
 
 VerdictKind = Literal["pass", "fail", "inconclusive", "skipped"]

@@ -35,7 +35,7 @@ from evalgate.action.audit import run_audit
 from evalgate.action.baseline import run_baseline
 from evalgate.action.inputs import SEVERITY, Inputs, VerdictKind
 from evalgate.action.job import ActionJob
-from evalgate.action.modes import detect_mode, suites_to_run
+from evalgate.action.modes import detect_mode, skip_reason, suites_to_run
 from evalgate.action.pr import (
     PendingSuite,
     prepare_fork,
@@ -47,6 +47,7 @@ from evalgate.action.pr import (
 )
 from evalgate.action.release import run_release
 from evalgate.action.results import run_results
+from evalgate.action.spend import run_closed
 from evalgate.action.state import JobState, checkout_state_note
 from evalgate.cases.base_split import (
     BaseSplit,
@@ -102,17 +103,15 @@ def action(
         mode = detect_mode(inputs, env, runner.event, loaded.config.release_tags)
         runner.log(f"evalgate {__version__}: {mode} mode, config {loaded.path}")
         if mode == "skip":
-            ref = env.get("GITHUB_REF", "")
-            runner.log(
-                f"nothing to do for a push to {ref}: baselines are made only from the default "
-                f"branch ({runner.default_branch}); limit the workflow's push trigger to it"
-            )
+            runner.log(skip_reason(env, runner.event, runner.default_branch))
             runner.outputs.set("verdict", "skipped")
             runner.flush()
             return 0
         runner.repo = connect(env, inputs)
         if mode == "collect":
             return run_collect(runner, loaded)
+        if mode == "closed":
+            return run_closed(runner, loaded)
         # The checkout is data: the job's state lives in a folder of its own (state.py).
         runner.state = JobState.create(env, runner.workspace)
         checkout = loaded

@@ -13,13 +13,17 @@ from evalgate.errors import UserError
 
 
 def detect_mode(inputs: Inputs, env: Mapping[str, str], event: dict[str, Any], tags: str) -> Mode:
-    """The mode from the event: pull_request -> pr; a push of a release tag -> release; a push
-    to the default branch or a schedule -> baseline; workflow_dispatch -> the ``mode`` input."""
+    """The mode from the event: pull_request -> pr; a pull request closed without merging ->
+    closed (what its jobs spent is kept; a merged one is counted by its merge commit's baseline
+    job); a push of a release tag -> release; a push to the default branch or a schedule ->
+    baseline; workflow_dispatch -> the ``mode`` input."""
     if inputs.mode != "auto":
         return inputs.mode
     name = env.get("GITHUB_EVENT_NAME", "")
     ref = env.get("GITHUB_REF", "")
     if name in ("pull_request", "pull_request_target"):
+        if event.get("action") == "closed":
+            return "skip" if (event.get("pull_request") or {}).get("merged") else "closed"
         return "pr"
     if name == "push" and ref.startswith("refs/tags/"):
         tag = ref.removeprefix("refs/tags/")
@@ -52,3 +56,18 @@ def suites_to_run(loaded: LoadedConfig, wanted: str) -> list[tuple[str, Suite]]:
         return list(loaded.config.suites.items())
     names = [n.strip() for n in wanted.split(",") if n.strip()]
     return [loaded.suite(n) for n in names]
+
+
+def skip_reason(env: Mapping[str, str], event: dict[str, Any], default_branch: str) -> str:
+    """Why an event the workflow runs on has nothing for evalgate to do (the job's log line)."""
+    if event.get("action") == "closed":
+        number = (event.get("pull_request") or {}).get("number")
+        return (
+            f"nothing to do for pull request #{number}, merged: the baseline job of its merge "
+            "commit keeps what its jobs spent"
+        )
+    ref = env.get("GITHUB_REF", "")
+    return (
+        f"nothing to do for a push to {ref}: baselines are made only from the default "
+        f"branch ({default_branch}); limit the workflow's push trigger to it"
+    )

@@ -1,12 +1,19 @@
-"""Each job's spend kept on the data branch: one record per suite appended to its spend file."""
+"""Each job's spend kept on the data branch: one record per suite appended to its spend file,
+and what a pull request's jobs spent, read from the ledger of evalgate's comment once the pull
+request is merged (by the merge commit's baseline job) or closed (by the job its closing starts).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evalgate.action.job import ActionJob
+from evalgate.config.load import LoadedConfig
 from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.publish import github as gh
-from evalgate.runs.spend import SpendRecord, dump, merged, read_spend, spend_file
+from evalgate.report.comment import marker
+from evalgate.runs.spend import SpendRecord, dump, merged, read_ledger, read_spend, spend_file
 
 
 def keep_spend(
@@ -53,3 +60,54 @@ def keep_spend(
         runner.annotate("warning", f"{name}: what this job spent is not kept: {exc.one_line()}")
         return None
     return kept
+
+
+def pull_spend(runner: ActionJob, name: str, numbers: Sequence[int], how: str) -> list[SpendRecord]:
+    """The records of suite ``name``'s pull-request jobs for the pull requests ``numbers``, from
+    the ledger of evalgate's comment on each (a bot's: a person's comment with a ledger is not
+    read; a job of the pull request can write nothing else). A ledger that cannot be read is
+    skipped with a warning, never the job. ``how``: merged or closed, for the log."""
+    if runner.repo is None:
+        return []
+    records: list[SpendRecord] = []
+    try:
+        for number in numbers:
+            body = gh.our_comment_body(runner.repo, number, marker(name))
+            records += [
+                r
+                for r in read_ledger(body)
+                if r.job == "pr" and r.suite == name and r.pull_request == number
+            ]
+    except gh.GitHubError as exc:
+        runner.annotate(
+            "warning", f"{name}: what the {how} pull requests spent is not kept ({exc.what})"
+        )
+        return []
+    if numbers:
+        runner.log(
+            f"{name}: {len(records)} pull-request job records from the ledger of "
+            + ", ".join(f"#{n}" for n in numbers)
+            + f" ({how})"
+        )
+    return records
+
+
+def run_closed(runner: ActionJob, loaded: LoadedConfig) -> int:
+    """A pull request closed without merging: what its jobs spent on each suite of the config
+    (the base branch's, in the workflow evalgate writes), kept on the data branch. Nothing is
+    run and nothing of the pull request's head is read."""
+    number = (runner.event.get("pull_request") or {}).get("number")
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise UserError(
+            "the closed pull request's event has no number",
+            fix="run this mode on a pull_request or pull_request_target event",
+        )
+    kept = 0
+    for name in loaded.config.suites:
+        records = pull_spend(runner, name, [number], "closed")
+        if records and keep_spend(runner, name, records) is not None:
+            kept += len(records)
+    runner.log(f"pull request #{number}, closed without merging: {kept} job records kept")
+    runner.outputs.set("verdict", "skipped")
+    runner.flush()
+    return 0

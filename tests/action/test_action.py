@@ -322,6 +322,20 @@ def test_mode_comes_from_the_event_or_the_mode_input(
     assert detect_mode(inputs, env, push_event(), "v*") == expected
 
 
+@pytest.mark.parametrize("name", ["pull_request", "pull_request_target"])
+def test_a_closed_pull_request_keeps_its_spend_and_a_merged_one_is_left_to_its_merge(
+    name: str,
+) -> None:
+    env = {"GITHUB_EVENT_NAME": name, "GITHUB_REF": "refs/heads/main"}
+    event = pr_event()
+    assert detect_mode(Inputs(), env, event, "v*") == "pr"
+    event["action"] = "closed"
+    event["pull_request"]["merged"] = False
+    assert detect_mode(Inputs(), env, event, "v*") == "closed"
+    event["pull_request"]["merged"] = True
+    assert detect_mode(Inputs(), env, event, "v*") == "skip"
+
+
 def test_baseline_follows_the_repositorys_default_branch() -> None:
     event = {"repository": {"full_name": REPO, "default_branch": "trunk"}}
     push = {"GITHUB_EVENT_NAME": "push", "GITHUB_REF": "refs/heads/trunk"}

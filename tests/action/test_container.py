@@ -944,14 +944,15 @@ def test_a_push_run_writes_the_baseline_file(e2e: Scenario) -> None:
     assert {(x.status, x.outcome) for x in exchanges} == {(200, "ok")}
     assert {x.body["model"] for x in exchanges} == {MODEL}
     # The baseline job talks to GitHub only to keep the baseline in the data branch's history,
-    # what it spent beside it, and to ask which pull request the pushed commit merged (whose
-    # spend its comment carries).
+    # what it spent beside it, and to ask which pull request the pushed commit merged and which
+    # were closed without merging (whose spend their comments carry).
     used = {r.path for r in e2e.gh.find_requests(path="/repos/*")}
     history = f"/repos/{REPO}/contents/evalgate/{SUITE}/baselines.jsonl"
     spend = f"/repos/{REPO}/contents/evalgate/{SUITE}/spend.jsonl"
     commit = f"/repos/{REPO}/commits/{e2e.gh.branch_sha(REPO, 'main')}"
-    assert {history, spend, f"{commit}/pulls"} <= used, used
-    allowed = (f"/repos/{REPO}", history, spend, commit, f"{commit}/pulls")
+    pulls = f"/repos/{REPO}/pulls"
+    assert {history, spend, f"{commit}/pulls", pulls} <= used, used
+    allowed = (f"/repos/{REPO}", history, spend, commit, f"{commit}/pulls", pulls)
     assert all(p in allowed or "/git/ref" in p for p in used), used
     # The workflow's upload step took the file the run_file output names.
     assert f"E2E-ARTIFACT {ARTIFACT} {e2e.baseline_file.name}" in run.output

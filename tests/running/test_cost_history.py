@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from test_action import (
     gh,
     make_workspace,
     open_pull,
+    pr_event,
     pr_job,
     push_event,
     release,
@@ -429,3 +430,117 @@ def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
     assert [r.run for r in records if r.job == "pr"] == runs
     assert all(r.parts[0].calls < 10**6 for r in records)
     assert f"{SUITE}: 2 pull-request job records from the ledger of #7" in job.out
+
+
+def _closed(merged: bool) -> dict[str, object]:
+    event = pr_event()
+    event["action"] = "closed"
+    event["pull_request"]["merged"] = merged  # type: ignore[index]
+    return event
+
+
+def test_a_pull_request_closed_without_merging_keeps_what_its_jobs_spent(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    _baseline_and_pull(tmp_path, gh)
+    for i in range(2):  # two pushes: two jobs, contents: read, their spend in the ledger
+        pr = pr_job(
+            make_workspace(tmp_path / f"pr{i}", HARMLESS),
+            gh,
+            inputs=api(gh, gh.contents_read_token),
+        )
+        assert pr.code == 0, pr.out + pr.err
+    runs = [r.run for r in read_ledger(gh.comments(REPO, 7)[0].body)]
+    assert len(set(runs)) == 2
+    # A person's comment with the marker and a ledger of their own is not evalgate's.
+    forged = _record(SUITE, "pr", "2026-12-01", 10**6, 10**4).model_copy(update={"pull_request": 7})
+    gh.add_comment(REPO, 7, with_ledger(marker(SUITE), None, [forged], 65536), user="mallory")
+    # Closed, not merged: the job its closing starts (pull_request_target, the base's checkout,
+    # contents: write) keeps the ledger's records, once however often it re-runs.
+    for i in range(2):
+        job = run_action(
+            make_workspace(tmp_path / f"closed{i}"),
+            "pull_request_target",
+            _closed(merged=False),
+            ref="refs/heads/main",
+            inputs=api(gh),
+            env=api_env(gh),
+        )
+        assert job.code == 0, job.out + job.err
+        assert job.outputs["verdict"] == "skipped"
+        assert f"{SUITE}: 2 pull-request job records from the ledger of #7 (closed)" in job.out
+    records = _spend(gh)
+    assert [r.job for r in records] == ["baseline", "pr", "pr"]
+    assert [r.run for r in records if r.job == "pr"] == runs
+    assert all(r.parts[0].calls < 10**6 for r in records)
+    # Merged instead: nothing to do here (the merge commit's baseline job counts it).
+    merged_job = run_action(
+        make_workspace(tmp_path / "merged"),
+        "pull_request_target",
+        _closed(merged=True),
+        ref="refs/heads/main",
+        inputs=api(gh),
+        env=api_env(gh),
+    )
+    assert merged_job.code == 0, merged_job.out + merged_job.err
+    assert "nothing to do for pull request #7, merged" in merged_job.out
+    assert merged_job.outputs["verdict"] == "skipped"
+    assert [r.job for r in _spend(gh)] == ["baseline", "pr", "pr"]
+
+
+def test_a_closed_pull_requests_spend_without_a_write_token_is_said_not_kept(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # A fork's pull_request event gets a read-only token: the closing job says so and passes.
+    _baseline_and_pull(tmp_path, gh)
+    pr = pr_job(
+        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
+    )
+    assert pr.code == 0, pr.out + pr.err
+    job = run_action(
+        make_workspace(tmp_path / "closed"),
+        "pull_request",
+        _closed(merged=False),
+        ref="refs/pull/7/merge",
+        inputs=api(gh, gh.contents_read_token),
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    assert "what this job spent is not kept" in job.out + "".join(job.annotations("warning"))
+    assert [r.job for r in _spend(gh)] == ["baseline"]
+
+
+def test_the_next_baseline_job_keeps_what_a_pull_request_closed_without_merging_spent(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # The workflow evalgate writes has no job on a pull request's closing: the baseline jobs
+    # (each push to main, and weekly) look at the pull requests closed in the last 8 days.
+    _baseline_and_pull(tmp_path, gh)
+    pr = pr_job(
+        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
+    )
+    assert pr.code == 0, pr.out + pr.err
+    [run] = [r.run for r in read_ledger(gh.comments(REPO, 7)[0].body)]
+    # Another pull request, closed 9 days ago, with a ledger of its own: out of the look-back.
+    gh.add_pull(REPO, head="feature", number=8, title="old")
+    old = _record(SUITE, "pr", "2026-11-20", 5, 0.0).model_copy(update={"pull_request": 8})
+    gh.add_comment(
+        REPO, 8, with_ledger(marker(SUITE), None, [old], 65536), user="github-actions[bot]"
+    )
+    gh.close_pull(REPO, 8, datetime.now(UTC) - timedelta(days=9))
+    gh.close_pull(REPO, 7)
+    for i in range(2):  # a second baseline job keeps nothing twice
+        job = run_action(
+            make_workspace(tmp_path / f"base{i}"),
+            "push",
+            push_event(),
+            ref="refs/heads/main",
+            inputs=api(gh),
+            env=api_env(gh),
+        )
+        assert job.code == 0, job.out + job.err
+        assert f"{SUITE}: 1 pull-request job records from the ledger of #7 (closed)" in job.out
+    records = _spend(gh)
+    assert [r.job for r in records] == ["baseline", "baseline", "pr", "baseline"]
+    assert [r.run for r in records if r.job == "pr"] == [run]
+    assert all(r.pull_request != 8 for r in records)

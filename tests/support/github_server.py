@@ -964,6 +964,13 @@ class GitHubServer:
             pr.updated_at = _now()
             return pr
 
+    def close_pull(self, full_name: str, number: int, when: datetime | None = None) -> None:
+        """Close pull request ``number`` without merging it (at ``when``, else now)."""
+        with self.lock:
+            pr = self.repo(full_name).pulls[number]
+            pr.state = "closed"
+            pr.updated_at = when or _now()
+
     def add_comment(
         self,
         full_name: str,
@@ -1741,7 +1748,7 @@ class GitHubServer:
             "labels": [],
             "created_at": _ts(pr.created_at),
             "updated_at": _ts(pr.updated_at),
-            "closed_at": _ts(pr.updated_at) if pr.merge_commit_sha else None,
+            "closed_at": _ts(pr.updated_at) if pr.state == "closed" else None,
             "merged_at": _ts(pr.updated_at) if pr.merge_commit_sha else None,
             "merge_commit_sha": pr.merge_commit_sha,
             "assignee": None,
@@ -2142,6 +2149,7 @@ class GitHubServer:
         table: list[tuple[str, str, _Handler, str | None]] = [
             ("GET", r"^/user$", self._h_user, None),
             ("GET", rf"{r}$", self._h_repo, None),
+            ("GET", rf"{r}/pulls$", self._h_list_pulls, None),
             ("GET", rf"{r}/pulls/(?P<number>\d+)$", self._h_pull, None),
             ("GET", rf"{r}/pulls/(?P<number>\d+)/files$", self._h_pull_files, None),
             ("GET", rf"{r}/issues/comments/(?P<id>\d+)$", self._h_get_comment, None),
@@ -2223,6 +2231,28 @@ class GitHubServer:
         if pr is None:
             raise _HTTPError(404, "Not Found")
         return _json_response(200, self._pr_json(c, repo, pr))
+
+    def _h_list_pulls(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
+        """``GET /pulls``: ``state`` open (the default), closed or all; ``sort`` created (the
+        default) or updated (popularity and long-running are not modelled); ``direction`` desc
+        by default for those two, as GitHub has it."""
+        repo = self._need(repo)
+        state = c.q("state") or "open"
+        sort = c.q("sort") or "created"
+        direction = c.q("direction") or "desc"
+        if state not in ("open", "closed", "all") or sort not in ("created", "updated"):
+            raise _HTTPError(422, "Validation Failed")
+        if direction not in ("asc", "desc"):
+            raise _HTTPError(422, "Validation Failed")
+        found = [p for p in repo.pulls.values() if state == "all" or p.state == state]
+        found.sort(
+            key=lambda p: (p.created_at if sort == "created" else p.updated_at, p.number),
+            reverse=direction == "desc",
+        )
+        items, links = self._paginate(
+            c, [self._pr_json(c, repo, pr) for pr in found], f"/repos/{repo.full_name}/pulls"
+        )
+        return _json_response(200, items, links)
 
     def _h_commit_pulls(self, c: _Ctx, repo: Repo | None, g: dict[str, str]) -> _Response:
         """The pull requests associated with a commit: those merged as it, and the open ones

@@ -58,6 +58,7 @@ from evalgate.publish.github.data_branch import (
 )
 from evalgate.publish.github.pulls import (
     PullInfo,
+    closed_unmerged_since,
     merge_base,
     merged_as,
     pull_request_info,
@@ -94,6 +95,7 @@ __all__ = [
     "PullInfo",
     "ReleaseCheck",
     "StatusState",
+    "closed_unmerged_since",
     "connect",
     "create_check_run",
     "download_artifact",

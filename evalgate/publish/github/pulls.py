@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from github import GithubException
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict
@@ -73,3 +75,22 @@ def merged_as(repo: Repository, sha: str) -> list[int]:
     with calling("list the pull requests of the commit", where, PERM_PR_READ):
         pulls = repo.get_commit(sha).get_pulls()
         return [p.number for p in pulls if p.merged_at is not None and p.merge_commit_sha == sha]
+
+
+#: The most closed pull requests one look lists (the newest updated first): three pages.
+CLOSED_LOOKED_AT = 300
+
+
+def closed_unmerged_since(repo: Repository, since: datetime) -> list[int]:
+    """The pull requests closed without merging whose last update is at or after ``since``
+    (newest first; at most ``CLOSED_LOOKED_AT`` closed pull requests are looked at)."""
+    with calling("list the closed pull requests", repo.full_name, PERM_PR_READ):
+        found = []
+        pulls = repo.get_pulls(state="closed", sort="updated", direction="desc")
+        for i, pull in enumerate(pulls):
+            updated = pull.updated_at or pull.closed_at
+            if i >= CLOSED_LOOKED_AT or (updated is not None and updated < since):
+                break
+            if pull.merged_at is None:
+                found.append(pull.number)
+        return found
