@@ -37,17 +37,9 @@ def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a local
     # runner such as act sets it from its own checkout instead).
     sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")
-    if runner.repo is None or not sha:
+    if not sha:
         return []
-    try:
-        numbers = gh.merged_as(runner.repo, str(sha))
-    except gh.GitHubError as exc:
-        runner.annotate(
-            "warning",
-            f"{name}: what the merged pull requests spent is not kept ({exc.what})",
-        )
-        return []
-    return pull_spend(runner, name, numbers, "merged")
+    return pull_spend(runner, name, "merged", lambda repo: gh.merged_as(repo, str(sha)))
 
 
 #: How far back a baseline job looks for pull requests closed without merging: the workflow
@@ -59,17 +51,8 @@ def closed_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     """What the pull requests closed without merging in the last ``CLOSED_LOOKBACK`` spent on
     suite ``name``, from the ledger of evalgate's comment on each (read again by each job in
     that time; a record already kept is not kept twice)."""
-    if runner.repo is None:
-        return []
-    try:
-        numbers = gh.closed_unmerged_since(runner.repo, datetime.now(UTC) - CLOSED_LOOKBACK)
-    except gh.GitHubError as exc:
-        runner.annotate(
-            "warning",
-            f"{name}: what the pull requests closed without merging spent is not kept ({exc.what})",
-        )
-        return []
-    return pull_spend(runner, name, numbers, "closed")
+    since = datetime.now(UTC) - CLOSED_LOOKBACK
+    return pull_spend(runner, name, "closed", lambda repo: gh.closed_unmerged_since(repo, since))
 
 
 def baseline_path(folder: Path, suite: str) -> Path:

@@ -5,7 +5,8 @@ request is merged (by the merge commit's baseline job) or closed (by the job its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from evalgate.action.job import ActionJob
 from evalgate.config.load import LoadedConfig
@@ -62,15 +63,18 @@ def keep_spend(
     return kept
 
 
-def pull_spend(runner: ActionJob, name: str, numbers: Sequence[int], how: str) -> list[SpendRecord]:
-    """The records of suite ``name``'s pull-request jobs for the pull requests ``numbers``, from
-    the ledger of evalgate's comment on each (a bot's: a person's comment with a ledger is not
-    read; a job of the pull request can write nothing else). A ledger that cannot be read is
-    skipped with a warning, never the job. ``how``: merged or closed, for the log."""
+def pull_spend(
+    runner: ActionJob, name: str, how: str, find: Callable[[Any], Sequence[int]]
+) -> list[SpendRecord]:
+    """The records of suite ``name``'s pull-request jobs for the pull requests ``find`` lists
+    from the job's repository (``how``: merged or closed), from the ledger of evalgate's comment on each (a bot's: a
+    person's comment with a ledger is not read; a job of the pull request can write nothing
+    else). A list or a ledger that cannot be read is skipped with a warning, never the job."""
     if runner.repo is None:
         return []
     records: list[SpendRecord] = []
     try:
+        numbers = find(runner.repo)
         for number in numbers:
             body = gh.our_comment_body(runner.repo, number, marker(name))
             records += [
@@ -104,7 +108,7 @@ def run_closed(runner: ActionJob, loaded: LoadedConfig) -> int:
         )
     kept = 0
     for name in loaded.config.suites:
-        records = pull_spend(runner, name, [number], "closed")
+        records = pull_spend(runner, name, "closed", lambda _: [number])
         if records and keep_spend(runner, name, records) is not None:
             kept += len(records)
     runner.log(f"pull request #{number}, closed without merging: {kept} job records kept")

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CliResult
@@ -300,17 +301,30 @@ def test_a_job_that_cannot_write_the_data_branch_says_its_spend_is_not_kept(
     assert gh.file(REPO, f"evalgate/{SUITE}/spend.jsonl", ref="evalgate-data") is None
 
 
-def _baseline_and_pull(tmp_path: Path, gh: GitHubServer) -> None:
-    """A push job's baseline, uploaded as its artefact, and a pull request that edits v3."""
-    base = run_action(
-        make_workspace(tmp_path / "base"),
+def _push_job(folder: Path, gh: GitHubServer, env: dict[str, str] | None = None) -> Any:
+    """A baseline job of a push to main, with the write token; it must succeed."""
+    job = run_action(
+        make_workspace(folder),
         "push",
         push_event(),
         ref="refs/heads/main",
         inputs=api(gh),
-        env=api_env(gh),
+        env=env or api_env(gh),
     )
-    assert base.code == 0, base.out + base.err
+    assert job.code == 0, job.out + job.err
+    return job
+
+
+def _pr_job_read_only(folder: Path, gh: GitHubServer) -> Any:
+    """A pull-request job with contents: read (the workflow's); it must succeed."""
+    pr = pr_job(make_workspace(folder, HARMLESS), gh, inputs=api(gh, gh.contents_read_token))
+    assert pr.code == 0, pr.out + pr.err
+    return pr
+
+
+def _baseline_and_pull(tmp_path: Path, gh: GitHubServer) -> None:
+    """A push job's baseline, uploaded as its artefact, and a pull request that edits v3."""
+    base = _push_job(tmp_path / "base", gh)
     upload(gh, Path(base.outputs["run_file"]).read_text(encoding="utf-8"))
     open_pull(gh, {f"{FOLDER}/prompts/v3.txt": HARMLESS})
 
@@ -320,10 +334,7 @@ def test_a_pull_request_job_with_contents_read_logs_that_its_spend_is_not_kept(
 ) -> None:
     # The workflow `evalgate init` writes gives the pull-request job contents: read only.
     _baseline_and_pull(tmp_path, gh)
-    pr = pr_job(
-        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
-    )
-    assert pr.code == 0, pr.out + pr.err
+    pr = _pr_job_read_only(tmp_path / "pr", gh)
     assert "what this job spent is not kept" in pr.out
     assert not any("spent" in a for a in pr.annotations("warning"))
     assert [r.job for r in _spend(gh)] == ["baseline"]
@@ -395,12 +406,7 @@ def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
 ) -> None:
     _baseline_and_pull(tmp_path, gh)
     for i in range(2):  # two pushes to the pull request: two jobs, with contents: read
-        pr = pr_job(
-            make_workspace(tmp_path / f"pr{i}", HARMLESS),
-            gh,
-            inputs=api(gh, gh.contents_read_token),
-        )
-        assert pr.code == 0, pr.out + pr.err
+        pr = _pr_job_read_only(tmp_path / f"pr{i}", gh)
         assert "its spend is not kept" in pr.out or "what this job spent is not kept" in pr.out
     [comment] = gh.comments(REPO, 7)
     ledger = read_ledger(comment.body)
@@ -416,15 +422,7 @@ def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
     gh.merge_pull(REPO, 7, sha)
     merge_env = api_env(gh) | {"GITHUB_SHA": sha}
     for _ in range(2):  # a re-run of the job keeps nothing twice
-        job = run_action(
-            make_workspace(tmp_path / f"merge{_}"),
-            "push",
-            push_event(),
-            ref="refs/heads/main",
-            inputs=api(gh),
-            env=merge_env,
-        )
-        assert job.code == 0, job.out + job.err
+        job = _push_job(tmp_path / f"merge{_}", gh, merge_env)
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "baseline", "pr", "pr", "baseline"]
     assert [r.run for r in records if r.job == "pr"] == runs
@@ -432,11 +430,29 @@ def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
     assert f"{SUITE}: 2 pull-request job records from the ledger of #7" in job.out
 
 
-def _closed(merged: bool) -> dict[str, object]:
-    event = pr_event()
-    event["action"] = "closed"
-    event["pull_request"]["merged"] = merged  # type: ignore[index]
-    return event
+def _closed_job(
+    folder: Path,
+    gh: GitHubServer,
+    *,
+    merged: bool,
+    event: str = "pull_request_target",
+    token: str | None = None,
+) -> Any:
+    """The job a pull request's closing starts (``merged`` or not); it must succeed."""
+    closed = pr_event()
+    closed["action"] = "closed"
+    closed["pull_request"]["merged"] = merged
+    job = run_action(
+        make_workspace(folder),
+        event,
+        closed,
+        ref="refs/heads/main" if event == "pull_request_target" else "refs/pull/7/merge",
+        inputs=api(gh, token),
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    assert job.outputs["verdict"] == "skipped"
+    return job
 
 
 def test_a_pull_request_closed_without_merging_keeps_what_its_jobs_spent(
@@ -444,12 +460,7 @@ def test_a_pull_request_closed_without_merging_keeps_what_its_jobs_spent(
 ) -> None:
     _baseline_and_pull(tmp_path, gh)
     for i in range(2):  # two pushes: two jobs, contents: read, their spend in the ledger
-        pr = pr_job(
-            make_workspace(tmp_path / f"pr{i}", HARMLESS),
-            gh,
-            inputs=api(gh, gh.contents_read_token),
-        )
-        assert pr.code == 0, pr.out + pr.err
+        _pr_job_read_only(tmp_path / f"pr{i}", gh)
     runs = [r.run for r in read_ledger(gh.comments(REPO, 7)[0].body)]
     assert len(set(runs)) == 2
     # A person's comment with the marker and a ledger of their own is not evalgate's.
@@ -458,33 +469,15 @@ def test_a_pull_request_closed_without_merging_keeps_what_its_jobs_spent(
     # Closed, not merged: the job its closing starts (pull_request_target, the base's checkout,
     # contents: write) keeps the ledger's records, once however often it re-runs.
     for i in range(2):
-        job = run_action(
-            make_workspace(tmp_path / f"closed{i}"),
-            "pull_request_target",
-            _closed(merged=False),
-            ref="refs/heads/main",
-            inputs=api(gh),
-            env=api_env(gh),
-        )
-        assert job.code == 0, job.out + job.err
-        assert job.outputs["verdict"] == "skipped"
+        job = _closed_job(tmp_path / f"closed{i}", gh, merged=False)
         assert f"{SUITE}: 2 pull-request job records from the ledger of #7 (closed)" in job.out
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "pr", "pr"]
     assert [r.run for r in records if r.job == "pr"] == runs
     assert all(r.parts[0].calls < 10**6 for r in records)
     # Merged instead: nothing to do here (the merge commit's baseline job counts it).
-    merged_job = run_action(
-        make_workspace(tmp_path / "merged"),
-        "pull_request_target",
-        _closed(merged=True),
-        ref="refs/heads/main",
-        inputs=api(gh),
-        env=api_env(gh),
-    )
-    assert merged_job.code == 0, merged_job.out + merged_job.err
+    merged_job = _closed_job(tmp_path / "merged", gh, merged=True)
     assert "nothing to do for pull request #7, merged" in merged_job.out
-    assert merged_job.outputs["verdict"] == "skipped"
     assert [r.job for r in _spend(gh)] == ["baseline", "pr", "pr"]
 
 
@@ -493,19 +486,10 @@ def test_a_closed_pull_requests_spend_without_a_write_token_is_said_not_kept(
 ) -> None:
     # A fork's pull_request event gets a read-only token: the closing job says so and passes.
     _baseline_and_pull(tmp_path, gh)
-    pr = pr_job(
-        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
+    _pr_job_read_only(tmp_path / "pr", gh)
+    job = _closed_job(
+        tmp_path / "closed", gh, merged=False, event="pull_request", token=gh.contents_read_token
     )
-    assert pr.code == 0, pr.out + pr.err
-    job = run_action(
-        make_workspace(tmp_path / "closed"),
-        "pull_request",
-        _closed(merged=False),
-        ref="refs/pull/7/merge",
-        inputs=api(gh, gh.contents_read_token),
-        env=api_env(gh),
-    )
-    assert job.code == 0, job.out + job.err
     assert "what this job spent is not kept" in job.out + "".join(job.annotations("warning"))
     assert [r.job for r in _spend(gh)] == ["baseline"]
 
@@ -516,10 +500,7 @@ def test_the_next_baseline_job_keeps_what_a_pull_request_closed_without_merging_
     # The workflow evalgate writes has no job on a pull request's closing: the baseline jobs
     # (each push to main, and weekly) look at the pull requests closed in the last 8 days.
     _baseline_and_pull(tmp_path, gh)
-    pr = pr_job(
-        make_workspace(tmp_path / "pr", HARMLESS), gh, inputs=api(gh, gh.contents_read_token)
-    )
-    assert pr.code == 0, pr.out + pr.err
+    _pr_job_read_only(tmp_path / "pr", gh)
     [run] = [r.run for r in read_ledger(gh.comments(REPO, 7)[0].body)]
     # Another pull request, closed 9 days ago, with a ledger of its own: out of the look-back.
     gh.add_pull(REPO, head="feature", number=8, title="old")
@@ -530,15 +511,7 @@ def test_the_next_baseline_job_keeps_what_a_pull_request_closed_without_merging_
     gh.close_pull(REPO, 8, datetime.now(UTC) - timedelta(days=9))
     gh.close_pull(REPO, 7)
     for i in range(2):  # a second baseline job keeps nothing twice
-        job = run_action(
-            make_workspace(tmp_path / f"base{i}"),
-            "push",
-            push_event(),
-            ref="refs/heads/main",
-            inputs=api(gh),
-            env=api_env(gh),
-        )
-        assert job.code == 0, job.out + job.err
+        job = _push_job(tmp_path / f"base{i}", gh)
         assert f"{SUITE}: 1 pull-request job records from the ledger of #7 (closed)" in job.out
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "baseline", "pr", "baseline"]
