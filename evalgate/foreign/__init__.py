@@ -17,6 +17,7 @@ from evalgate import files
 from evalgate.errors import RunFileError
 from evalgate.foreign import inspect, junit, promptfoo
 from evalgate.foreign.build import ForeignRun
+from evalgate.limits import excerpt
 from evalgate.runs.schema import MAX_RUN_BYTES, RUN_HEAD, Run
 
 Format = Literal["promptfoo", "inspect", "junit"]
@@ -88,7 +89,17 @@ def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
         )
     if found not in _READERS:
         raise RunFileError(f"unknown results format {found!r}", fix=f"use {', '.join(FORMATS)}")
-    return _READERS[found](path, data)
+    try:
+        return _READERS[found](path, data)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        # A reader takes each field as its tool's types give it; one of another shape that it
+        # did not foresee is still the file's fault: one line naming it, never a traceback.
+        raise RunFileError(
+            f"not {found} results of a shape evalgate reads ({type(exc).__name__}: "
+            f"{excerpt(str(exc), 120)})",
+            where=str(path),
+            fix=f"pass the file {found} itself wrote, unedited",
+        ) from None
 
 
 def read_results(path: Path, format: str | None = None) -> Run:

@@ -75,11 +75,21 @@ def looks_like(data: Any) -> bool:
     return _output(data) is not None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else an empty one: a file's fields are read as promptfoo's
+    types give them, and a field of another shape is as good as absent (never a crash)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _identity_vars(result: dict[str, Any]) -> dict[str, Any]:
-    test: dict[str, Any] = result["testCase"] if isinstance(result.get("testCase"), dict) else {}
-    given = test.get("vars") if isinstance(test.get("vars"), dict) else result.get("vars")
+    test = _dict(result.get("testCase"))
+    given = _dict(test.get("vars")) or _dict(result.get("vars"))
     # promptfoo adds its runtime vars (__evalId, __evalStepId, __repeatIndex) to what it renders.
-    return {k: v for k, v in (given or {}).items() if not str(k).startswith("__")}
+    return {k: v for k, v in given.items() if not str(k).startswith("__")}
 
 
 def read(path: Path, data: bytes) -> ForeignRun:
@@ -116,7 +126,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
             fix="run promptfoo with one prompt and one provider per output file (--filter-"
             "providers, --filter-prompts)",
         )
-    config: dict[str, Any] = whole["config"] if isinstance(whole.get("config"), dict) else {}
+    config = _dict(whole.get("config"))
     first = next((r for r in results if isinstance(r, dict)), {})
     provider, prompt = combos.pop() if combos else ("unknown", "")
     asserts = sorted(
@@ -124,19 +134,18 @@ def read(path: Path, data: bytes) -> ForeignRun:
             str(a.get("type"))
             for r in results
             if isinstance(r, dict)
-            for a in ((r.get("testCase") or {}).get("assert") or [])
+            for a in _list(_dict(r.get("testCase")).get("assert"))
             if isinstance(a, dict)
         }
     )
-    default = config.get("defaultTest") if isinstance(config.get("defaultTest"), dict) else {}
-    grader = (default.get("options") or {}).get("provider") if default else None
+    grader = _dict(_dict(config.get("defaultTest")).get("options")).get("provider")
     run = ForeignRun(
         format="promptfoo",
         path=path,
         suite=str(config.get("description") or "promptfoo"),
         model=provider,
-        model_settings=(first.get("provider") or {}),
-        prompt_name=str((first.get("prompt") or {}).get("label") or "prompt"),
+        model_settings=_dict(first.get("provider")),
+        prompt_name=str(_dict(first.get("prompt")).get("label") or "prompt"),
         prompt_text=prompt,
         scorer={"kind": "promptfoo", "assertions": asserts, "grader": grader},
     )
@@ -146,9 +155,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
         if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
             run.drop("results without a success flag")
             continue
-        test: dict[str, Any] = (
-            result["testCase"] if isinstance(result.get("testCase"), dict) else {}
-        )
+        test = _dict(result.get("testCase"))
         variables = _identity_vars(result)
         description = test.get("description") or result.get("description")
         identity = {"vars": variables, "description": description}
@@ -167,7 +174,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
             hash=digest({**identity, "assert": test.get("assert")}),
             category=_category(test),
         )
-        output = (result.get("response") or {}).get("output")
+        output = _dict(result.get("response")).get("output")
         answer = output if isinstance(output, str) else None
         # promptfoo fills ``error`` with the assertion's reason as well (failureReason 1), so
         # only failureReason tells an error from a wrong answer; without it (older files), an
@@ -179,7 +186,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
         ):
             outcome = errored(str(result.get("error") or "error"), answer)
         else:
-            reason = (result.get("gradingResult") or {}).get("reason")
+            reason = _dict(result.get("gradingResult")).get("reason")
             outcome = passed(result["success"], answer, str(reason) if reason else None)
         run.add(case, outcome)
     if alike:
@@ -193,8 +200,9 @@ def read(path: Path, data: bytes) -> ForeignRun:
 
 def _repeat_index(result: dict[str, Any]) -> Any:
     """promptfoo's ``__repeatIndex`` runtime var of a result (None when it has none)."""
-    rendered = result.get("vars")
-    return rendered.get("__repeatIndex") if isinstance(rendered, dict) else None
+    index = _dict(result.get("vars")).get("__repeatIndex")
+    # A number as promptfoo writes it; anything else is a value to tell results apart by.
+    return index if isinstance(index, int | float | str | None) else repr(index)
 
 
 def _expected(test: dict[str, Any]) -> Any:
@@ -230,6 +238,5 @@ def _label(result: dict[str, Any]) -> str:
 
 
 def _category(test: dict[str, Any]) -> str | None:
-    metadata = test.get("metadata")
-    value = metadata.get("category") if isinstance(metadata, dict) else None
+    value = _dict(test.get("metadata")).get("category")
     return str(value) if isinstance(value, str | int) else None

@@ -3,29 +3,42 @@
 Compiling a report's template is most of what a short command does after its imports (43 ms of
 ``evalgate gate``'s 0.33 s for the terminal report, 0.1 s for the pull request comment), and the
 templates are evalgate's own: they change only with evalgate. jinja2's bytecode cache keeps the
-compiled code in a folder, keyed by the template's name and checked against its source and the
-running jinja2 and Python, so a stale entry is compiled again, never used.
+compiled code in a folder, each entry checked against its template's source when read; the
+entry's name also carries a digest of evalgate's and jinja2's versions and of everything in the
+environment that changes the compiled code (HTML escaping above all), so an entry compiled
+another way is never found, let alone run.
 
 The folder is ``EVALGATE_TEMPLATE_CACHE`` if set (``off`` for none), else
 ``$XDG_CACHE_HOME/evalgate/templates`` (``~/.cache/evalgate/templates``). What it holds is code
-evalgate runs, so it is used only if it is a real folder (no symbolic link) of the user running
-evalgate that no one else can write: a shared or foreign folder is ignored, never trusted. The
-image sets its own, read-only, filled when the image is built; a folder that cannot be written
-only means each command compiles what it shows.
+evalgate runs (reading an entry unpickles and unmarshals it), so whoever can write the folder or
+any folder above it can run code as the user: the folder is used only when
+
+* its path is absolute and outside ``GITHUB_WORKSPACE`` and every git work tree (a checkout's
+  files are a pull request's, whoever owns them);
+* every folder from the root down to it is owned by this user or by root and cannot be written
+  by anyone else (a sticky folder such as /tmp excepted: no one else can move what is in it),
+  and the folder itself is this user's and writable by no one else;
+* each entry is a regular file (opened without following a link) of this user's that no one
+  else can write.
+
+Anything else is ignored, never trusted: each command then compiles what it shows. The image
+sets its own folder, filled when the image is built.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     import jinja2
+    import jinja2.bccache
 
 VARIABLE = "EVALGATE_TEMPLATE_CACHE"
 OFF = "off"
@@ -45,17 +58,55 @@ def folder(env: Mapping[str, str]) -> Path | None:
     return Path(base) / "evalgate" / "templates" if base else None
 
 
-def trusted(directory: Path) -> bool:
-    """Whether ``directory`` may hold code evalgate runs: made if missing (mode 0700), then a
-    folder (not a link) owned by this user, which neither its group nor others can write."""
+def _uid() -> int | None:
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _safe_parent(info: os.stat_result, uid: int | None) -> bool:
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    if uid is not None and info.st_uid not in (uid, 0):
+        return False
+    others_write = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return not others_write or bool(info.st_mode & stat.S_ISVTX)
+
+
+def _inside(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+def trusted(directory: Path, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``directory`` may hold code evalgate runs (see the module's docstring); made,
+    mode 0700, when it is missing and its parents are safe."""
+    env = env or {}
+    if not directory.is_absolute():
+        return False
+    uid = _uid()
+    real = Path(os.path.realpath(directory))
+    # The parents first, from the root down: none may be another user's to rename or swap.
+    for parent in reversed(real.parents):
+        try:
+            info = os.stat(parent)
+        except FileNotFoundError:
+            break  # made below, by this user
+        except OSError:
+            return False
+        if not _safe_parent(info, uid):
+            return False
+    # Never in a checkout: its files are a pull request's, whoever owns them on disk.
+    workspace = env.get("GITHUB_WORKSPACE")
+    if workspace and _inside(real, Path(os.path.realpath(workspace))):
+        return False
+    if any((p / ".git").exists() for p in (real, *real.parents)):
+        return False
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(directory)
+        real.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(real)
     except OSError:
         return False
     if not stat.S_ISDIR(info.st_mode):
         return False
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+    if uid is not None and info.st_uid != uid:
         return False
     return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
@@ -64,28 +115,90 @@ def configure(env: Mapping[str, str]) -> None:
     """Use the cache folder ``env`` names from now on (the CLI calls this once, at start)."""
     global _directory
     directory = folder(env)
-    _directory = directory if directory is not None and trusted(directory) else None
+    _directory = directory if directory is not None and trusted(directory, env) else None
     _attached.clear()
 
 
+def settings_digest(environment: jinja2.Environment, kind: str) -> str:
+    """A digest of what makes ``environment`` compile a template the way it does: evalgate's and
+    jinja2's versions and every compile-time setting (escaping, finalize, whitespace control,
+    delimiters, undefined, extensions)."""
+    import jinja2
+
+    from evalgate import __version__
+
+    def name(value: Any) -> str:
+        return getattr(value, "__qualname__", None) or repr(value)
+
+    e = environment
+    parts = [
+        kind,
+        __version__,
+        jinja2.__version__,
+        name(e.autoescape),
+        name(e.finalize),
+        name(e.undefined),
+        e.block_start_string,
+        e.block_end_string,
+        e.variable_start_string,
+        e.variable_end_string,
+        e.comment_start_string,
+        e.comment_end_string,
+        repr(e.line_statement_prefix),
+        repr(e.line_comment_prefix),
+        repr((e.trim_blocks, e.lstrip_blocks, e.keep_trailing_newline, e.newline_sequence)),
+        repr((e.optimized, e.is_async)),
+        ",".join(sorted(e.extensions)),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
 def attach(environment: jinja2.Environment, kind: str) -> None:
-    """Give ``environment`` the configured cache (once; none if none is configured). jinja2
-    keys an entry by the template's name and source only, so each environment that compiles
-    differently (HTML escaping on or off) has a ``kind`` of its own, and its own entries: a
-    page's template compiled without escaping is never run as the page's."""
+    """Give ``environment`` the configured cache (once; none if none is configured). Its
+    entries are named by ``kind`` and :func:`settings_digest`: a page's template compiled
+    without escaping, or by another version, is never run as the page's."""
     if environment in _attached:
         return
     _attached.add(environment)
-    environment.bytecode_cache = _cache(_directory, kind) if _directory is not None else None
+    environment.bytecode_cache = (
+        _cache(_directory, f"{kind}-{settings_digest(environment, kind)}")
+        if _directory is not None
+        else None
+    )
 
 
-def _cache(directory: Path, kind: str) -> jinja2.BytecodeCache:
+def _open_entry(path: str) -> BinaryIO | None:
+    """An entry opened for reading when it is a regular file of this user's that no one else
+    can write (never through a link); else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    uid = _uid()
+    if (
+        not stat.S_ISREG(info.st_mode)
+        or (uid is not None and info.st_uid != uid)
+        or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def _cache(directory: Path, prefix: str) -> jinja2.BytecodeCache:
     from jinja2 import FileSystemBytecodeCache
 
     class _Cache(FileSystemBytecodeCache):
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            entry = _open_entry(self._get_cache_filename(bucket))
+            if entry is not None:
+                with entry:
+                    bucket.load_bytecode(entry)
+
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            # A folder that cannot be written (the image's, a full disk): compile next time.
+            # A folder that cannot be written (a full disk, another's image): compile next time.
             with contextlib.suppress(OSError):
                 super().dump_bytecode(bucket)
 
-    return _Cache(str(directory), f"{kind}-%s.jinja")
+    return _Cache(str(directory), f"{prefix}-%s.jinja")

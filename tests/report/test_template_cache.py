@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -54,17 +55,104 @@ def test_a_folder_others_can_write_is_not_trusted(tmp_path: Path, mode: int) -> 
     assert env.bytecode_cache is None
 
 
-def test_a_link_or_a_file_is_not_trusted(tmp_path: Path) -> None:
+def test_a_file_a_relative_path_or_a_folder_below_anothers_is_not_trusted(
+    tmp_path: Path,
+) -> None:
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert not template_cache.trusted(afile)
+    assert not template_cache.trusted(afile / "below")
+    assert not template_cache.trusted(Path("relative/templates"))
+    # A folder anyone may write (not sticky) above the cache: they could swap the cache for a
+    # link to entries of their own between the check and the read.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert not template_cache.trusted(shared / "templates")
+    assert not (shared / "templates").exists()
+    # A sticky one (as /tmp) is safe: no one else can move what is in it.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert template_cache.trusted(sticky / "templates")
+
+
+def test_a_link_is_followed_only_where_no_one_else_could_swap_it(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
     link = tmp_path / "link"
     link.symlink_to(real)
-    afile = tmp_path / "file"
-    afile.write_text("")
-    assert template_cache.trusted(real)
-    assert not template_cache.trusted(link)
-    assert not template_cache.trusted(afile)
-    assert not template_cache.trusted(afile / "below")
+    assert template_cache.trusted(link)  # as /var -> /private/var: its folder is this user's
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    target = open_folder / "target"
+    target.mkdir(mode=0o700)
+    via = tmp_path / "via"
+    via.symlink_to(target)
+    assert not template_cache.trusted(via)  # it resolves below a folder anyone may write
+
+
+def test_a_checkout_is_never_the_cache(tmp_path: Path) -> None:
+    # A pull request's committed files are owned by the job's user: ownership says nothing.
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    planted = checkout / ".cache" / "evalgate" / "templates"
+    planted.mkdir(parents=True, mode=0o700)
+    assert not template_cache.trusted(planted)
+    workspace = tmp_path / "workspace"
+    inside = workspace / "cache"
+    inside.mkdir(parents=True, mode=0o700)
+    assert not template_cache.trusted(inside, {"GITHUB_WORKSPACE": str(workspace)})
+    assert template_cache.trusted(inside, {"GITHUB_WORKSPACE": str(tmp_path / "elsewhere")})
+
+
+def test_an_entry_that_is_a_link_or_anothers_is_not_read(cache: Path) -> None:
+    env = _env({"t": "{{ a }}"})
+    template_cache.attach(env, "text")
+    assert env.get_template("t").render(a=1) == "1"
+    [entry] = list(cache.iterdir())
+    planted = cache.parent / "planted"
+    planted.write_bytes(entry.read_bytes())
+    entry.unlink()
+    entry.symlink_to(planted)
+
+    def compiled(*args: object, **kwargs: object) -> Any:
+        compiled.count += 1  # type: ignore[attr-defined]
+        return real_compile(*args, **kwargs)
+
+    again = _env({"t": "{{ a }}"})
+    template_cache.attach(again, "text")
+    real_compile = again.compile
+    compiled.count = 0  # type: ignore[attr-defined]
+    again.compile = compiled  # type: ignore[method-assign]
+    assert again.get_template("t").render(a=2) == "2"
+    assert compiled.count == 1  # type: ignore[attr-defined]  (the link was not read)
+    # An entry others can write is not read either.
+    entry.unlink()
+    entry.write_bytes(planted.read_bytes())
+    entry.chmod(0o666)
+    third = _env({"t": "{{ a }}"})
+    template_cache.attach(third, "text")
+    real_compile = third.compile
+    compiled.count = 0  # type: ignore[attr-defined]
+    third.compile = compiled  # type: ignore[method-assign]
+    assert third.get_template("t").render(a=3) == "3"
+    assert compiled.count == 1  # type: ignore[attr-defined]
+
+
+def test_an_entry_compiled_with_other_settings_is_never_found(cache: Path) -> None:
+    # The same name and source, one environment escaping and one not, even under one kind.
+    plain = _env({"page": "{{ v }}"})
+    template_cache.attach(plain, "html")
+    assert plain.get_template("page").render(v="<b>") == "<b>"
+    escaping = _env({"page": "{{ v }}"}, autoescape=True)
+    template_cache.attach(escaping, "html")
+    assert escaping.get_template("page").render(v="<b>") == "&lt;b&gt;"
+    assert template_cache.settings_digest(plain, "html") != template_cache.settings_digest(
+        escaping, "html"
+    )
+    assert len(list(cache.iterdir())) == 2
 
 
 def test_a_cached_template_is_not_compiled_again(cache: Path) -> None:
