@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from evalgate.action.job import ActionJob
 from evalgate.action.spend import keep_spend, pull_spend
@@ -51,8 +52,14 @@ def closed_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     """What the pull requests closed without merging in the last ``CLOSED_LOOKBACK`` spent on
     suite ``name``, from the ledger of evalgate's comment on each (read again by each job in
     that time; a record already kept is not kept twice)."""
-    since = datetime.now(UTC) - CLOSED_LOOKBACK
-    return pull_spend(runner, name, "closed", lambda repo: gh.closed_unmerged_since(repo, since))
+
+    def closed(repo: Any) -> list[int]:
+        if runner.closed_pulls is None:  # one listing a job, for every suite
+            since = datetime.now(UTC) - CLOSED_LOOKBACK
+            runner.closed_pulls = gh.closed_unmerged_since(repo, since)
+        return runner.closed_pulls
+
+    return pull_spend(runner, name, "closed", closed)
 
 
 def baseline_path(folder: Path, suite: str) -> Path:

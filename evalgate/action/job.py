@@ -52,6 +52,10 @@ class ActionJob:
     state: JobState | None = None
     # The line naming a state folder the checkout holds, which the job ignored (state.py).
     ignored_state: str | None = None
+    # Read once a job, for every suite: the pull requests closed without merging that the
+    # baseline job looks at, and each pull request's marked bot comments (spend.py).
+    closed_pulls: list[int] | None = None
+    pull_comments: dict[int, dict[str, str]] = field(default_factory=dict)
 
     # --- the GitHub environment ------------------------------------------------------------
 

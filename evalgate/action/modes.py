@@ -61,10 +61,12 @@ def suites_to_run(loaded: LoadedConfig, wanted: str) -> list[tuple[str, Suite]]:
 def skip_reason(env: Mapping[str, str], event: dict[str, Any], default_branch: str) -> str:
     """Why an event the workflow runs on has nothing for evalgate to do (the job's log line)."""
     if event.get("action") == "closed":
-        number = (event.get("pull_request") or {}).get("number")
+        pull = event.get("pull_request") or {}
+        if not pull.get("merged"):
+            return f"nothing to do for pull request #{pull.get('number')}, closed"
         return (
-            f"nothing to do for pull request #{number}, merged: the baseline job of its merge "
-            "commit keeps what its jobs spent"
+            f"nothing to do for pull request #{pull.get('number')}, merged: the baseline job "
+            "of its merge commit keeps what its jobs spent"
         )
     ref = env.get("GITHUB_REF", "")
     return (

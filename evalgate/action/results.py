@@ -23,7 +23,7 @@ from pathlib import Path
 from evalgate.action.baseline import artifact_provenance, download_baseline
 from evalgate.action.inputs import Mode
 from evalgate.action.job import ActionJob, pr_number
-from evalgate.action.modes import detect_mode
+from evalgate.action.modes import detect_mode, skip_reason
 from evalgate.action.pr import publish_check, publish_verdict
 from evalgate.analysis.summary import summarise
 from evalgate.config.load import load_config
@@ -44,7 +44,7 @@ from evalgate.report.escape import escape
 from evalgate.report.render import render_model
 from evalgate.runs.schema import MAX_RUN_BYTES, Run
 
-_MODES = ("pr", "baseline", "skip")
+_MODES = ("pr", "baseline", "closed", "skip")
 
 
 def run_results(runner: ActionJob) -> int:
@@ -60,11 +60,10 @@ def run_results(runner: ActionJob) -> int:
             fix="remove results: from this step, or run it on pull_request or push",
         )
     runner.log(f"{mode} mode on another harness's results ({inputs.results})")
-    if mode == "skip":
-        runner.log(
-            f"nothing to do for a push to {runner.env.get('GITHUB_REF', '')}: baselines are "
-            f"made only from the default branch ({runner.default_branch})"
-        )
+    if mode in ("skip", "closed"):
+        # A closed pull request's gate has nothing left to decide, and gating results spends
+        # nothing: there is no spend to keep either.
+        runner.log(skip_reason(runner.env, runner.event, runner.default_branch))
         runner.outputs.set("verdict", "skipped")
         runner.flush()
         return 0

@@ -76,7 +76,9 @@ def pull_spend(
     try:
         numbers = find(runner.repo)
         for number in numbers:
-            body = gh.our_comment_body(runner.repo, number, marker(name))
+            if number not in runner.pull_comments:
+                runner.pull_comments[number] = gh.marked_bodies(runner.repo, number)
+            body = runner.pull_comments[number].get(marker(name))
             records += [
                 r
                 for r in read_ledger(body)
@@ -97,9 +99,10 @@ def pull_spend(
 
 
 def run_closed(runner: ActionJob, loaded: LoadedConfig) -> int:
-    """A pull request closed without merging: what its jobs spent on each suite of the config
-    (the base branch's, in the workflow evalgate writes), kept on the data branch. Nothing is
-    run and nothing of the pull request's head is read."""
+    """A pull request closed without merging: what its jobs spent on each suite of the
+    checkout's config (the base branch's under pull_request_target; under pull_request, the
+    pull request's merge, whose suite names are checked as every config's are), kept on the
+    data branch. Nothing is run; the records are only those of evalgate's comments."""
     number = (runner.event.get("pull_request") or {}).get("number")
     if not isinstance(number, int) or isinstance(number, bool):
         raise UserError(

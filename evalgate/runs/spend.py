@@ -47,7 +47,8 @@ class SpendPart(BaseModel):
     output_tokens: int = Field(default=0, ge=0)
     cache_write_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
-    usd: float | None
+    # Dollars at the price table's prices (None: unknown), never negative or infinite.
+    usd: float | None = Field(ge=0.0, allow_inf_nan=False)
 
     @property
     def tokens(self) -> int:
@@ -160,11 +161,36 @@ def _key(record: SpendRecord) -> tuple[str, str, str]:
     return record.job, record.suite, record.run
 
 
+_FOLD = re.compile(r".+\.\..+ \(\d+ runs\)")
+
+
+def is_fold(record: SpendRecord) -> bool:
+    """Whether ``record`` is a ledger's sum of a pull request's older runs (see :func:`fold`)."""
+    return _FOLD.fullmatch(record.run) is not None
+
+
 def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[SpendRecord]:
     """The spend file with those of ``new`` that are not in it yet added (a job's record of a
-    suite is told by its run, which is unique, however often it was copied); see appended."""
-    known = {_key(r) for r in records}
-    return appended(records, [r for r in new if _key(r) not in known])
+    suite is told by its run, which is unique, however often it was copied); see appended.
+
+    A pull request's ledger read again after more runs sums more of them into its fold: a fold
+    in ``new`` replaces the records of its pull request and suite that it covers (its own
+    earlier fold, and the runs itemised then that it now sums: those made by its newest run's
+    time), so that nothing is counted twice."""
+    folds = {(r.suite, r.pull_request): r.created_at for r in new if r.job == "pr" and is_fold(r)}
+
+    def covered(r: SpendRecord) -> bool:
+        until = folds.get((r.suite, r.pull_request)) if r.job == "pr" else None
+        return until is not None and r.created_at <= until
+
+    kept = [r for r in records if not covered(r)]
+    known = {_key(r) for r in kept}
+    added: list[SpendRecord] = []
+    for r in new:
+        if _key(r) not in known:
+            known.add(_key(r))
+            added.append(r)
+    return appended(kept, added)
 
 
 # --- the pull request's ledger ----------------------------------------------------------------
@@ -192,9 +218,12 @@ def read_ledger(body: str | None) -> list[SpendRecord]:
         data = inflate.decompress(base64.b64decode(found.group(1), validate=True), _LEDGER_BYTES)
         if inflate.unconsumed_tail or not inflate.eof:
             return []
-        return _RECORDS.validate_json(data)
+        records = _RECORDS.validate_json(data)
     except (binascii.Error, zlib.error, ValueError, ValidationError):
         return []
+    # evalgate itemises at most LEDGER_KEEP runs (the older summed into one of them): a block
+    # of more is not its ledger, and is not read (it could push the real history out).
+    return records if len(records) <= LEDGER_KEEP else []
 
 
 def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:

@@ -286,6 +286,29 @@ def test_a_missing_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert "names no file" in error and RESULTS in error
 
 
+def test_a_closed_pull_request_with_the_results_input_is_skipped(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    # Gating results spends nothing: a closed pull request has nothing to decide or to keep.
+    upload_results(gh, {RESULTS: promptfoo_text()})
+    open_pull(gh, {f"{FOLDER}/promptfooconfig.yaml": "changed\n"})
+    event = pr_event()
+    event["action"] = "closed"
+    event["pull_request"]["merged"] = False
+    job = run_action(
+        bare_workspace(tmp_path, promptfoo_text(WRONG)),
+        "pull_request",
+        event,
+        ref="refs/pull/7/merge",
+        inputs=api(gh) | {"results": RESULTS},
+        env=api_env(gh),
+    )
+    assert job.code == 0, job.out + job.err
+    assert job.outputs["verdict"] == "skipped"
+    assert "nothing to do for pull request #7, closed" in job.out
+    assert gh.comments(REPO, 7) == []
+
+
 def test_the_results_input_in_release_mode_is_a_user_error(tmp_path: Path) -> None:
     job = run_action(
         bare_workspace(tmp_path, promptfoo_text()),

@@ -517,3 +517,77 @@ def test_the_next_baseline_job_keeps_what_a_pull_request_closed_without_merging_
     assert [r.job for r in records] == ["baseline", "baseline", "pr", "baseline"]
     assert [r.run for r in records if r.job == "pr"] == [run]
     assert all(r.pull_request != 8 for r in records)
+
+
+def _runs_of_a_pull(count: int, first: int = 0) -> list[SpendRecord]:
+    """``count`` job records of pull request #7, one a day from 1 November, run i calling i+1."""
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    return [
+        SpendRecord(
+            job="pr",
+            suite="s",
+            run=f"run-{i}",
+            created_at=start + timedelta(hours=i),
+            pull_request=7,
+            parts=[SpendPart(model="m", calls=i + 1, usd=0.01)],
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def test_a_ledger_read_again_after_more_runs_counts_each_call_once() -> None:
+    # Read when its pull request closed after 100 runs, reopened, 5 runs more, closed again.
+    kept = merged([], fold(_runs_of_a_pull(100), LEDGER_KEEP))
+    again = fold(_runs_of_a_pull(105), LEDGER_KEEP)
+    assert sum(r.run.endswith(" runs)") for r in again) == 1  # the 6 oldest now summed
+    store = merged(kept, again)
+    # Known answer: calls 1 + 2 + ... + 105 = 105 * 106 / 2 = 5,565 (each run counted once).
+    assert sum(p.calls for r in store for p in r.parts) == 5565
+    assert len(store) == LEDGER_KEEP
+    # And a third read, after 30 runs more, folds further, still once each: 135 * 136 / 2.
+    store = merged(store, fold(_runs_of_a_pull(135), LEDGER_KEEP))
+    assert sum(p.calls for r in store for p in r.parts) == 9180
+    # Another pull request's and another suite's records are never taken for covered.
+    other = _runs_of_a_pull(1)[0].model_copy(update={"pull_request": 8, "run": "other"})
+    elsewhere = _runs_of_a_pull(1)[0].model_copy(update={"suite": "t", "run": "elsewhere"})
+    store = merged([other, elsewhere], fold(_runs_of_a_pull(135), LEDGER_KEEP))
+    assert other in store and elsewhere in store
+
+
+def test_a_ledger_evalgate_could_not_have_written_is_not_read() -> None:
+    # More records than a ledger itemises: not evalgate's (it could push the history out).
+    flood = with_ledger(marker("s"), None, _runs_of_a_pull(LEDGER_KEEP), 1 << 20)
+    assert len(read_ledger(flood)) == LEDGER_KEEP
+    import base64
+    import zlib
+
+    records = _runs_of_a_pull(LEDGER_KEEP + 1)
+    data = zlib.compress(("[" + ",".join(r.model_dump_json() for r in records) + "]").encode(), 9)
+    forged = f"{marker('s')}\n<!-- evalgate-spend {base64.b64encode(data).decode()} -->\n"
+    assert read_ledger(forged) == []
+    # Dollars that are negative or not finite are not spend.
+    for usd in ("-1.0", "1e999"):
+        bad = records[0].model_dump_json().replace('"usd":0.01', f'"usd":{usd}')
+        data = zlib.compress(f"[{bad}]".encode(), 9)
+        text = f"<!-- evalgate-spend {base64.b64encode(data).decode()} -->"
+        assert read_ledger(text) == [], usd
+
+
+def test_a_bot_comment_that_only_quotes_the_marker_is_not_the_ledger(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    _baseline_and_pull(tmp_path, gh)
+    # Another bot's comment that holds the marker and a ledger, but not as its first line.
+    forged = _record(SUITE, "pr", "2026-12-01", 10**6, 10**4).model_copy(update={"pull_request": 7})
+    quoted = "Report of another tool\n\n" + with_ledger(marker(SUITE), None, [forged], 65536)
+    gh.add_comment(REPO, 7, quoted, user="other-app[bot]")
+    gh.close_pull(REPO, 7)
+    listings = f"/repos/{REPO}/pulls"
+    comments = f"/repos/{REPO}/issues/7/comments"
+    before = len(gh.find_requests(path=listings)), len(gh.find_requests(path=comments))
+    job = _push_job(tmp_path / "next", gh)
+    assert f"{SUITE}: 0 pull-request job records from the ledger of #7 (closed)" in job.out
+    assert all(r.job == "baseline" for r in _spend(gh))
+    # The job listed the closed pull requests once and read #7's comments once.
+    after = len(gh.find_requests(path=listings)), len(gh.find_requests(path=comments))
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)

@@ -48,6 +48,7 @@ from evalgate.publish.github.client import (
     make_retry,
 )
 from evalgate.publish.github.comments import (
+    marked_bodies,
     our_comment_body,
     upsert_comment,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "get_repository",
     "load_baseline_run",
     "make_retry",
+    "marked_bodies",
     "merge_base",
     "merged_as",
     "our_comment_body",

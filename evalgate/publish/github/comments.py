@@ -23,7 +23,7 @@ def upsert_comment(
 ) -> tuple[str, bool]:
     """Edit our comment on ``pr_number`` in place, or post it; return (its URL, created).
 
-    Ours is the newest comment whose body contains ``marker`` (a hidden HTML comment such as
+    Ours is the newest comment whose first line is ``marker`` (a hidden HTML comment such as
     ``<!-- evalgate:suite=NAME -->``), searched across every page; ``bots_only`` also requires
     a bot author (``GITHUB_TOKEN`` writes as ``github-actions[bot]``; pass False when running
     with a personal token). Older marked comments, e.g. from an earlier double post, are left
@@ -67,13 +67,31 @@ def _ours(
         issue = repo.get_issue(pr_number)
         ours = None
         for comment in issue.get_comments():
-            if marker not in (comment.body or ""):
+            # The marker as the first line, as evalgate writes it: not a comment that quotes it.
+            if (comment.body or "").split("\n", 1)[0].strip() != marker:
                 continue
             if bots_only and (comment.user is None or comment.user.type != "Bot"):
                 continue
             if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
                 ours = comment
     return issue, ours
+
+
+def marked_bodies(repo: Repository, pr_number: int) -> dict[str, str]:
+    """The bodies of the bots' marked comments on ``pr_number``, by their first line (the
+    marker), the newest of each: every suite's comment in one listing."""
+    where = f"{repo.full_name}#{pr_number}"
+    found: dict[str, tuple[tuple[object, int], str]] = {}
+    with calling("read the pull request's comments", where, PERM_PR_READ):
+        for comment in repo.get_issue(pr_number).get_comments():
+            body = comment.body or ""
+            first = body.split("\n", 1)[0].strip()
+            if not first.startswith("<!--") or comment.user is None or comment.user.type != "Bot":
+                continue
+            order = (comment.created_at, comment.id)
+            if first not in found or order >= found[first][0]:
+                found[first] = (order, body)
+    return {first: body for first, (_, body) in found.items()}
 
 
 def our_comment_body(repo: Repository, pr_number: int, marker: str) -> str | None:

@@ -77,15 +77,19 @@ def merged_as(repo: Repository, sha: str) -> list[int]:
         return [p.number for p in pulls if p.merged_at is not None and p.merge_commit_sha == sha]
 
 
-#: The most closed pull requests one look lists (the newest updated first): three pages.
-CLOSED_LOOKED_AT = 300
+#: The most closed pull requests one look lists (the newest updated first): one page.
+CLOSED_LOOKED_AT = 100
+#: The most of them closed without merging that one look returns (each is a read of its
+#: comments): a job's API calls stay bounded whatever is closed or commented on meanwhile.
+CLOSED_READ = 20
 
 
 def closed_unmerged_since(repo: Repository, since: datetime) -> list[int]:
-    """The pull requests closed without merging whose last update is at or after ``since``
-    (newest first; at most ``CLOSED_LOOKED_AT`` closed pull requests are looked at)."""
+    """The pull requests closed without merging whose last update is at or after ``since``,
+    newest first: at most ``CLOSED_READ`` of them, among at most ``CLOSED_LOOKED_AT`` closed
+    pull requests looked at."""
     with calling("list the closed pull requests", repo.full_name, PERM_PR_READ):
-        found = []
+        found: list[int] = []
         pulls = repo.get_pulls(state="closed", sort="updated", direction="desc")
         for i, pull in enumerate(pulls):
             updated = pull.updated_at or pull.closed_at
@@ -93,4 +97,6 @@ def closed_unmerged_since(repo: Repository, since: datetime) -> list[int]:
                 break
             if pull.merged_at is None:
                 found.append(pull.number)
+                if len(found) >= CLOSED_READ:
+                    break
         return found
