@@ -13,6 +13,7 @@ from evalgate.config.load import LoadedConfig
 from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.publish import github as gh
+from evalgate.redact import redact
 from evalgate.report.comment import marker
 from evalgate.runs.spend import SpendRecord, dump, merged, read_ledger, read_spend, spend_file
 
@@ -59,6 +60,13 @@ def keep_spend(
     except UserError as exc:
         # A spend file that cannot be read loses the cost history, not the job's verdict.
         runner.annotate("warning", f"{name}: what this job spent is not kept: {exc.one_line()}")
+        return None
+    except Exception as exc:
+        # Records of a shape nothing here foresaw (a ledger is another job's text): the same.
+        runner.annotate(
+            "warning",
+            f"{name}: what this job spent is not kept ({type(exc).__name__}: {redact(str(exc))})",
+        )
         return None
     return kept
 

@@ -10,6 +10,7 @@ from an unfinished run, with nothing to pair) is one line naming it and what to 
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -91,7 +92,18 @@ def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
         raise RunFileError(f"unknown results format {found!r}", fix=f"use {', '.join(FORMATS)}")
     try:
         return _READERS[found](path, data)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+    except RunFileError:
+        raise
+    except (
+        AttributeError,
+        IndexError,
+        KeyError,
+        TypeError,
+        ValueError,
+        RuntimeError,
+        RecursionError,
+        zlib.error,
+    ) as exc:
         # A reader takes each field as its tool's types give it; one of another shape that it
         # did not foresee is still the file's fault: one line naming it, never a traceback.
         raise RunFileError(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,14 @@ def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, An
                     fix="write the log as JSON: inspect eval --log-format json, or "
                     "`inspect log convert --to json --output-dir DIR LOG`",
                 ) from None
-            except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            except (
+                zipfile.BadZipFile,
+                OSError,
+                ValueError,
+                RuntimeError,  # an encrypted member
+                RecursionError,  # JSON nested past what the parser takes
+                zlib.error,  # a damaged deflate stream
+            ) as exc:
                 raise RunFileError(
                     f"{name} in the archive cannot be read ({exc})"[:300],
                     where=str(path),
@@ -191,7 +199,9 @@ def _outcome(sample: dict[str, Any], scorer: Any) -> Outcome | None:
     if not isinstance(score, dict):
         return None
     value = value_to_float(score.get("value"))
-    if value is None:
+    if value is None or not 0.0 <= value <= 1.0:
+        # Not a score the gate can read as a share of right (a NaN, an infinity, a scale of
+        # its own): counted among the samples without a usable score, never guessed.
         return None
     given = score.get("answer")
     return Outcome(

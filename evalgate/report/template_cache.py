@@ -75,47 +75,58 @@ def _inside(path: Path, top: Path) -> bool:
     return path == top or top in path.parents
 
 
-def trusted(directory: Path, env: Mapping[str, str] | None = None) -> bool:
-    """Whether ``directory`` may hold code evalgate runs (see the module's docstring); made,
-    mode 0700, when it is missing and its parents are safe."""
+def _exists(path: Path) -> bool | None:
+    """Whether ``path`` exists; None when that cannot be told (a folder that cannot be searched)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def trusted(directory: Path, env: Mapping[str, str] | None = None) -> Path | None:
+    """The real path of ``directory`` when it may hold code evalgate runs (see the module's
+    docstring), else None. Missing folders are made one at a time, each checked as it is made
+    (a folder someone else made first in the meantime is refused), the last with mode 0700."""
     env = env or {}
     if not directory.is_absolute():
-        return False
+        return None
     uid = _uid()
     real = Path(os.path.realpath(directory))
-    # The parents first, from the root down: none may be another user's to rename or swap.
-    for parent in reversed(real.parents):
-        try:
-            info = os.stat(parent)
-        except FileNotFoundError:
-            break  # made below, by this user
-        except OSError:
-            return False
-        if not _safe_parent(info, uid):
-            return False
     # Never in a checkout: its files are a pull request's, whoever owns them on disk.
     workspace = env.get("GITHUB_WORKSPACE")
     if workspace and _inside(real, Path(os.path.realpath(workspace))):
-        return False
-    if any((p / ".git").exists() for p in (real, *real.parents)):
-        return False
-    try:
-        real.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(real)
-    except OSError:
-        return False
+        return None
+    if any(_exists(p / ".git") is not False for p in (real, *real.parents)):
+        return None
+    # From the root down: none may be another user's to rename or swap, and each missing one
+    # is made here, and refused unless it is then this user's.
+    for path in (*reversed(real.parents), real):
+        try:
+            if _exists(path) is False:
+                os.mkdir(path, 0o700)
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if path == real:
+            break
+        if not _safe_parent(info, uid):
+            return None
     if not stat.S_ISDIR(info.st_mode):
-        return False
+        return None
     if uid is not None and info.st_uid != uid:
-        return False
-    return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        return None
+    return None if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else real
 
 
 def configure(env: Mapping[str, str]) -> None:
     """Use the cache folder ``env`` names from now on (the CLI calls this once, at start)."""
     global _directory
     directory = folder(env)
-    _directory = directory if directory is not None and trusted(directory, env) else None
+    # The real path from here on: the one checked, not a link someone could re-point.
+    _directory = trusted(directory, env) if directory is not None else None
     _attached.clear()
 
 
@@ -171,7 +182,10 @@ def _open_entry(path: str) -> BinaryIO | None:
     """An entry opened for reading when it is a regular file of this user's that no one else
     can write (never through a link); else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # Never through a link, and never waiting on a pipe planted under an entry's name.
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError:
         return None
     info = os.fstat(fd)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from evalgate.analysis.pricing import Usage, cost
 from evalgate.defaults import data_file
@@ -73,6 +73,16 @@ class SpendRecord(BaseModel):
     commit: str | None = None
     pull_request: int | None = None
     parts: list[SpendPart]
+    # A pull request's ledger sums its older runs into one record (see fold): the runs it sums,
+    # so that a later reading of the ledger, which sums more, replaces exactly those.
+    covers: list[str] | None = None
+
+    @field_validator("created_at")
+    @classmethod
+    def _in_utc(cls, value: datetime) -> datetime:
+        # A time without a zone is UTC's (as evalgate writes them), so that every record's time
+        # compares with every other's.
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def spend_file(suite: str) -> str:
@@ -161,12 +171,35 @@ def _key(record: SpendRecord) -> tuple[str, str, str]:
     return record.job, record.suite, record.run
 
 
-_FOLD = re.compile(r".+\.\..+ \(\d+ runs\)")
-
-
 def is_fold(record: SpendRecord) -> bool:
     """Whether ``record`` is a ledger's sum of a pull request's older runs (see :func:`fold`)."""
-    return _FOLD.fullmatch(record.run) is not None
+    return record.covers is not None
+
+
+def _total(records: Sequence[SpendRecord]) -> tuple[int, float | None]:
+    calls = sum(p.calls for r in records for p in r.parts)
+    usds = [p.usd for r in records for p in r.parts]
+    return calls, None if any(u is None for u in usds) else sum(u for u in usds if u is not None)
+
+
+def _replaced(records: Sequence[SpendRecord], fold: SpendRecord) -> list[SpendRecord] | None:
+    """The records that ``fold`` sums and so replaces: its pull request's and suite's runs it
+    names, and their earlier folds that name no run it does not. None when the fold sums less
+    than they do (it is no later reading of the same ledger, so it replaces nothing)."""
+    covered = set(fold.covers or ())
+    mine = [
+        r
+        for r in records
+        if r.job == "pr" and r.suite == fold.suite and r.pull_request == fold.pull_request
+    ]
+    replaced = [
+        r for r in mine if (set(r.covers or ()) <= covered if is_fold(r) else r.run in covered)
+    ]
+    calls, usd = _total(replaced)
+    fold_calls, fold_usd = _total([fold])
+    if calls > fold_calls or (usd is not None and fold_usd is not None and usd > fold_usd + 1e-9):
+        return None
+    return replaced
 
 
 def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[SpendRecord]:
@@ -174,22 +207,32 @@ def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[S
     suite is told by its run, which is unique, however often it was copied); see appended.
 
     A pull request's ledger read again after more runs sums more of them into its fold: a fold
-    in ``new`` replaces the records of its pull request and suite that it covers (its own
-    earlier fold, and the runs itemised then that it now sums: those made by its newest run's
-    time), so that nothing is counted twice."""
-    folds = {(r.suite, r.pull_request): r.created_at for r in new if r.job == "pr" and is_fold(r)}
-
-    def covered(r: SpendRecord) -> bool:
-        until = folds.get((r.suite, r.pull_request)) if r.job == "pr" else None
-        return until is not None and r.created_at <= until
-
-    kept = [r for r in records if not covered(r)]
+    in ``new`` replaces exactly the records it names as summed (its earlier fold, and runs
+    itemised then), so nothing is counted twice and nothing it does not sum is dropped; a fold
+    that sums less than what it would replace is a stale or forged one, and is not added."""
+    kept = list(records)
     known = {_key(r) for r in kept}
     added: list[SpendRecord] = []
     for r in new:
-        if _key(r) not in known:
-            known.add(_key(r))
-            added.append(r)
+        if _key(r) in known:
+            continue
+        if is_fold(r):
+            replaced = _replaced([*kept, *added], r)
+            if replaced is None:
+                continue
+            gone = {id(x) for x in replaced}
+            kept = [x for x in kept if id(x) not in gone]
+            added = [x for x in added if id(x) not in gone]
+        elif any(
+            is_fold(f)
+            and r.run in (f.covers or ())
+            and f.suite == r.suite
+            and f.pull_request == r.pull_request
+            for f in [*kept, *added]
+        ):
+            continue  # already summed in a fold kept
+        known.add(_key(r))
+        added.append(r)
     return appended(kept, added)
 
 
@@ -249,9 +292,15 @@ def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
                     "usd": None if have.usd is None or part.usd is None else have.usd + part.usd,
                 }
             )
-    first, last = older[0], older[-1]
-    folded = last.model_copy(
-        update={"run": f"{first.run}..{last.run} ({len(older)} runs)", "parts": list(sums.values())}
+    # The runs summed, in the ledger's order (an earlier fold's own, then the runs after it).
+    covers = list(dict.fromkeys(run for r in older for run in (r.covers or [r.run])))
+    newest = max(older, key=lambda r: r.created_at)
+    folded = newest.model_copy(
+        update={
+            "run": f"{covers[0]}..{covers[-1]} ({len(covers)} runs)",
+            "parts": list(sums.values()),
+            "covers": covers,
+        }
     )
     return [folded, *newer]
 

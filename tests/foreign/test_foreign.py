@@ -388,3 +388,45 @@ def test_junit_with_a_doctype_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RunFileError) as caught:
         read_results(path, "junit")
     assert "DOCTYPE" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [1e30, -5, float("inf"), float("nan"), 1.5])
+def test_an_inspect_score_outside_0_to_1_is_kept_out_and_counted(
+    tmp_path: Path, value: float
+) -> None:
+    samples = [inspect_sample(1, 1, "C"), inspect_sample(2, 1, value)]
+    foreign = read_foreign(write_eval(tmp_path / "log.eval", inspect_header(), samples))
+    run = foreign.run()
+    assert [c.id for c in run.cases] == ["1"]  # the other is no share of right: not guessed
+    assert foreign.dropped == {"samples without a match score": 1}
+
+
+def _damaged(path: Path, how: str) -> Path:
+    """An archive whose header member is flagged encrypted, whose deflate stream is damaged, or
+    whose sample nests past what the JSON parser takes."""
+    write_eval(path, inspect_header(), [inspect_sample(1, 1, "C")])
+    if how == "deep":
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("header.json", json.dumps(inspect_header()))
+            archive.writestr("samples/1_epoch_1.json", "[" * 100_000 + "]" * 100_000)
+        return path
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(inspect_header()) + " " * 4096)
+    data = bytearray(path.read_bytes())
+    if how == "encrypted":
+        data[6] |= 0x1  # the local header's general purpose flag: encrypted
+        central = data.rfind(b"PK\x01\x02")
+        data[central + 8] |= 0x1
+    else:
+        start = 30 + len("header.json")
+        data[start + 5 : start + 40] = b"\xff" * 35  # inside the deflate stream
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("how", ["encrypted", "corrupt", "deep"])
+def test_a_damaged_eval_archive_is_one_line(tmp_path: Path, how: str) -> None:
+    path = _damaged(tmp_path / "log.eval", how)
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert str(path) in str(caught.value)

@@ -224,3 +224,52 @@ def test_every_report_template_compiles_into_the_cache(tmp_path: Path) -> None:
     assert len([p for p in entries if p.name.startswith("html-")]) == len(
         list((Path(render.__file__).parent / "templates").glob("*.html.j2"))
     )
+
+
+def test_the_cache_is_used_by_the_real_path_it_was_checked_at(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    template_cache.configure({template_cache.VARIABLE: str(link)})
+    env = _env({"t": "x"})
+    template_cache.attach(env, "text")
+    assert env.get_template("t").render() == "x"
+    # Re-pointing the link afterwards moves nothing: the entries are where the check was.
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    link.unlink()
+    link.symlink_to(other)
+    again = _env({"u": "y"})
+    template_cache.attach(again, "text")
+    assert again.get_template("u").render() == "y"
+    assert len(list(real.iterdir())) == 2 and list(other.iterdir()) == []
+
+
+def test_a_folder_that_cannot_be_searched_is_not_trusted_and_crashes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for a user the image's 0700 folder is not theirs: looking for a .git inside it fails.
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).endswith(".git"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(template_cache.os, "lstat", lstat)
+    assert template_cache.trusted(folder) is None
+
+
+def test_an_entry_that_is_a_pipe_is_not_waited_on(cache: Path) -> None:
+    env = _env({"t": "{{ a }}"})
+    template_cache.attach(env, "text")
+    assert env.get_template("t").render(a=1) == "1"
+    [entry] = list(cache.iterdir())
+    entry.unlink()
+    os.mkfifo(entry)
+    again = _env({"t": "{{ a }}"})
+    template_cache.attach(again, "text")
+    assert again.get_template("t").render(a=2) == "2"  # compiled: the pipe is not an entry

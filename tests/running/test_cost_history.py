@@ -581,6 +581,10 @@ def test_a_bot_comment_that_only_quotes_the_marker_is_not_the_ledger(
     forged = _record(SUITE, "pr", "2026-12-01", 10**6, 10**4).model_copy(update={"pull_request": 7})
     quoted = "Report of another tool\n\n" + with_ledger(marker(SUITE), None, [forged], 65536)
     gh.add_comment(REPO, 7, quoted, user="other-app[bot]")
+    # And one that starts with it: another app's comment is not evalgate's, whatever it says.
+    gh.add_comment(
+        REPO, 7, with_ledger(marker(SUITE), None, [forged], 65536), user="other-app[bot]"
+    )
     gh.close_pull(REPO, 7)
     listings = f"/repos/{REPO}/pulls"
     comments = f"/repos/{REPO}/issues/7/comments"
@@ -591,3 +595,50 @@ def test_a_bot_comment_that_only_quotes_the_marker_is_not_the_ledger(
     # The job listed the closed pull requests once and read #7's comments once.
     after = len(gh.find_requests(path=listings)), len(gh.find_requests(path=comments))
     assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+
+
+def _calls(records: list[SpendRecord]) -> int:
+    return sum(p.calls for r in records for p in r.parts)
+
+
+def test_a_new_ledger_after_a_deleted_comment_drops_nothing_it_does_not_sum() -> None:
+    # 150 runs kept at the first closing; the comment deleted, 101 runs more in a new ledger.
+    first = merged([], fold(_runs_of_a_pull(150), LEDGER_KEEP))
+    fresh = fold(_runs_of_a_pull(101, first=150), LEDGER_KEEP)
+    store = merged(first, fresh)
+    # Known answer: calls 1 + ... + 251 = 251 * 252 / 2 = 31,626, each run once.
+    assert _calls(store) == 31626
+
+
+def test_a_forged_fold_cannot_erase_what_a_pull_request_spent() -> None:
+    kept = merged([], _runs_of_a_pull(50))
+    forged = _runs_of_a_pull(1)[0].model_copy(
+        update={
+            "run": "a..b (50 runs)",
+            "covers": [r.run for r in kept],
+            "created_at": datetime(9999, 1, 1, tzinfo=UTC),
+            "parts": [SpendPart(model="m", calls=0, usd=0.0)],
+        }
+    )
+    store = merged(kept, [forged])
+    assert _calls(store) == _calls(kept) == 50 * 51 // 2
+    assert forged not in store
+
+
+def test_a_ledger_edited_out_of_order_counts_each_run_once() -> None:
+    # Job r5 edited the comment before r0 (an older commit's slow job finished last).
+    runs = _runs_of_a_pull(101)
+    ledger: list[SpendRecord] = []
+    for r in [runs[5], *runs[:5], *runs[6:]]:
+        ledger = fold(merged(ledger, [r]), LEDGER_KEEP)
+    store = merged([], ledger)
+    assert _calls(store) == 101 * 102 // 2
+
+
+def test_a_record_without_a_zone_is_taken_as_utc_and_compares() -> None:
+    naive = SpendRecord.model_validate(
+        {"job": "pr", "suite": "s", "run": "r", "created_at": "2026-12-01T00:00:00", "parts": []}
+    )
+    assert naive.created_at == datetime(2026, 12, 1, tzinfo=UTC)
+    fold_ = _runs_of_a_pull(1)[0].model_copy(update={"run": "f", "covers": ["r"]})
+    merged([naive], [fold_])  # no TypeError comparing times

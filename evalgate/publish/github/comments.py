@@ -77,16 +77,29 @@ def _ours(
     return issue, ours
 
 
+#: Who posts as a workflow's GITHUB_TOKEN: the only author whose ledger is read.
+ACTIONS_LOGIN = "github-actions[bot]"
+#: The comments of a pull request a ledger is looked for in (the oldest first: evalgate's
+#: comment is made by the pull request's first job and edited after): three pages.
+LEDGER_COMMENTS = 300
+
+
 def marked_bodies(repo: Repository, pr_number: int) -> dict[str, str]:
-    """The bodies of the bots' marked comments on ``pr_number``, by their first line (the
-    marker), the newest of each: every suite's comment in one listing."""
+    """The bodies of the marked comments that the workflow's token posted on ``pr_number``
+    (``ACTIONS_LOGIN``: another app's comment is not evalgate's ledger, whatever it says), by
+    their first line (the marker), the newest of each, among the first ``LEDGER_COMMENTS``:
+    every suite's comment in one listing, in a bounded number of calls."""
     where = f"{repo.full_name}#{pr_number}"
     found: dict[str, tuple[tuple[object, int], str]] = {}
     with calling("read the pull request's comments", where, PERM_PR_READ):
-        for comment in repo.get_issue(pr_number).get_comments():
+        for i, comment in enumerate(repo.get_issue(pr_number).get_comments()):
+            if i >= LEDGER_COMMENTS:
+                break
             body = comment.body or ""
             first = body.split("\n", 1)[0].strip()
-            if not first.startswith("<!--") or comment.user is None or comment.user.type != "Bot":
+            if not first.startswith("<!--") or comment.user is None:
+                continue
+            if comment.user.type != "Bot" or comment.user.login != ACTIONS_LOGIN:
                 continue
             order = (comment.created_at, comment.id)
             if first not in found or order >= found[first][0]:
