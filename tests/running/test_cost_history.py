@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from conftest import CliResult
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_action import (
     FOLDER,
     HARMLESS,
@@ -642,3 +644,45 @@ def test_a_record_without_a_zone_is_taken_as_utc_and_compares() -> None:
     assert naive.created_at == datetime(2026, 12, 1, tzinfo=UTC)
     fold_ = _runs_of_a_pull(1)[0].model_copy(update={"run": "f", "covers": ["r"]})
     merged([naive], [fold_])  # no TypeError comparing times
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("runs"), st.integers(1, 60)),  # that many jobs edit the comment
+            st.tuples(st.just("read"), st.just(0)),  # a baseline job reads the ledger
+            st.tuples(st.just("delete"), st.just(0)),  # the comment deleted: a new ledger
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_every_run_a_ledger_ever_showed_is_kept_once(
+    steps: list[tuple[str, int]], shuffle: Any
+) -> None:
+    """However a pull request's comment is edited (jobs finishing out of order, the comment
+    deleted and begun again) and however often the ledger is read, the spend file counts each
+    run the ledgers showed exactly once."""
+    ledger: list[SpendRecord] = []
+    store: list[SpendRecord] = []
+    made = 0
+    shown: set[str] = set()
+    calls = {}
+    for what, count in steps:
+        if what == "runs":
+            batch = _runs_of_a_pull(count, first=made)
+            made += count
+            shuffle.shuffle(batch)  # the order the jobs finish in
+            for r in batch:
+                calls[r.run] = r.parts[0].calls
+                ledger = fold(merged(ledger, [r]), LEDGER_KEEP)
+        elif what == "read":
+            shown |= {run for r in ledger for run in (r.covers or [r.run])}
+            store = merged(store, ledger)
+        else:
+            ledger = []
+    kept = [run for r in store for run in (r.covers or [r.run])]
+    assert sorted(kept) == sorted(shown)  # each shown run once, no other
+    assert _calls(store) == sum(calls[run] for run in shown)
