@@ -88,19 +88,29 @@ def _exists(path: Path) -> bool | None:
 
 def trusted(directory: Path, env: Mapping[str, str] | None = None) -> Path | None:
     """The real path of ``directory`` when it may hold code evalgate runs (see the module's
-    docstring), else None. Missing folders are made one at a time, each checked as it is made
-    (a folder someone else made first in the meantime is refused), the last with mode 0700."""
+    docstring), else None (:func:`verdict` says why)."""
+    return verdict(directory, env)[0]
+
+
+def verdict(directory: Path, env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """Whether ``directory`` may hold code evalgate runs: its real path, or None and why not.
+    Missing folders are made one at a time, each checked as it is made (a folder someone else
+    made first in the meantime is refused), the last with mode 0700."""
     env = env or {}
     if not directory.is_absolute():
-        return None
+        return None, "its path is not absolute"
     uid = _uid()
     real = Path(os.path.realpath(directory))
     # Never in a checkout: its files are a pull request's, whoever owns them on disk.
     workspace = env.get("GITHUB_WORKSPACE")
     if workspace and _inside(real, Path(os.path.realpath(workspace))):
-        return None
-    if any(_exists(p / ".git") is not False for p in (real, *real.parents)):
-        return None
+        return None, "it is inside GITHUB_WORKSPACE, a checkout"
+    for p in (real, *real.parents):
+        found = _exists(p / ".git")
+        if found is None:
+            return None, f"{p} cannot be searched"
+        if found:
+            return None, f"it is inside the git work tree {p}"
     # From the root down: none may be another user's to rename or swap, and each missing one
     # is made here, and refused unless it is then this user's.
     for path in (*reversed(real.parents), real):
@@ -108,17 +118,19 @@ def trusted(directory: Path, env: Mapping[str, str] | None = None) -> Path | Non
             if _exists(path) is False:
                 os.mkdir(path, 0o700)
             info = os.lstat(path)
-        except OSError:
-            return None
+        except OSError as exc:
+            return None, f"{path} cannot be made or read ({exc.strerror})"
         if path == real:
             break
         if not _safe_parent(info, uid):
-            return None
+            return None, f"{path} above it is another user's or writable by others"
     if not stat.S_ISDIR(info.st_mode):
-        return None
+        return None, "it is not a folder"
     if uid is not None and info.st_uid != uid:
-        return None
-    return None if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else real
+        return None, "it is another user's"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None, "others can write it"
+    return real, "used"
 
 
 def configure(env: Mapping[str, str]) -> None:

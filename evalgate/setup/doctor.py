@@ -1041,12 +1041,33 @@ def doctor(
     findings += _check_workflows(repo, config_path, loaded)
     state_dir = loaded.state_dir if loaded else config_path.parent / STATE_DIR
     findings += _check_gitignore(repo, state_dir)
+    findings.append(_check_template_cache(env))
     counts = Counter(f.status for f in findings)
     return DoctorReport(
         repo=str(repo),
         config=str(config_path),
         findings=findings,
         counts={s: counts.get(s, 0) for s in ("ok", "warn", "FAIL")},
+    )
+
+
+def _check_template_cache(env: Mapping[str, str]) -> Finding:
+    """Where compiled report templates are kept, or why they are not (each command then
+    compiles what it shows: 40 ms for a gate's report, 0.1 s for a comment)."""
+    from evalgate.report import template_cache
+
+    check = "template cache"
+    directory = template_cache.folder(env)
+    if directory is None:
+        return _ok(check, "off: each command compiles the report it shows")
+    real, why = template_cache.verdict(directory, env)
+    if real is not None:
+        return _ok(check, f"{real}")
+    return _warn(
+        check,
+        f"{directory} is not used: {why}; each command compiles the report it shows",
+        f"point {template_cache.VARIABLE} at a folder only you can write, or set it to "
+        f"{template_cache.OFF}",
     )
 
 

@@ -265,3 +265,22 @@ def test_an_entry_that_is_a_pipe_is_not_waited_on(cache: Path) -> None:
     again = _env({"t": "{{ a }}"})
     template_cache.attach(again, "text")
     assert again.get_template("t").render(a=2) == "2"  # compiled: the pipe is not an entry
+
+
+def test_doctor_says_where_the_cache_is_or_why_it_is_not_used(tmp_path: Path) -> None:
+    from evalgate.setup.doctor import _check_template_cache
+
+    used = _check_template_cache({template_cache.VARIABLE: str(tmp_path / "mine")})
+    assert (used.status, used.message) == ("ok", str(tmp_path / "mine"))
+    off = _check_template_cache({template_cache.VARIABLE: "off"})
+    assert off.status == "ok" and off.message.startswith("off")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    refused = _check_template_cache({template_cache.VARIABLE: str(shared / "templates")})
+    assert refused.status == "warn"
+    assert f"{shared} above it is another user's or writable by others" in refused.message
+    checkout = tmp_path / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    inside = _check_template_cache({"XDG_CACHE_HOME": str(checkout / ".cache")})
+    assert f"inside the git work tree {checkout}" in inside.message

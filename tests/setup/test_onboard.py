@@ -266,7 +266,7 @@ def test_init_puts_the_config_in_a_subfolder(
     # config, prompts, ship, model, cases, split, fields, template; the workflow's permissions,
     # pinning, secrets, image and baseline upload; the baseline artefact across workflows;
     # gitignore.
-    assert report.counts == {"ok": 15, "warn": 0, "FAIL": 0}, report.findings
+    assert report.counts == {"ok": 16, "warn": 0, "FAIL": 0}, report.findings
 
 
 def test_starter_files_go_where_the_given_globs_find_them(tmp_path: Path) -> None:
@@ -667,7 +667,7 @@ def test_doctor_markdown_is_a_table(initialised: Callable[[str], Path]) -> None:
     unignore_state(repo)
     code, out, _ = cli("doctor", "--dir", str(repo), "--format", "markdown")
     assert code == 0
-    assert out.startswith("### evalgate doctor: 14 ok, 1 warn, 0 FAIL\n")
+    assert out.startswith("### evalgate doctor: 15 ok, 1 warn, 0 FAIL\n")
     assert "| warn | gitignore |" in out
 
 
