@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import multiprocessing
 import os
 import resource
@@ -101,6 +102,37 @@ def child(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     if done.returncode not in (0, 1):
         sys.stderr.write(done.stderr)
     return int(kib) / 1024, wall, sdks or "none", done.returncode, cpu
+
+
+# In a child of its own, each template's time to be ready: compiled (no cache), then read back
+# from the cache the first child filled; after what every command that renders has imported
+# (the config's loading, evalgate's file reader with it).
+_TEMPLATES = (
+    "import json, sys, time\n"
+    "import evalgate.config.load\n"
+    "from evalgate.report import render, template_cache\n"
+    "template_cache.configure({template_cache.VARIABLE: sys.argv[1]})\n"
+    "times = {}\n"
+    "for name in sys.argv[2:]:\n"
+    "    started = time.perf_counter()\n"
+    "    render.template(name)\n"
+    "    times[name] = time.perf_counter() - started\n"
+    "print(json.dumps(times))\n"
+)
+TEMPLATES = ("gate.txt.j2", "comment.md.j2")
+
+
+def template_times(cache: str, env: dict[str, str]) -> dict[str, float]:
+    """Seconds to get each of ``TEMPLATES`` ready in a fresh process, with cache ``cache``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TEMPLATES, cache, *TEMPLATES],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    times: dict[str, float] = json.loads(done.stdout)
+    return times
 
 
 def first_request_s(cwd: Path, env: dict[str, str], conn: Connection) -> tuple[float, float]:
@@ -199,6 +231,10 @@ def main() -> int:
             gate_sdks = gates[0][2]
             firsts = [first_request_s(root, env, parent) for _ in range(reps)]
             first, first_cpu = min(f[0] for f in firsts), min(f[1] for f in firsts)
+            cache = str(Path(tmp) / "templates-timed")
+            compiled = [template_times("off", env) for _ in range(reps)]
+            template_times(cache, env)  # fills the cache
+            cached = [template_times(cache, env) for _ in range(reps)]
         gate_ok = gate_s <= GATE_S and gate_sdks == "none"
         first_ok = first <= FIRST_REQUEST_S
         ok = ok and gate_ok and first_ok
@@ -215,6 +251,16 @@ def main() -> int:
                 f"{cold[1]:.2f} s ({cold[4]:.2f} s)",
                 "",
                 "",
+            ),
+            *(
+                (
+                    f"`{name}` ready: compiled / read from the cache (in-process)",
+                    f"{1000 * min(c[name] for c in compiled):.1f} ms / "
+                    f"{1000 * min(c[name] for c in cached):.1f} ms",
+                    "",
+                    "",
+                )
+                for name in TEMPLATES
             ),
             (
                 "`evalgate run` to its first request (CPU of `run --limit 1`)",

@@ -92,6 +92,36 @@ def main() -> None:
             f"| {n} | {worst['full'][0]:.2f} ({worst['full'][1]}) "
             f"| {worst['closed'][0]:.2f} ({worst['closed'][1]}) |"
         )
+    print_diffuse_ceiling()
+
+
+#: The fixed designs' measured power at a 4.7-point diffuse drop (docs/statistics.md, "The
+#: two-stage design": benchmarks.gate_simulation --adaptive --diffuse --sims 2000).
+DIFFUSE_K2_POWER = 0.921
+DIFFUSE_BASELINE_DRAWS = 2
+
+
+def diffuse_ceiling(k2_power: float, share: float, alpha: float, r: int = 2) -> float:
+    """The most power a design spending ``share`` of two candidate repeats' calls can have under
+    a diffuse drop, in the normal approximation: the paired contrast's variance is at least
+    ``n (1/R + 1/K)`` at the budget's even spread ``K = 2 share`` (1/K is convex), and K = 2's
+    power fixes the effect's size ``c = z_power + z_alpha`` at variance ``n (1/R + 1/2)``."""
+    z = NormalDist().inv_cdf
+    c = (z(k2_power) + z(1.0 - alpha)) * math.sqrt(1.0 / r + 1.0 / 2.0)
+    k = 2.0 * share
+    return NormalDist().cdf(c / math.sqrt(1.0 / r + 1.0 / k) - z(1.0 - alpha))
+
+
+def print_diffuse_ceiling() -> None:
+    print(
+        "\nUnder a diffuse drop, the most power of a design spending a share of K = 2's calls "
+        f"(R = {DIFFUSE_BASELINE_DRAWS}, K = 2 measured at {100 * DIFFUSE_K2_POWER:.1f}%):"
+    )
+    print("| share of K = 2's calls | ceiling |")
+    print("|---:|---:|")
+    for share in (0.5, 0.6, 1.0):
+        ceiling = diffuse_ceiling(DIFFUSE_K2_POWER, share, ALPHA, DIFFUSE_BASELINE_DRAWS)
+        print(f"| {100 * share:.0f}% | {100 * ceiling:.1f}% |")
 
 
 if __name__ == "__main__":

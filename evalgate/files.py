@@ -50,8 +50,12 @@ def read_bytes(
     limit: int = FILE_BYTES,
     root: Path | None = None,
     where: str | None = None,
+    private: bool = False,
 ) -> bytes:
     """The bytes of ``path``; any OS error is an ``error`` naming it.
+
+    With ``private``, only a file of the user's own that no one else can write is read, and
+    never through a symbolic link (code evalgate keeps for itself, such as compiled templates).
 
     With ``root``, a path that leads out of it (``..``, absolute, a symbolic link) is refused
     first, as :func:`contain` refuses it (``where`` names the file that referred to it).
@@ -65,7 +69,8 @@ def read_bytes(
         contain(path, root, what, where or str(path), error)
     fix = "split it into smaller files; a suite may read its cases from several"
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags | (getattr(os, "O_NOFOLLOW", 0) if private else 0))
     except OSError as exc:
         reason, hint = _reason(exc)
         raise error(f"{what} {reason}", where=str(path), fix=hint) from None
@@ -82,6 +87,14 @@ def read_bytes(
                 f"{what} is not a regular file (a pipe, socket or device)",
                 where=str(path),
                 fix="name a file of the repository",
+            )
+        if private and (
+            (hasattr(os, "getuid") and info.st_uid != os.getuid())
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
+            raise error(
+                f"{what} is not the user's own (another's, or writable by others)",
+                where=str(path),
             )
         if info.st_size > limit:
             raise error(_too_big(what, info.st_size, limit), where=str(path), fix=fix)

@@ -684,3 +684,21 @@ def test_links_to_the_folder_itself_do_not_make_a_promptfoo_glob_endless(tmp_pat
     done = run_measured(["split", "--config", str(config)], dict(os.environ), tmp_path, hang_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.cpu_s < 10, done.cpu_s
+
+
+def test_a_private_read_takes_only_the_users_own_file_never_a_link(tmp_path: Path) -> None:
+    from evalgate import files
+    from evalgate.errors import UserError
+
+    own = tmp_path / "own"
+    own.write_bytes(b"mine")
+    own.chmod(0o600)
+    assert files.read_bytes(own, private=True) == b"mine"
+    link = tmp_path / "link"
+    link.symlink_to(own)
+    assert files.read_bytes(link) == b"mine"  # an ordinary read follows it
+    with pytest.raises(UserError, match="symbolic link loop"):
+        files.read_bytes(link, private=True)  # O_NOFOLLOW: the kernel says ELOOP
+    own.chmod(0o666)
+    with pytest.raises(UserError, match="not the user's own"):
+        files.read_bytes(own, private=True)

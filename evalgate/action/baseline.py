@@ -33,8 +33,8 @@ from evalgate.runs.spend import SpendRecord, spend_of
 
 def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
     """What the pull requests merged as this push's commit spent on suite ``name``: each
-    pull-request job's records, carried in the ledger of evalgate's comment (a bot's; a job of
-    the pull request can write nothing else). One closed without merging: closed_pull_spend."""
+    pull-request job's records, carried in the ledger of evalgate's comment (spend.pull_spend).
+    One closed without merging: closed_pull_spend."""
     # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a local
     # runner such as act sets it from its own checkout instead).
     sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")

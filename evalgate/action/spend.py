@@ -75,9 +75,10 @@ def pull_spend(
     runner: ActionJob, name: str, how: str, find: Callable[[Any], Sequence[int]]
 ) -> list[SpendRecord]:
     """The records of suite ``name``'s pull-request jobs for the pull requests ``find`` lists
-    from the job's repository (``how``: merged or closed), from the ledger of evalgate's comment on each (a bot's: a
-    person's comment with a ledger is not read; a job of the pull request can write nothing
-    else). A list or a ledger that cannot be read is skipped with a warning, never the job."""
+    from the job's repository (``how``: merged or closed), from the ledger of evalgate's comment
+    on each (one the workflow's token posted, see gh.marked_bodies: a job of the pull request
+    can write nothing else). A list or a ledger that cannot be read is skipped with a warning,
+    never the job."""
     if runner.repo is None:
         return []
     records: list[SpendRecord] = []

@@ -129,26 +129,29 @@ def _with_holdout_guard(verdict: Verdict, guards: dict[str, Guard], name: str) -
     return verdict.model_copy(update={"mismatch": [guards[name][1]().line(), *verdict.mismatch]})
 
 
-def _maybe_foreign(ctx: Context) -> bool:
-    """Whether either side may be another harness's results: a format named, or a file that
-    does not start as a run file does (a name, a folder or a prompt version is never one)."""
+def _wants_foreign(ctx: Context) -> bool:
+    """Whether either side is another harness's results (or --results-format names one). A
+    file that starts as a run file does is told by its first bytes: a gate of two run files
+    never loads the other harnesses' readers."""
     if getattr(ctx.args, "results_format", None):
         return True
-    return any(
-        path.is_file() and not starts_as_run(path)
-        for path in (Path(ctx.args.baseline), Path(ctx.args.candidate))
-    )
+    paths = [Path(ref) for ref in (ctx.args.baseline, ctx.args.candidate)]
+    others = [p for p in paths if p.is_file() and not starts_as_run(p)]
+    if not others:
+        return False
+    from evalgate.foreign import is_foreign
+
+    return any(is_foreign(p) for p in others)
 
 
 def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
     by suite name), with one familywise alpha: the same decision the action makes. Results
     other harnesses made (promptfoo, Inspect, JUnit XML) are gated by gate_foreign."""
-    if _maybe_foreign(ctx):
-        from evalgate.cli.gate_foreign import cmd_gate_foreign, wants_foreign
+    if _wants_foreign(ctx):
+        from evalgate.cli.gate_foreign import cmd_gate_foreign
 
-        if wants_foreign(ctx):
-            return cmd_gate_foreign(ctx)
+        return cmd_gate_foreign(ctx)
     loaded = ctx.config()
     if ctx.args.estimate:
         return _estimate(ctx, loaded)

@@ -13,18 +13,11 @@ from evalgate.analysis.summary import summarise
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.config.models import GatePolicy
 from evalgate.errors import RunFileError
-from evalgate.foreign import is_foreign, read_foreign
+from evalgate.foreign import read_foreign
 from evalgate.foreign.gate import decide_foreign, defaults_line, dropped_notes
 from evalgate.gate.verdict import Verdict
 from evalgate.report.render import render_model
 from evalgate.runs.schema import Run
-
-
-def wants_foreign(ctx: Context) -> bool:
-    """Whether either side is another harness's results (or --results-format names one)."""
-    if getattr(ctx.args, "results_format", None):
-        return True
-    return any(is_foreign(Path(ref)) for ref in (ctx.args.baseline, ctx.args.candidate))
 
 
 def _read(ctx: Context, ref: str, side: str) -> tuple[Run, list[str]]:

@@ -226,15 +226,13 @@ def _provider(result: dict[str, Any]) -> str:
 def _prompt(result: dict[str, Any]) -> str:
     """The prompt's identity: ``promptId`` (a hash of the prompt as written; ``prompt.raw`` is
     the text rendered for this test), else its label."""
-    prompt = result.get("prompt")
-    label = prompt.get("label") if isinstance(prompt, dict) else None
-    return str(result.get("promptId") or label or "")
+    return str(result.get("promptId") or _dict(result.get("prompt")).get("label") or "")
 
 
 def _label(result: dict[str, Any]) -> str:
-    prompt = result.get("prompt")
-    label = prompt.get("label") or prompt.get("raw") if isinstance(prompt, dict) else None
-    return str(label or _prompt(result))
+    """The prompt as a person tells it: its label (or its text), else its identity."""
+    prompt = _dict(result.get("prompt"))
+    return str(prompt.get("label") or prompt.get("raw") or _prompt(result))
 
 
 def _category(test: dict[str, Any]) -> str | None:

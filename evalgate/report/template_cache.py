@@ -1,8 +1,8 @@
 """Compiled report templates kept between commands, as Python keeps compiled modules.
 
-Compiling a report's template is most of what a short command does after its imports (43 ms of
-``evalgate gate``'s 0.33 s for the terminal report, 0.1 s for the pull request comment), and the
-templates are evalgate's own: they change only with evalgate. jinja2's bytecode cache keeps the
+Compiling a report's template is most of what a short command does after its imports (a tenth
+of ``evalgate gate``'s start-up; benchmarks/footprint.py times compiling against reading back),
+and the templates are evalgate's own: they change only with evalgate. jinja2's bytecode cache keeps the
 compiled code in a folder, each entry checked against its template's source when read; the
 entry's name also carries a digest of evalgate's and jinja2's versions and of everything in the
 environment that changes the compiled code (HTML escaping above all), so an entry compiled
@@ -18,8 +18,8 @@ any folder above it can run code as the user: the folder is used only when
 * every folder from the root down to it is owned by this user or by root and cannot be written
   by anyone else (a sticky folder such as /tmp excepted: no one else can move what is in it),
   and the folder itself is this user's and writable by no one else;
-* each entry is a regular file (opened without following a link) of this user's that no one
-  else can write.
+* each entry is a regular file of this user's that no one else can write, read through
+  evalgate's one file reader (files.read_bytes, ``private``: never through a link).
 
 Anything else is ignored, never trusted: each command then compiles what it shows. The image
 sets its own folder, filled when the image is built.
@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import stat
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import jinja2
@@ -190,37 +191,23 @@ def attach(environment: jinja2.Environment, kind: str) -> None:
     )
 
 
-def _open_entry(path: str) -> BinaryIO | None:
-    """An entry opened for reading when it is a regular file of this user's that no one else
-    can write (never through a link); else None."""
-    try:
-        # Never through a link, and never waiting on a pipe planted under an entry's name.
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
-    except OSError:
-        return None
-    info = os.fstat(fd)
-    uid = _uid()
-    if (
-        not stat.S_ISREG(info.st_mode)
-        or (uid is not None and info.st_uid != uid)
-        or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    ):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
-
-
 def _cache(directory: Path, prefix: str) -> jinja2.BytecodeCache:
     from jinja2 import FileSystemBytecodeCache
 
     class _Cache(FileSystemBytecodeCache):
         def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            entry = _open_entry(self._get_cache_filename(bucket))
-            if entry is not None:
-                with entry:
-                    bucket.load_bytecode(entry)
+            # Through evalgate's one reader, as a private file: a regular file of the user's
+            # that no one else can write, never a link, never a pipe to wait on.
+            from evalgate import files
+            from evalgate.errors import UserError
+
+            try:
+                data = files.read_bytes(
+                    Path(self._get_cache_filename(bucket)), "compiled template", private=True
+                )
+            except UserError:
+                return  # missing, or not one to trust: compiled again
+            bucket.load_bytecode(io.BytesIO(data))
 
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             # A folder that cannot be written (a full disk, another's image): compile next time.

@@ -1053,7 +1053,7 @@ def doctor(
 
 def _check_template_cache(env: Mapping[str, str]) -> Finding:
     """Where compiled report templates are kept, or why they are not (each command then
-    compiles what it shows: 40 ms for a gate's report, 0.1 s for a comment)."""
+    compiles what it shows: benchmarks/footprint.py times both)."""
     from evalgate.report import template_cache
 
     check = "template cache"

@@ -114,3 +114,15 @@ def test_five_suites_of_unchanged_prompts_share_one_alpha() -> None:
         suites = [make_suite(rng, N) for _ in range(5)]
         fails += pull_request(rng, suites, [s.p for s in suites], policy) == "fail"
     assert fails <= 11, f"{fails} of 100 unchanged pull requests failed"
+
+
+def test_the_diffuse_drop_ceiling_by_hand() -> None:
+    from benchmarks.power import diffuse_ceiling
+
+    # By hand: z_0.921 = 1.4118 and z_0.955 = 1.6954 give c = 3.1072 at variance 1/2 + 1/2;
+    # all of K = 2's calls is K = 2 itself; half of them (K = 1, variance 1/2 + 1 = 1.5) is
+    # Phi(3.1072 / 1.2247 - 1.6954) = Phi(0.8416) = 0.800; 60% (K = 1.2, variance 1.3333) is
+    # Phi(3.1072 / 1.1547 - 1.6954) = Phi(0.9955) = 0.840.
+    assert diffuse_ceiling(0.921, 1.0, 0.045) == pytest.approx(0.921, abs=1e-9)
+    assert diffuse_ceiling(0.921, 0.5, 0.045) == pytest.approx(0.800, abs=1e-3)
+    assert diffuse_ceiling(0.921, 0.6, 0.045) == pytest.approx(0.840, abs=1e-3)

@@ -686,3 +686,28 @@ def test_every_run_a_ledger_ever_showed_is_kept_once(
     kept = [run for r in store for run in (r.covers or [r.run])]
     assert sorted(kept) == sorted(shown)  # each shown run once, no other
     assert _calls(store) == sum(calls[run] for run in shown)
+
+
+def test_the_look_back_and_the_ledger_search_are_bounded(gh: GitHubServer) -> None:
+    from github import Auth, Github
+
+    from evalgate.publish.github.comments import LEDGER_COMMENTS, marked_bodies
+    from evalgate.publish.github.pulls import CLOSED_READ, closed_unmerged_since
+
+    gh.create_branch(REPO, "feature")
+    for number in range(1, CLOSED_READ + 6):
+        gh.add_pull(REPO, head="feature", number=number)
+        gh.close_pull(REPO, number)
+    client = Github(auth=Auth.Token(gh.write_token), base_url=gh.url, retry=None)
+    repo = client.get_repo(REPO)
+    found = closed_unmerged_since(repo, datetime.now(UTC) - timedelta(days=1))
+    # The newest updated first, and no more than CLOSED_READ of them.
+    assert found == list(range(CLOSED_READ + 5, 5, -1))
+    # A ledger comment past the first LEDGER_COMMENTS comments is not looked for.
+    for _ in range(LEDGER_COMMENTS):
+        gh.add_comment(REPO, 1, "chatter", user="github-actions[bot]")
+    gh.add_comment(REPO, 1, marker(SUITE) + "\nlate", user="github-actions[bot]")
+    gh.add_comment(REPO, 2, marker(SUITE) + "\nfirst", user="github-actions[bot]")
+    assert marked_bodies(repo, 1) == {}
+    assert marked_bodies(repo, 2) == {marker(SUITE): marker(SUITE) + "\nfirst"}
+    client.close()

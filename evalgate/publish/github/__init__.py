@@ -49,7 +49,6 @@ from evalgate.publish.github.client import (
 )
 from evalgate.publish.github.comments import (
     marked_bodies,
-    our_comment_body,
     upsert_comment,
 )
 from evalgate.publish.github.data_branch import (
@@ -108,7 +107,6 @@ __all__ = [
     "marked_bodies",
     "merge_base",
     "merged_as",
-    "our_comment_body",
     "publish_check",
     "pull_request_info",
     "read_data_file",

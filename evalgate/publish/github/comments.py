@@ -105,9 +105,3 @@ def marked_bodies(repo: Repository, pr_number: int) -> dict[str, str]:
             if first not in found or order >= found[first][0]:
                 found[first] = (order, body)
     return {first: body for first, (_, body) in found.items()}
-
-
-def our_comment_body(repo: Repository, pr_number: int, marker: str) -> str | None:
-    """The body of our comment on ``pr_number`` (a bot's, with ``marker``), or None."""
-    _, ours = _ours(repo, pr_number, marker, True)
-    return ours.body if ours is not None else None
