@@ -22,7 +22,9 @@ any folder above it can run code as the user: the folder is used only when
   evalgate's one file reader (files.read_bytes, ``private``: never through a link).
 
 Anything else is ignored, never trusted: each command then compiles what it shows. The image
-sets its own folder, filled when the image is built.
+sets its own folder, filled when the image is built. Each time an entry is written (after an
+upgrade, mostly), entries written more than ``PRUNE_AFTER`` ago are removed, so the folder
+holds what recent versions compiled, not every version's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import contextlib
 import hashlib
 import io
 import os
+import re
 import stat
+import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +47,11 @@ if TYPE_CHECKING:
 
 VARIABLE = "EVALGATE_TEMPLATE_CACHE"
 OFF = "off"
+
+#: Entries last written longer ago than this (in seconds) are removed when another is written.
+PRUNE_AFTER = 30 * 24 * 3600
+# What an entry's name is: ``{kind}-{settings digest}-{jinja2's key}.jinja``.
+_ENTRY = re.compile(r"[a-z]+-[0-9a-f]{16}-[0-9a-f]{40}\.jinja")
 
 _directory: Path | None = None
 _attached: weakref.WeakSet[jinja2.Environment] = weakref.WeakSet()
@@ -213,5 +222,29 @@ def _cache(directory: Path, prefix: str) -> jinja2.BytecodeCache:
             # A folder that cannot be written (a full disk, another's image): compile next time.
             with contextlib.suppress(OSError):
                 super().dump_bytecode(bucket)
+                prune(directory, keep=Path(self._get_cache_filename(bucket)).name)
 
     return _Cache(str(directory), f"{prefix}-%s.jinja")
+
+
+def prune(directory: Path, keep: str = "", now: float | None = None) -> int:
+    """Remove the entries in ``directory`` last written more than ``PRUNE_AFTER`` seconds
+    before ``now``, but ``keep``: only files named as entries are, regular files of this
+    user's (never a link, never a folder). How many were removed."""
+    cutoff = (time.time() if now is None else now) - PRUNE_AFTER
+    uid = _uid()
+    removed = 0
+    with os.scandir(directory) as found:
+        for entry in found:
+            if entry.name == keep or not _ENTRY.fullmatch(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if (
+                    stat.S_ISREG(info.st_mode)
+                    and (uid is None or info.st_uid == uid)
+                    and info.st_mtime < cutoff
+                ):
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed

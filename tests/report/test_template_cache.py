@@ -183,6 +183,38 @@ def test_html_never_runs_a_template_compiled_without_escaping(
     assert len(list(cache.iterdir())) == 2
 
 
+def test_writing_an_entry_removes_only_old_entries(cache: Path) -> None:
+    import time
+
+    env = _env({"a": "{{ a }}", "b": "{{ b }}"})
+    template_cache.attach(env, "text")
+    env.get_template("a").render(a=1)
+    [kept] = list(cache.iterdir())
+    month_ago = time.time() - template_cache.PRUNE_AFTER - 60
+    old = cache / ("text-" + "0" * 16 + "-" + "1" * 40 + ".jinja")  # an older version's
+    old.write_bytes(b"x")
+    recent = cache / ("html-" + "0" * 16 + "-" + "2" * 40 + ".jinja")
+    recent.write_bytes(b"x")
+    other = cache / "notes.txt"  # not an entry: never touched
+    other.write_bytes(b"x")
+    target = cache.parent / "elsewhere"
+    target.write_bytes(b"x")
+    link = cache / ("text-" + "0" * 16 + "-" + "3" * 40 + ".jinja")
+    link.symlink_to(target)
+    for path in (kept, old, other):
+        os.utime(path, (month_ago, month_ago))
+    os.utime(link, (month_ago, month_ago), follow_symlinks=False)
+
+    env.get_template("b").render(b=2)  # a new entry is written: the old one goes
+    names = {p.name for p in cache.iterdir()}
+    assert old.name not in names
+    assert kept.name not in names  # written a month ago, though read since
+    assert {recent.name, other.name, link.name} <= names and target.exists()
+    assert len(names) == 4  # those three and the entry just written
+    # Nothing old is left: nothing more is removed.
+    assert template_cache.prune(cache) == 0
+
+
 def test_a_folder_that_cannot_be_written_only_costs_compiling(cache: Path) -> None:
     env = _env({"t": "{{ a }}"})
     template_cache.attach(env, "text")

@@ -688,6 +688,32 @@ def test_every_run_a_ledger_ever_showed_is_kept_once(
     assert _calls(store) == sum(calls[run] for run in shown)
 
 
+def test_comments_on_old_closed_pulls_do_not_crowd_out_one_closed_since(
+    gh: GitHubServer,
+) -> None:
+    """The listing is sorted by last update, which a comment moves: comments on more than
+    CLOSED_READ pull requests closed long ago come first, and are passed over uncounted."""
+    from github import Auth, Github
+
+    from evalgate.publish.github.pulls import CLOSED_READ, closed_unmerged_since
+
+    gh.create_branch(REPO, "feature")
+    now = datetime.now(UTC)
+    gh.add_pull(REPO, head="feature", number=1)
+    gh.close_pull(REPO, 1, when=now - timedelta(hours=5))
+    old = range(2, CLOSED_READ + 7)
+    for number in old:
+        gh.add_pull(REPO, head="feature", number=number)
+        gh.close_pull(REPO, number, when=now - timedelta(days=40))
+        gh.add_comment(REPO, number, "bump")  # updated now, closed 40 days ago
+    client = Github(auth=Auth.Token(gh.write_token), base_url=gh.url, retry=None)
+    repo = client.get_repo(REPO)
+    listed = [p.number for p in repo.get_pulls(state="closed", sort="updated", direction="desc")]
+    assert listed[-1] == 1  # the stand-in lists as GitHub does: the commented ones first
+    assert closed_unmerged_since(repo, now - timedelta(days=1)) == [1]
+    client.close()
+
+
 def test_the_look_back_and_the_ledger_search_are_bounded(gh: GitHubServer) -> None:
     from github import Auth, Github
 

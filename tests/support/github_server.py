@@ -299,6 +299,8 @@ class PullRequest:
     updated_at: datetime = field(default_factory=_now)
     merge_commit_sha: str | None = None
     """Set when the pull request was merged (``merge_pull``): the commit the merge made."""
+    closed_at: datetime | None = None
+    """When it was last closed (merged or not); a comment afterwards moves only ``updated_at``."""
 
 
 @dataclass
@@ -961,7 +963,7 @@ class GitHubServer:
             pr = self.repo(full_name).pulls[number]
             pr.merge_commit_sha = sha
             pr.state = "closed"
-            pr.updated_at = _now()
+            pr.updated_at = pr.closed_at = _now()
             return pr
 
     def close_pull(self, full_name: str, number: int, when: datetime | None = None) -> None:
@@ -969,7 +971,7 @@ class GitHubServer:
         with self.lock:
             pr = self.repo(full_name).pulls[number]
             pr.state = "closed"
-            pr.updated_at = when or _now()
+            pr.updated_at = pr.closed_at = when or _now()
 
     def add_comment(
         self,
@@ -1010,6 +1012,11 @@ class GitHubServer:
             updated_at=updated_at or created,
         )
         repo.comments[comment.id] = comment
+        # As GitHub does: a comment moves its pull request's last update (and so its place in
+        # a listing sorted by update), not when it was closed.
+        pr = repo.pulls.get(number)
+        if pr is not None:
+            pr.updated_at = max(pr.updated_at, comment.created_at)
         return comment
 
     def add_workflow_run(
@@ -1748,8 +1755,8 @@ class GitHubServer:
             "labels": [],
             "created_at": _ts(pr.created_at),
             "updated_at": _ts(pr.updated_at),
-            "closed_at": _ts(pr.updated_at) if pr.state == "closed" else None,
-            "merged_at": _ts(pr.updated_at) if pr.merge_commit_sha else None,
+            "closed_at": _ts(pr.closed_at) if pr.state == "closed" else None,
+            "merged_at": _ts(pr.closed_at) if pr.merge_commit_sha else None,
             "merge_commit_sha": pr.merge_commit_sha,
             "assignee": None,
             "assignees": [],

@@ -85,9 +85,11 @@ CLOSED_READ = 20
 
 
 def closed_unmerged_since(repo: Repository, since: datetime) -> list[int]:
-    """The pull requests closed without merging whose last update is at or after ``since``,
-    newest first: at most ``CLOSED_READ`` of them, among at most ``CLOSED_LOOKED_AT`` closed
-    pull requests looked at."""
+    """The pull requests closed without merging at or after ``since``, the newest updated
+    first: at most ``CLOSED_READ`` of them, among at most ``CLOSED_LOOKED_AT`` closed pull
+    requests looked at. The listing is sorted by last update, which a comment moves; one
+    closed before ``since`` is passed over without counting, so comments on old pull requests
+    cannot crowd out one closed since."""
     with calling("list the closed pull requests", repo.full_name, PERM_PR_READ):
         found: list[int] = []
         pulls = repo.get_pulls(state="closed", sort="updated", direction="desc")
@@ -95,7 +97,8 @@ def closed_unmerged_since(repo: Repository, since: datetime) -> list[int]:
             updated = pull.updated_at or pull.closed_at
             if i >= CLOSED_LOOKED_AT or (updated is not None and updated < since):
                 break
-            if pull.merged_at is None:
+            closed = pull.closed_at or updated
+            if pull.merged_at is None and (closed is None or closed >= since):
                 found.append(pull.number)
                 if len(found) >= CLOSED_READ:
                     break
