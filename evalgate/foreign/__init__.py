@@ -95,6 +95,7 @@ def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
     except RunFileError:
         raise
     except (
+        ArithmeticError,  # an integer past any float, say
         AttributeError,
         IndexError,
         KeyError,

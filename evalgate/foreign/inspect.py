@@ -30,13 +30,23 @@ else:
 
 from evalgate.errors import RunFileError
 from evalgate.foreign.build import ForeignCase, ForeignRun, digest, errored, load_json
-from evalgate.runs.schema import Outcome
+from evalgate.runs.schema import MAX_RUN_BYTES, Outcome
 
 VERSIONS = (1, 2)
 _WORDS = {"c": 1.0, "i": 0.0, "p": 0.5, "n": 0.0, "yes": 1.0, "no": 0.0, "true": 1.0}
 _WORDS["false"] = 0.0
 # The largest member of an archive evalgate reads (a sample with its whole transcript).
 _MEMBER_LIMIT = 64 * 1024 * 1024
+# What an archive may unpack to in all (a few kilobytes of zstd can stand for gigabytes): the
+# bound on any file evalgate reads.
+_UNPACKED_LIMIT = MAX_RUN_BYTES
+# The most members an archive may list (one a sample and epoch, and a few more): its listing
+# is read whole when it is opened.
+_MEMBERS_LIMIT = 250_000
+# What is kept of each sample as it is read (its transcript, often most of it, is not; its
+# input only as a digest and the first characters a report shows).
+_KEPT = ("id", "epoch", "target", "error", "scores")
+_INPUT_KEPT = 4_000
 
 
 def looks_like(data: Any) -> bool:
@@ -48,7 +58,10 @@ def value_to_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past any float: no share of right
+            return None
     if isinstance(value, str):
         text = value.strip().lower()
         if text in _WORDS:
@@ -60,7 +73,45 @@ def value_to_float(value: Any) -> float | None:
     return None
 
 
+def _slim(sample: Any) -> Any:
+    """What the reader uses of a sample, taken as it is read: its identity's digest (input,
+    target, choices), the start of its input, the scores and the completion; the transcript
+    (messages, events) and the rest of a long input are not kept."""
+    if not isinstance(sample, dict):
+        return sample
+    kept = {k: sample[k] for k in _KEPT if k in sample}
+    kept["identity"] = digest(
+        {
+            "input": sample.get("input"),
+            "target": sample.get("target"),
+            "choices": sample.get("choices"),
+        }
+    )
+    kept["input"] = _text(sample.get("input"))[:_INPUT_KEPT]
+    output = sample.get("output")
+    if isinstance(output, dict) and "completion" in output:
+        kept["output"] = {"completion": output["completion"]}
+    return kept
+
+
+def _listed(data: bytes) -> int | None:
+    """How many members the archive's end record says it lists (None: no end record)."""
+    try:
+        end = zipfile._EndRecData(io.BytesIO(data))  # the record zipfile itself reads first
+    except OSError:
+        return None
+    return int(end[zipfile._ECD_ENTRIES_TOTAL]) if end else None
+
+
 def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    listed = _listed(data)
+    if listed is not None and listed > _MEMBERS_LIMIT:
+        raise RunFileError(
+            f"the .eval archive lists {listed:,} members; evalgate reads at most "
+            f"{_MEMBERS_LIMIT:,} (one a sample and epoch)",
+            where=str(path),
+            fix="pass the log Inspect wrote, or write it as JSON (--log-format json)",
+        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -106,10 +157,18 @@ def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, An
                     fix="pass the whole log Inspect wrote",
                 ) from None
 
+        wanted = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
+        # Declared sizes: zipfile stops each member at its own (a longer stream is an error).
+        unpacked = sum(archive.getinfo(n).file_size for n in ("header.json", *wanted))
+        if unpacked > _UNPACKED_LIMIT:
+            raise RunFileError(
+                f"the .eval archive unpacks to {unpacked:,} bytes; evalgate reads at most "
+                f"{_UNPACKED_LIMIT:,}",
+                where=str(path),
+                fix="gate fewer samples a log, or pass the log Inspect wrote, unedited",
+            )
         header = member("header.json")
-        samples = [
-            member(n) for n in sorted(names) if n.startswith("samples/") and n.endswith(".json")
-        ]
+        samples = [_slim(member(n)) for n in wanted]
     return header, samples
 
 
@@ -119,7 +178,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
     else:
         header = load_json(path, data, "an Inspect log")
         listed = header.get("samples") if isinstance(header, dict) else None
-        samples = listed if isinstance(listed, list) else []
+        samples = [_slim(s) for s in listed] if isinstance(listed, list) else []
     if not looks_like(header):
         raise RunFileError(
             "not an Inspect log (no eval and status)",
@@ -170,12 +229,11 @@ def read(path: Path, data: bytes) -> ForeignRun:
         if sample.get("id") is None:
             run.drop("samples without an id")
             continue
-        identity = {"input": sample.get("input"), "target": sample.get("target")}
         case = ForeignCase(
             id=str(sample["id"]),
-            input={"input": _text(sample.get("input"))},
+            input={"input": sample["input"]},
             expected=sample.get("target"),
-            hash=digest({**identity, "choices": sample.get("choices")}),
+            hash=sample["identity"],
         )
         outcome = _outcome(sample, scorer_name)
         if outcome is None:

@@ -430,3 +430,75 @@ def test_a_damaged_eval_archive_is_one_line(tmp_path: Path, how: str) -> None:
     with pytest.raises(RunFileError) as caught:
         read_results(path)
     assert str(path) in str(caught.value)
+
+
+def test_an_eval_archive_that_unpacks_past_the_bound_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few kilobytes of compressed members can declare gigabytes: the declared sizes are
+    summed and refused before one is unpacked (zipfile stops each member at its own size)."""
+    from evalgate.foreign import inspect
+
+    monkeypatch.setattr(inspect, "_UNPACKED_LIMIT", 1_000_000)
+    path = tmp_path / "bomb.eval"
+    big = {**inspect_sample(1, 1, "C"), "input": "a" * 400_000}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(inspect_header()))
+        for i in range(3):
+            archive.writestr(f"samples/{i}_epoch_1.json", json.dumps({**big, "id": i}))
+    assert path.stat().st_size < 10_000  # 1.2 MB declared
+
+    def unpacking(*args: object) -> None:
+        raise AssertionError("a member was unpacked")
+
+    monkeypatch.setattr(zipfile.ZipFile, "read", unpacking)
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert "unpacks to" in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_an_eval_archive_listing_too_many_members_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalgate.foreign import inspect
+
+    monkeypatch.setattr(inspect, "_MEMBERS_LIMIT", 4)
+    samples = [inspect_sample(i, 1, "C") for i in range(4)]
+    path = write_eval(tmp_path / "log.eval", inspect_header(), samples)  # 6 members
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert "lists 6 members" in str(caught.value)
+    monkeypatch.setattr(inspect, "_MEMBERS_LIMIT", 6)
+    assert len(read_results(path).cases) == 4
+
+
+def test_a_sample_is_kept_without_its_transcript(tmp_path: Path) -> None:
+    from evalgate.foreign.inspect import _archive
+
+    sample = {
+        **inspect_sample(1, 1, "C"),
+        "input": "q" * 50_000,
+        "messages": [{"role": "user", "content": "x" * 10_000}],
+        "events": [{"event": "model", "output": "y" * 10_000}],
+        "output": {"model": "m", "completion": "yes", "choices": ["z" * 10_000]},
+    }
+    path = write_eval(tmp_path / "log.eval", inspect_header(), [sample])
+    _, [kept] = _archive(path, path.read_bytes())
+    assert set(kept) == {"id", "epoch", "input", "identity", "target", "scores", "output"}
+    assert kept["output"] == {"completion": "yes"}
+    assert kept["input"] == "q" * 4_000  # the start a report shows
+    [case] = read_results(path).cases
+    assert case.outcomes[0].answer == "yes" and case.score == 1.0
+    # The case's identity is the whole input's: one that differs past the kept start differs.
+    other = write_eval(
+        tmp_path / "other.eval", inspect_header(), [{**sample, "input": "q" * 49_999 + "r"}]
+    )
+    [changed] = read_results(other).cases
+    assert changed.hash != case.hash and changed.input == case.input
+
+
+def test_an_inspect_score_past_any_float_is_kept_out_and_counted(tmp_path: Path) -> None:
+    samples = [inspect_sample(1, 1, "C"), inspect_sample(2, 1, 10**400)]
+    foreign = read_foreign(write_eval(tmp_path / "log.eval", inspect_header(), samples))
+    assert [c.id for c in foreign.run().cases] == ["1"]
+    assert foreign.dropped == {"samples without a match score": 1}

@@ -303,3 +303,51 @@ def test_shell_words_stay_one_word() -> None:
 
 def expected_text_raw(text: str) -> str:
     return "".join(f"<U+{ord(c):04X}>" if _invisible(c) else c for c in text)
+
+
+TEMPLATES = Path(__file__).parents[2] / "evalgate" / "report" / "templates"
+
+
+def test_no_table_cell_holds_a_code_span_of_untrusted_text() -> None:
+    """GitHub splits a table row at each '|' before it reads code spans, so a '|' in a code
+    span's text ends the cell and the rest is raw Markdown: a cell shows text through ``md``
+    (which escapes the pipe), never through ``code``."""
+    rows = [
+        (template.name, line)
+        for template in sorted(TEMPLATES.glob("*.md.j2"))
+        for line in template.read_text(encoding="utf-8").splitlines()
+        if line.lstrip().startswith("|") and "|code" in line.replace(" ", "")
+    ]
+    assert rows == []
+
+
+def test_a_judge_label_id_cannot_break_out_of_its_table_cell(
+    cmark: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`judge check --format markdown` (also in the pull request's comment) shows each
+    disagreement's label id in a table cell; the id is the pull request's."""
+    from test_judge_check import label_rows, write_project
+
+    from evalgate.cli import main
+
+    hostile = (
+        "d08|<img src=https://example.invalid/p.png>[click](https://example.invalid) @octocat|"
+    )
+    rows = label_rows("dev", 8, 1, 2, 9, "d") + label_rows("holdout", 4, 0, 1, 5, "h")
+    for row in rows:
+        if row["id"] == "d08":  # a dev label the judge disagrees with
+            row["id"] = hostile
+    config = write_project(tmp_path, rows=rows)
+    monkeypatch.chdir(tmp_path)
+    main(["judge", "check", "--config", str(config), "--format", "markdown"])
+    lines = capsys.readouterr().out.splitlines()
+    [row] = [line for line in lines if "d08" in line]
+    header = lines[lines.index(row) - 1]
+    while not header.startswith("|--") and not header.startswith("| --"):
+        header = lines[lines.index(header) - 1]
+    at = lines.index(header)
+    table = "\n".join([lines[at - 1], header, row])
+    parsed = parse(render(cmark, table))
+    assert set(parsed.tags) <= {"table", "thead", "tbody", "tr", "th", "td"}, table
+    assert parsed.tags.count("td") == parsed.tags.count("th")  # the row keeps its cells
+    assert hostile.replace("@", "@" + JOINER) in "".join(parsed.text)  # the id, as text
