@@ -95,12 +95,13 @@ def _slim(sample: Any) -> Any:
 
 
 def _listed(data: bytes) -> int | None:
-    """How many members the archive's end record says it lists (None: no end record)."""
+    """How many members the archive's end record says it lists (None: no end record). Read
+    by the function zipfile itself reads it with (zip64 records too), before the listing."""
     try:
-        end = zipfile._EndRecData(io.BytesIO(data))  # the record zipfile itself reads first
+        end = zipfile._EndRecData(io.BytesIO(data))  # type: ignore[attr-defined]
     except OSError:
         return None
-    return int(end[zipfile._ECD_ENTRIES_TOTAL]) if end else None
+    return int(end[zipfile._ECD_ENTRIES_TOTAL]) if end else None  # type: ignore[attr-defined]
 
 
 def _archive(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
