@@ -93,13 +93,24 @@ def did_you_mean(word: object, choices: Sequence[str]) -> str | None:
     return by_folded[close[0]] if close else None
 
 
+def _found(value: object, limit: int = 60) -> str:
+    """What was found, as code shows it: the start of a long text (a whole file that is not
+    JSON, say), never all of it."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        return (
+            repr(value[:limit])
+            + f"... ({len(value):,} {'characters' if isinstance(value, str) else 'bytes'})"
+        )
+    return repr(value)
+
+
 def describe_validation(error: Any, *, tag_noun: str = "kind") -> str:
     """One pydantic error (an item of ``ValidationError.errors()``) as the house says it: what
     is wrong and what was found, never pydantic's own phrasing ("Input should be ...")."""
     kind = error["type"]
     ctx = error.get("ctx") or {}
     found = error.get("input")
-    shown = "" if isinstance(found, dict | list) else f" (found {found!r})"
+    shown = "" if isinstance(found, dict | list) else f" (found {_found(found)})"
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":

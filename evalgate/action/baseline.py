@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from evalgate.action.job import ActionJob
-from evalgate.action.spend import keep_spend, pull_spend
+from evalgate.action.spend import keep_each, keep_spend, pull_spend
 from evalgate.analysis.noise import measure_noise
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.summary import summarise
@@ -31,16 +30,18 @@ from evalgate.runs.schema import Run, read_run
 from evalgate.runs.spend import SpendRecord, spend_of
 
 
-def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
-    """What the pull requests merged as this push's commit spent on suite ``name``: each
-    pull-request job's records, carried in the ledger of evalgate's comment (spend.pull_spend).
-    One closed without merging: closed_pull_spend."""
-    # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a local
-    # runner such as act sets it from its own checkout instead).
-    sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")
-    if not sha:
-        return []
-    return pull_spend(runner, name, "merged", lambda repo: gh.merged_as(repo, str(sha)))
+def merged_pull_spend(runner: ActionJob) -> dict[str, list[SpendRecord]]:
+    """What the pull requests merged as this push's commit spent, by suite: each pull-request
+    job's records, carried in the ledger of evalgate's comment (spend.pull_spend); read once a
+    job. One closed without merging: closed_pull_spend."""
+    if "merged" not in runner.pull_spend:
+        # A push event names the commit it pushed (GITHUB_SHA is the same commit on GitHub; a
+        # local runner such as act sets it from its own checkout instead).
+        sha = runner.event.get("after") or runner.env.get("GITHUB_SHA")
+        runner.pull_spend["merged"] = (
+            pull_spend(runner, "merged", lambda repo: gh.merged_as(repo, str(sha))) if sha else {}
+        )
+    return runner.pull_spend["merged"]
 
 
 #: How far back a baseline job looks for pull requests closed without merging: the workflow
@@ -48,18 +49,25 @@ def merged_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
 CLOSED_LOOKBACK = timedelta(days=8)
 
 
-def closed_pull_spend(runner: ActionJob, name: str) -> list[SpendRecord]:
-    """What the pull requests closed without merging in the last ``CLOSED_LOOKBACK`` spent on
-    suite ``name``, from the ledger of evalgate's comment on each (read again by each job in
-    that time; a record already kept is not kept twice)."""
+def closed_pull_spend(runner: ActionJob) -> dict[str, list[SpendRecord]]:
+    """What the pull requests closed without merging in the last ``CLOSED_LOOKBACK`` spent,
+    by suite, from the ledger of evalgate's comment on each (read again by each job in that
+    time; a record already kept is not kept twice); read once a job."""
+    if "closed" not in runner.pull_spend:
+        since = datetime.now(UTC) - CLOSED_LOOKBACK
+        runner.pull_spend["closed"] = pull_spend(
+            runner, "closed", lambda repo: gh.closed_unmerged_since(repo, since)
+        )
+    return runner.pull_spend["closed"]
 
-    def closed(repo: Any) -> list[int]:
-        if runner.closed_pulls is None:  # one listing a job, for every suite
-            since = datetime.now(UTC) - CLOSED_LOOKBACK
-            runner.closed_pulls = gh.closed_unmerged_since(repo, since)
-        return runner.closed_pulls
 
-    return pull_spend(runner, name, "closed", closed)
+def keep_other_pull_spend(runner: ActionJob, loaded: LoadedConfig) -> None:
+    """After every suite's baseline: what the pull requests spent on suites this config does
+    not have (one only a pull request had, one renamed or removed since), kept all the same."""
+    found = merged_pull_spend(runner)
+    for name, records in closed_pull_spend(runner).items():
+        found = {**found, name: [*found.get(name, []), *records]}
+    keep_each(runner, found, skip=loaded.config.suites)
 
 
 def baseline_path(folder: Path, suite: str) -> Path:
@@ -79,7 +87,7 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
     path.write_text(run.model_dump_json(indent=1), encoding="utf-8")
     # Spent whether or not the baseline is complete: the cost history keeps every job's calls,
     # and those of the pull requests merged as this commit (their comments' ledgers).
-    pulls = [*merged_pull_spend(runner, name), *closed_pull_spend(runner, name)]
+    pulls = [*merged_pull_spend(runner).get(name, []), *closed_pull_spend(runner).get(name, [])]
     keep_spend(runner, name, [spend_of(run, "baseline"), *pulls])
     noise = measure_noise(run, suite.gate)
     summary = summarise(run, price_as=suite.price_as)

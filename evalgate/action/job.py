@@ -16,9 +16,11 @@ from evalgate.app import World
 from evalgate.cases.leakguard import LeakGuards
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE
 from evalgate.errors import UserError
+from evalgate.publish.github.comments import Marked
 from evalgate.redact import hold_environment
 from evalgate.report.escape import escape
 from evalgate.running.budget import BudgetGuard
+from evalgate.runs.spend import SpendRecord
 
 
 @dataclass
@@ -52,10 +54,11 @@ class ActionJob:
     state: JobState | None = None
     # The line naming a state folder the checkout holds, which the job ignored (state.py).
     ignored_state: str | None = None
-    # Read once a job, for every suite: the pull requests closed without merging that the
-    # baseline job looks at, and each pull request's marked bot comments (spend.py).
-    closed_pulls: list[int] | None = None
-    pull_comments: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Read once a job, for every suite: each pull request's marked bot comments, and what the
+    # pull requests merged as the pushed commit (or closed without merging) spent, by suite
+    # (spend.py).
+    pull_comments: dict[int, Marked] = field(default_factory=dict)
+    pull_spend: dict[str, dict[str, list[SpendRecord]]] = field(default_factory=dict)
 
     # --- the GitHub environment ------------------------------------------------------------
 

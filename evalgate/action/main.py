@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from evalgate import __version__
 from evalgate.action.audit import run_audit
-from evalgate.action.baseline import run_baseline
+from evalgate.action.baseline import keep_other_pull_spend, run_baseline
 from evalgate.action.inputs import SEVERITY, Inputs, VerdictKind
 from evalgate.action.job import ActionJob
 from evalgate.action.modes import detect_mode, skip_reason, suites_to_run
@@ -150,6 +150,8 @@ def action(
             per_suite.append((runner.verdicts[-1], dict(runner.outputs.values)))
         if pending:
             per_suite += publish_pull_request(runner, pending)
+        if mode == "baseline":
+            keep_other_pull_spend(runner, loaded)
         worst: VerdictKind = max(runner.verdicts, key=lambda v: SEVERITY[v], default="skipped")
         chosen = next((values for kind, values in per_suite if kind == worst), {})
         runner.outputs.values = dict(chosen)

@@ -7,7 +7,7 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,13 @@ from evalgate.running.budget import BudgetGuard
 from evalgate.running.estimate import Estimate
 from evalgate.running.suite import Prompt, load_suite_cases, sha256_text
 from evalgate.runs.schema import Run
-from evalgate.runs.spend import SpendRecord, judge_check_part, spend_of, with_ledger
+from evalgate.runs.spend import (
+    SpendRecord,
+    judge_check_part,
+    ledger_block,
+    spend_of,
+    with_ledger,
+)
 
 
 @dataclass(frozen=True)
@@ -479,7 +485,7 @@ def _stopped(
             render_comment(context),
             marker(name),
             # Nothing was spent; what earlier runs of the pull request spent is carried on.
-            carry=lambda body, earlier: with_ledger(body, earlier, (), gh.COMMENT_MAX),
+            carry=_carry(runner, name, context, ()),
         )
         runner.log(f"{name}: comment {'posted' if created else 'updated'}: {url}")
     runner.annotate("warning", f"{name}: INCONCLUSIVE: nothing was run: {reason}")
@@ -565,12 +571,36 @@ def publish_verdict(
                 number,
                 render_comment(context),
                 marker(name),
-                carry=lambda body, earlier: with_ledger(body, earlier, spent, gh.COMMENT_MAX),
+                carry=_carry(runner, name, context, spent),
             )
             runner.log(f"{name}: comment {'posted' if created else 'updated'}: {comment_url}")
     _annotate_verdict(runner, name, verdict)
     _set_outputs(runner, verdict, comment_url)
     runner.verdicts.append(verdict.kind)
+
+
+def _carry(
+    runner: ActionJob, name: str, context: CommentContext, spent: Sequence[SpendRecord]
+) -> Callable[[str, str | None], str]:
+    """What makes the comment's body from its report and the comment it replaces: the report,
+    rendered again shorter when the ledger (the spend of every job of the pull request, which
+    the merge's baseline job reads) would not fit beside it; the ledger is never what is left
+    out, unless a ledger folded to one record would take half the comment."""
+
+    def carry(body: str, earlier: str | None) -> str:
+        block = ledger_block(earlier, spent)
+        if len(block) > gh.COMMENT_MAX // 2:
+            runner.annotate(
+                "warning",
+                f"{name}: the pull request's spend ledger ({len(block):,} characters) no "
+                "longer fits its comment: what its jobs spent is not carried on",
+            )
+            return body
+        if len(body.rstrip()) + len(block) > gh.COMMENT_MAX:
+            body = render_comment(context, max_chars=gh.COMMENT_MAX - len(block))
+        return with_ledger(body, earlier, spent, gh.COMMENT_MAX)
+
+    return carry
 
 
 def _broken_annotations(

@@ -13,29 +13,60 @@ from evalgate.analysis.summary import summarise
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
 from evalgate.config.models import GatePolicy
 from evalgate.errors import RunFileError
-from evalgate.foreign import read_foreign
+from evalgate.foreign import is_foreign, read_foreign
+from evalgate.foreign.build import ForeignRun
 from evalgate.foreign.gate import decide_foreign, defaults_line, dropped_notes
 from evalgate.gate.verdict import Verdict
 from evalgate.report.render import render_model
-from evalgate.runs.schema import Run
+from evalgate.runs.schema import Run, starts_as_run
+
+_OF_A_KIND = (
+    "gate two of a kind: two evalgate runs (files or latest:VERSION), or two results files "
+    "of one harness (the baseline from its run on the default branch)"
+)
 
 
-def _read(ctx: Context, ref: str, side: str) -> tuple[Run, list[str]]:
+def _read(ctx: Context, ref: str, side: str) -> ForeignRun:
     path = Path(ref)
     if not path.is_file():
         raise RunFileError(
             f"--{side} {ref!r} is not a file",
             fix="pass the results file the harness wrote (promptfoo -o, an Inspect log, JUnit)",
         )
-    foreign = read_foreign(path, getattr(ctx.args, "results_format", None))
-    run = foreign.run()
-    return run, dropped_notes(foreign)
+    return read_foreign(path, getattr(ctx.args, "results_format", None))
+
+
+def _mixed(ctx: Context) -> None:
+    """An evalgate run on one side and another harness's results on the other: said as such
+    (unless --results-format says how to read both)."""
+    if getattr(ctx.args, "results_format", None):
+        return
+    sides = {"baseline": ctx.args.baseline, "candidate": ctx.args.candidate}
+    # A run: a file that starts as one, or a name (latest:VERSION); any other file is read as
+    # results, to be refused with what it is not.
+    run = {s: not Path(r).is_file() or starts_as_run(Path(r)) for s, r in sides.items()}
+    foreign = {s: Path(r).is_file() and is_foreign(Path(r)) for s, r in sides.items()}
+    ours = next((side for side in sides if run[side]), None)
+    other = next((side for side in sides if foreign[side]), None)
+    if ours is not None and other is not None:
+        raise RunFileError(
+            f"--{ours} {sides[ours]!r} is an evalgate run, and --{other} {sides[other]!r} "
+            "another harness's results",
+            fix=_OF_A_KIND,
+        )
 
 
 def cmd_gate_foreign(ctx: Context) -> int:
-    baseline, notes = _read(ctx, ctx.args.baseline, "baseline")
-    candidate, more = _read(ctx, ctx.args.candidate, "candidate")
-    notes += more
+    _mixed(ctx)
+    first = _read(ctx, ctx.args.baseline, "baseline")
+    second = _read(ctx, ctx.args.candidate, "candidate")
+    if first.format != second.format:
+        raise RunFileError(
+            f"--baseline is {first.format} results and --candidate {second.format} results",
+            fix=_OF_A_KIND,
+        )
+    baseline, candidate = first.run(), second.run()
+    notes = dropped_notes(first) + dropped_notes(second)
     config = Path(ctx.args.config)
     if config.is_file():
         _, suite = ctx.config().suite(ctx.args.suite)

@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 from evalgate.config.models import (
     AgentSettings,
     AllOfScorer,
+    Budget,
     Config,
     ContainsScorer,
     ExactScorer,
@@ -44,6 +45,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("suites.NAME.fields", Fields, "How case fields map onto evalgate's."),
     ("suites.NAME.model", ModelSettings, "The backend and its settings."),
     ("suites.NAME.gate", GatePolicy, "How the gate decides."),
+    ("suites.NAME.budget", Budget, "The most one run of the suite may spend."),
     ("suites.NAME.split", SplitPolicy, "Dev / holdout assignment and leak checks."),
     ("suites.NAME.sealed_holdout", SealedHoldout, "Holdout cases encrypted to a public key."),
     ("suites.NAME.tools[]", Tool, "A tool offered to the model (agent cases, docs/agents.md)."),

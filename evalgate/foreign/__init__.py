@@ -86,7 +86,8 @@ def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
         raise RunFileError(
             "not a results file evalgate reads (promptfoo output, an Inspect log, JUnit XML)",
             where=str(path),
-            fix="name its format with --format promptfoo|inspect|junit, or pass an evalgate run",
+            fix="pass the file the harness wrote, or name its format with "
+            "--results-format promptfoo|inspect|junit",
         )
     if found not in _READERS:
         raise RunFileError(f"unknown results format {found!r}", fix=f"use {', '.join(FORMATS)}")

@@ -143,6 +143,20 @@ def marker(suite: str) -> str:
     return f"{_MARKER_PREFIX}suite={quote(suite, safe='')} -->"
 
 
+def suite_of_marker(line: str) -> str | None:
+    """The suite a comment's first line names, when it is a suite's :func:`marker` and names
+    a suite as a config could (None otherwise)."""
+    from urllib.parse import unquote
+
+    from evalgate.config.models import valid_name
+
+    found = re.fullmatch(re.escape(_MARKER_PREFIX) + r"suite=([A-Za-z0-9%._~-]+) -->", line)
+    if found is None:
+        return None
+    name = unquote(found.group(1))
+    return name if valid_name(name) and marker(name) == line else None
+
+
 def _safe_url(url: str | None) -> str | None:
     """An http(s) URL fit for a Markdown link target, or None."""
     if not url or not re.match(r"https?://", url):

@@ -305,18 +305,37 @@ def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
     return [folded, *newer]
 
 
-def with_ledger(body: str, earlier: str | None, new: Sequence[SpendRecord], limit: int) -> str:
-    """``body`` with a ledger of ``earlier``'s records (the comment it replaces) and ``new``,
-    itemised as far as ``limit`` characters allow."""
+#: The most of a comment its ledger takes while folding still shortens it (a ledger is folded
+#: until it fits; the comment's report is shortened to leave it this room).
+LEDGER_ROOM = 8_192
+
+
+def ledger_block(earlier: str | None, new: Sequence[SpendRecord], room: int = LEDGER_ROOM) -> str:
+    """The ledger of ``earlier``'s records (the comment it replaces) and ``new``, as the lines
+    that end the comment ("" when there are none): itemised as far as ``room`` characters
+    allow, the oldest runs folded into one record first. Never dropped: a ledger folded to
+    one record is returned however long its list of runs."""
     records = merged(read_ledger(earlier), new)
     if not records:
-        return body
+        return ""
+    block = ""
     for keep in (LEDGER_KEEP, 10, 1):
         data = zlib.compress(_RECORDS.dump_json(fold(records, keep)), 9)
-        text = f"{body.rstrip()}\n\n<!-- evalgate-spend {base64.b64encode(data).decode()} -->\n"
-        if len(text) <= limit:
-            return text
-    return body  # no room even for one record: the comment matters more than its ledger
+        block = f"\n\n<!-- evalgate-spend {base64.b64encode(data).decode()} -->\n"
+        if len(block) <= room:
+            break
+    return block
+
+
+def with_ledger(body: str, earlier: str | None, new: Sequence[SpendRecord], limit: int) -> str:
+    """``body`` with its ledger (see ledger_block), folded to fit ``limit`` characters in all;
+    ValueError when even one folded record would not fit beside ``body`` (shorten the body:
+    the ledger is never the part left out)."""
+    head = body.rstrip()
+    block = ledger_block(earlier, new, min(LEDGER_ROOM, limit - len(head)))
+    if len(head) + len(block) > limit:
+        raise ValueError(f"the ledger needs {len(block):,} characters; the body leaves fewer")
+    return head + block if block else body
 
 
 class JobSpend(BaseModel):

@@ -22,3 +22,17 @@ def test_every_key_is_documented_with_a_meaning() -> None:
         for name, field in model.model_fields.items():
             assert f"| `{field.alias or name}` |" in text
     assert "|  |\n" not in text, "a key has no meaning: add a comment above it in config.py"
+
+
+def test_every_key_whose_value_is_a_section_has_that_section() -> None:
+    """A key shown as "(see its section)" names a model of its own: that model is documented."""
+    from pydantic import BaseModel
+
+    from evalgate.config.docgen import SECTIONS
+
+    documented = {model for _, model, _ in SECTIONS}
+    for _, model, _ in SECTIONS:
+        for name, field in model.model_fields.items():
+            value = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+            if isinstance(value, BaseModel):
+                assert type(value) in documented, f"{model.__name__}.{name}: no section"

@@ -502,3 +502,51 @@ def test_an_inspect_score_past_any_float_is_kept_out_and_counted(tmp_path: Path)
     foreign = read_foreign(write_eval(tmp_path / "log.eval", inspect_header(), samples))
     assert [c.id for c in foreign.run().cases] == ["1"]
     assert foreign.dropped == {"samples without a match score": 1}
+
+
+def test_an_evalgate_run_against_another_harness_is_refused_as_such(
+    tmp_path: Path, make_run: Any
+) -> None:
+    from evalgate.runs.schema import write_run
+
+    run_file = tmp_path / "run.json"
+    write_run(make_run(), run_file)
+    results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
+    for baseline, candidate, ours in (
+        (run_file, results, "--baseline"),
+        (results, "latest:v2", "--candidate"),
+    ):
+        code, _, err = cli("gate", "--baseline", str(baseline), "--candidate", str(candidate))
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"{ours} " in err and "is an evalgate run" in err and "gate two of a kind" in err
+
+
+def test_two_harnesses_results_are_refused_as_such(tmp_path: Path) -> None:
+    results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    code, _, err = cli("gate", "--baseline", str(results), "--candidate", str(junit))
+    assert code == 2 and "promptfoo results and --candidate junit results" in err, err
+
+
+def test_a_file_of_no_known_kind_names_the_flag_that_exists(tmp_path: Path) -> None:
+    empty = tmp_path / "e.json"
+    empty.write_text("")
+    results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
+    code, _, err = cli("gate", "--baseline", str(empty), "--candidate", str(results))
+    assert code == 2 and "--results-format promptfoo|inspect|junit" in err, err
+
+
+@pytest.mark.parametrize("text", ["x" * 5_000_000, JUNIT * 50, ""], ids=["long", "xml", "empty"])
+def test_a_file_that_is_not_a_run_is_one_short_line(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import copy_example
+
+    monkeypatch.chdir(copy_example(tmp_path / "shop"))
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    code, _, err = cli("report", str(path))
+    assert code == 2 and err.count("\n") == 1 and len(err) < 400, err[:500]
+    assert str(path) in err
+    assert ("the run file is empty" if not text else "not a run file") in err, err

@@ -429,7 +429,7 @@ def test_a_pull_requests_spend_rides_its_comment_and_its_merge_keeps_it(
     assert [r.job for r in records] == ["baseline", "baseline", "pr", "pr", "baseline"]
     assert [r.run for r in records if r.job == "pr"] == runs
     assert all(r.parts[0].calls < 10**6 for r in records)
-    assert f"{SUITE}: 2 pull-request job records from the ledger of #7" in job.out
+    assert f"from the ledgers of #7 (merged): {SUITE} 2" in job.out
 
 
 def _closed_job(
@@ -472,7 +472,7 @@ def test_a_pull_request_closed_without_merging_keeps_what_its_jobs_spent(
     # contents: write) keeps the ledger's records, once however often it re-runs.
     for i in range(2):
         job = _closed_job(tmp_path / f"closed{i}", gh, merged=False)
-        assert f"{SUITE}: 2 pull-request job records from the ledger of #7 (closed)" in job.out
+        assert f"from the ledgers of #7 (closed): {SUITE} 2" in job.out
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "pr", "pr"]
     assert [r.run for r in records if r.job == "pr"] == runs
@@ -514,7 +514,7 @@ def test_the_next_baseline_job_keeps_what_a_pull_request_closed_without_merging_
     gh.close_pull(REPO, 7)
     for i in range(2):  # a second baseline job keeps nothing twice
         job = _push_job(tmp_path / f"base{i}", gh)
-        assert f"{SUITE}: 1 pull-request job records from the ledger of #7 (closed)" in job.out
+        assert f"from the ledgers of #7 (closed): {SUITE} 1" in job.out
     records = _spend(gh)
     assert [r.job for r in records] == ["baseline", "baseline", "pr", "baseline"]
     assert [r.run for r in records if r.job == "pr"] == [run]
@@ -592,7 +592,7 @@ def test_a_bot_comment_that_only_quotes_the_marker_is_not_the_ledger(
     comments = f"/repos/{REPO}/issues/7/comments"
     before = len(gh.find_requests(path=listings)), len(gh.find_requests(path=comments))
     job = _push_job(tmp_path / "next", gh)
-    assert f"{SUITE}: 0 pull-request job records from the ledger of #7 (closed)" in job.out
+    assert "from the ledgers of #7 (closed): none" in job.out
     assert all(r.job == "baseline" for r in _spend(gh))
     # The job listed the closed pull requests once and read #7's comments once.
     after = len(gh.find_requests(path=listings)), len(gh.find_requests(path=comments))
@@ -734,6 +734,104 @@ def test_the_look_back_and_the_ledger_search_are_bounded(gh: GitHubServer) -> No
         gh.add_comment(REPO, 1, "chatter", user="github-actions[bot]")
     gh.add_comment(REPO, 1, marker(SUITE) + "\nlate", user="github-actions[bot]")
     gh.add_comment(REPO, 2, marker(SUITE) + "\nfirst", user="github-actions[bot]")
-    assert marked_bodies(repo, 1) == {}
-    assert marked_bodies(repo, 2) == {marker(SUITE): marker(SUITE) + "\nfirst"}
+    assert marked_bodies(repo, 1) == ({}, True)  # and it says it stopped short
+    assert marked_bodies(repo, 2) == ({marker(SUITE): marker(SUITE) + "\nfirst"}, False)
     client.close()
+
+
+def test_a_report_that_fills_the_comment_is_shortened_so_the_ledger_is_kept(
+    make_case: Any, make_run: Any
+) -> None:
+    """A comment whose report alone reaches GitHub's limit (a regression with many long
+    cases) keeps its ledger: the report is rendered again, shorter, and every earlier job's
+    spend rides on."""
+    import io
+
+    from test_comment import huge_context
+
+    from evalgate.action.inputs import Inputs
+    from evalgate.action.job import ActionJob
+    from evalgate.action.pr import _carry
+    from evalgate.publish.github.client import COMMENT_MAX
+    from evalgate.report.comment import render_comment
+
+    context = huge_context(make_case, make_run)
+    report = render_comment(context)
+    assert len(report) > COMMENT_MAX - 200  # the report alone fills the comment
+    runner = ActionJob(env={}, inputs=Inputs(), out=io.StringIO(), err=io.StringIO(), event={})
+    jobs = [
+        r.model_copy(update={"run": f"run-{i}", "pull_request": 7})
+        for i, r in enumerate(
+            _record(context.suite, "pr", "2026-12-01", 300, 12.5) for _ in range(3)
+        )
+    ]
+    first = _carry(runner, context.suite, context, jobs[:1])(
+        marker(context.suite) + "\nsmall", None
+    )
+    second = _carry(runner, context.suite, context, jobs[1:2])(report, first)
+    assert len(second) <= COMMENT_MAX and second.startswith(marker(context.suite))
+    assert [r.run for r in read_ledger(second)] == ["run-0", "run-1"]
+    third = _carry(runner, context.suite, context, jobs[2:])(report, second)
+    kept = read_ledger(third)
+    assert [r.run for r in kept] == ["run-0", "run-1", "run-2"]
+    # Known answer: three jobs of 300 calls and $12.50 each.
+    assert sum(p.calls for r in kept for p in r.parts) == 900
+    assert sum(p.usd or 0 for r in kept for p in r.parts) == pytest.approx(37.5)
+    assert "::warning" not in runner.out.getvalue() + runner.err.getvalue()
+
+
+def _other_suite_spend(suite: str, calls: int, usd: float) -> str:
+    spent = _record(suite, "pr", "2026-12-01", calls, usd).model_copy(update={"pull_request": 7})
+    return with_ledger(marker(suite) + "\nreport", None, [spent], 65536)
+
+
+@pytest.mark.parametrize("job", ["baseline", "closed"])
+def test_a_suite_only_the_pull_request_had_is_counted_all_the_same(
+    tmp_path: Path, gh: GitHubServer, job: str
+) -> None:
+    """The suites are those evalgate's comments name, not the config's: a pull request that
+    adds a suite (or renames one before it closes) spent on it all the same."""
+    _baseline_and_pull(tmp_path, gh)
+    gh.add_comment(REPO, 7, _other_suite_spend("pr-only", 5000, 400.0), user="github-actions[bot]")
+    if job == "baseline":
+        gh.close_pull(REPO, 7)
+        ran = _push_job(tmp_path / "next", gh)
+    else:
+        ran = _closed_job(tmp_path / "closed", gh, merged=False)
+    assert "from the ledgers of #7 (closed): pr-only 1" in ran.out
+    text = gh.file(REPO, "evalgate/pr-only/spend.jsonl", ref="evalgate-data")
+    assert text is not None
+    [kept] = read_spend(text.decode(), "spend.jsonl")
+    assert (kept.suite, kept.pull_request, kept.parts[0].calls) == ("pr-only", 7, 5000)
+
+
+def test_a_marker_names_a_suite_only_as_a_config_could() -> None:
+    from evalgate.report.comment import suite_of_marker
+
+    assert suite_of_marker(marker("bike-shop")) == "bike-shop"
+    assert suite_of_marker(marker("a.b_c-1")) == "a.b_c-1"
+    for line in (
+        "<!-- evalgate:suite=..%2F..%2Fetc -->",  # a path, percent-encoded
+        "<!-- evalgate:suite=%2E%2E -->",
+        "<!-- evalgate:suite=bike-shop -->x",
+        "<!-- evalgate:suite= -->",
+        "<!-- evalgate:suite=" + "a" * 101 + " -->",
+        "<!-- evalgate:suite=b%69ke -->",  # not how evalgate writes "bike"
+        "<!-- evalgate:release -->",
+    ):
+        assert suite_of_marker(line) is None, line
+
+
+def test_a_pull_request_with_more_comments_than_are_read_is_named_in_a_warning(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    from evalgate.publish.github.comments import LEDGER_COMMENTS
+
+    _baseline_and_pull(tmp_path, gh)
+    for i in range(LEDGER_COMMENTS):  # before evalgate's: its ledger is past what is read
+        gh.add_comment(REPO, 7, f"chatter {i}", user="mallory")
+    gh.add_comment(REPO, 7, _other_suite_spend(SUITE, 10, 1.0), user="github-actions[bot]")
+    job = _closed_job(tmp_path / "closed", gh, merged=False)
+    assert "::warning" in job.out + job.err
+    assert f"pull request #7 has more than {LEDGER_COMMENTS} comments" in job.out + job.err
+    assert "may be missing from the cost history" in job.out + job.err

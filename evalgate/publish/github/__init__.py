@@ -48,6 +48,8 @@ from evalgate.publish.github.client import (
     make_retry,
 )
 from evalgate.publish.github.comments import (
+    LEDGER_COMMENTS,
+    Marked,
     marked_bodies,
     upsert_comment,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "BASELINE_EVENTS",
     "CHECK_SUMMARY_MAX",
     "COMMENT_MAX",
+    "LEDGER_COMMENTS",
     "MAX_ANNOTATIONS",
     "NOT_ACCESSIBLE",
     "PERM_ACTIONS_READ",
@@ -92,6 +95,7 @@ __all__ = [
     "CheckConclusion",
     "ContentsTree",
     "GitHubError",
+    "Marked",
     "PullInfo",
     "ReleaseCheck",
     "StatusState",

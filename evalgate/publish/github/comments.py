@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from github import GithubException
 from github.Issue import Issue
@@ -84,16 +85,26 @@ ACTIONS_LOGIN = "github-actions[bot]"
 LEDGER_COMMENTS = 300
 
 
-def marked_bodies(repo: Repository, pr_number: int) -> dict[str, str]:
+class Marked(NamedTuple):
+    """The marked comments found on a pull request, by first line; ``cut``: it has more
+    comments than were looked at (evalgate's may be among those not read)."""
+
+    bodies: dict[str, str]
+    cut: bool
+
+
+def marked_bodies(repo: Repository, pr_number: int) -> Marked:
     """The bodies of the marked comments that the workflow's token posted on ``pr_number``
     (``ACTIONS_LOGIN``: another app's comment is not evalgate's ledger, whatever it says), by
     their first line (the marker), the newest of each, among the first ``LEDGER_COMMENTS``:
     every suite's comment in one listing, in a bounded number of calls."""
     where = f"{repo.full_name}#{pr_number}"
     found: dict[str, tuple[tuple[object, int], str]] = {}
+    cut = False
     with calling("read the pull request's comments", where, PERM_PR_READ):
         for i, comment in enumerate(repo.get_issue(pr_number).get_comments()):
             if i >= LEDGER_COMMENTS:
+                cut = True
                 break
             body = comment.body or ""
             first = body.split("\n", 1)[0].strip()
@@ -104,4 +115,4 @@ def marked_bodies(repo: Repository, pr_number: int) -> dict[str, str]:
             order = (comment.created_at, comment.id)
             if first not in found or order >= found[first][0]:
                 found[first] = (order, body)
-    return {first: body for first, (_, body) in found.items()}
+    return Marked({first: body for first, (_, body) in found.items()}, cut)
