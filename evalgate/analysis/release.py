@@ -24,7 +24,7 @@ from evalgate.config.models import GatePolicy, SplitPolicy
 from evalgate.errors import UserError, from_validation
 from evalgate.runs.schema import PromptInfo, Run
 
-Reading = Literal["stable", "overfitting", "distribution", "leak", "unknown"]
+Reading = Literal["stable", "small", "overfitting", "distribution", "leak", "unknown"]
 
 
 _CHAIN_FIELDS = ("seq", "previous", "passed")
@@ -250,6 +250,10 @@ class ReleaseReport(BaseModel):
 
 READINGS: dict[Reading, str] = {
     "stable": "The gap is small and stable: the suite measures the task.",
+    "small": (
+        "The gap is within its noise band; this is the first release, so there is no trend to "
+        "read yet."
+    ),
     "overfitting": (
         "The gap is growing while dev climbs: the prompt is being fitted to the dev cases. "
         "Look for case-specific clauses in the prompt and remove them."
@@ -268,13 +272,14 @@ READINGS: dict[Reading, str] = {
 
 
 def read_gap(current: ReleaseRecord, history: list[ReleaseRecord], tolerance: float) -> Reading:
-    """Which of the four readings the gap supports (two standard errors as the noise band)."""
+    """Which reading the gap supports (two standard errors as the noise band): a small gap
+    is stable only once there is a release before it to compare with."""
     band = 2 * current.gap_se
     if current.gap < -max(band, tolerance):
         return "leak"
     past = [r for r in history if r.name != current.name]
     if current.gap <= max(band, tolerance):
-        return "stable"
+        return "stable" if past else "small"
     if not past:
         return "distribution"
     first = past[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -23,12 +24,35 @@ from evalgate.cases.holdout import (
     seal,
     sealed_lines,
 )
-from evalgate.cases.read import load_case_file
+from evalgate.cases.read import Case, load_case_file
 from evalgate.cli.context import EXIT_OK, Context
 from evalgate.cli.options import Subcommands
 from evalgate.config.load import LoadedConfig
+from evalgate.config.models import Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
 from evalgate.errors import UserError
+from evalgate.running.suite import read_suite_cases
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
+def _refuse_taken_ids(
+    loaded: LoadedConfig, suite: Suite, added: Sequence[Case], secret: SecretKey | None
+) -> None:
+    """A case to seal whose id the suite already has (a plain case, or with the key a sealed
+    one) is refused: the suite could not be read with both, and a sealed line cannot be edited."""
+    taken = {c.id: c.source for c in read_suite_cases(loaded, suite, holdout_secret=secret).cases}
+    clash = [c for c in added if c.id in taken]
+    if clash:
+        more = f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""
+        raise UserError(
+            f"case {clash[0].id!r} is already a case of the suite, at "
+            f"{taken[clash[0].id]}{more}; nothing was sealed",
+            where=clash[0].source,
+            fix="give it a new id, or leave it out",
+        )
 
 
 def cmd_holdout(ctx: Context) -> int:
@@ -70,6 +94,10 @@ def cmd_holdout(ctx: Context) -> int:
             )
         recipient = load_public_key(files.read_text(public_path, "holdout public key"))
         added = load_case_file(Path(ctx.args.file), suite.fields)
+        text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
+        key = load_secret_key(text) if text else None
+        had_sealed = store.is_file() and bool(sealed_lines(store))
+        _refuse_taken_ids(loaded, suite, added, key if had_sealed else None)
         lines = [
             seal(json.loads(json.dumps(_raw_record(Path(ctx.args.file), c.source))), recipient)
             for c in added
@@ -78,15 +106,17 @@ def cmd_holdout(ctx: Context) -> int:
             handle.writelines(line + "\n" for line in lines)
         # With the key at hand the add is signed: only a signed add may bring back a line
         # that a retire removed.
-        text = ctx.env.get(HOLDOUT_KEY_VARIABLE)
-        _record_change(
-            loaded, sealed.changes, "add", lines, store, load_secret_key(text) if text else None
+        _record_change(loaded, sealed.changes, "add", lines, store, key)
+        unchecked = (
+            ""
+            if key is not None or not had_sealed
+            else f" (the ids already sealed were not checked: {HOLDOUT_KEY_VARIABLE} is not set)"
         )
         return _answer(
             ctx,
             {"sealed": len(added), "file": str(store), "changes": sealed.changes},
-            f"sealed {len(added)} cases into {store} and recorded the addition in "
-            f"{sealed.changes}; commit both, and delete {ctx.args.file} now",
+            f"sealed {_cases(len(added))} into {store} and recorded the addition in "
+            f"{sealed.changes}; commit both, and delete {ctx.args.file} now{unchecked}",
         )
     if action == "list":
         count = len(sealed_lines(store))
@@ -130,7 +160,7 @@ def cmd_holdout(ctx: Context) -> int:
     return _answer(
         ctx,
         {"retired": len(retired), "to": str(target), "changes": sealed.changes},
-        f"retired {len(retired)} cases to {target} as regression cases and recorded it in "
+        f"retired {_cases(len(retired))} to {target} as regression cases and recorded it in "
         f"{sealed.changes}; make sure the config's cases include {target}, and commit the "
         "sealed file and its change ledger together",
     )

@@ -435,7 +435,8 @@ class JudgeCalibration(Strict):
 
 
 class Budget(Strict):
-    """The most one run of the suite may spend; the run stops before a call that would pass it."""
+    """The most one command of the suite (`evalgate run`, or a job) may spend; it stops before
+    a call that would pass it. `--resume` sends the rest under a budget of its own."""
 
     # Calls to the model (retries included; cached replies are free and do not count).
     max_calls: int | None = Field(default=None, gt=0)

@@ -118,5 +118,5 @@ class BudgetGuard:
             return None
         return (
             f"the budget stopped the run: {self.stopped}; {self.calls} calls made, "
-            f"${self.usd:.4f} spent"
+            f"${self.usd:.4f} spent by this command"
         )

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from evalgate.backends.base import Backend, Reply, Request
 from evalgate.errors import BackendError, UserError
-from evalgate.runs.resume import INTERRUPTED
+from evalgate.runs.resume import INTERRUPTED, UNSENT
 from evalgate.runs.schema import Outcome
 from evalgate.scorers.base import Scorer, ScoringError
 
@@ -60,6 +60,8 @@ class Progress:
     errors: int = 0
     cache_hits: int = 0
     started: float = 0.0
+    # Jobs not sent (the budget had no room, or the run was stopped): not errors, and not done.
+    unsent: int = 0
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -185,9 +187,12 @@ def execute(
             on_outcome(index, outcome)
         if stop_when is not None and not decided.is_set() and stop_when(jobs[index], outcome):
             decided.set()
-        progress.done += 1
-        progress.errors += outcome.error is not None
-        progress.cache_hits += outcome.cached
+        if outcome.error_kind in UNSENT:
+            progress.unsent += 1
+        else:
+            progress.done += 1
+            progress.errors += outcome.error is not None
+            progress.cache_hits += outcome.cached
         if on_progress is not None:
             on_progress(progress)
 

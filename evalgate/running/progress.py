@@ -18,14 +18,18 @@ class ProgressPrinter:
     def line(self, p: Progress) -> str:
         elapsed = max(time.perf_counter() - p.started, 1e-9)
         rate = p.done / elapsed
-        eta = (p.total - p.done) / rate if rate > 0 else float("inf")
+        eta = (p.total - p.done - p.unsent) / rate if rate > 0 else float("inf")
         eta_text = f"{eta:.0f}s" if eta != float("inf") else "?"
         hits = f" · {p.cache_hits} cached" if p.cache_hits else ""
-        return f"{p.done}/{p.total} calls · {p.errors} errors{hits} · {rate:.1f}/s · ETA {eta_text}"
+        unsent = f" · {p.unsent} not sent" if p.unsent else ""
+        return (
+            f"{p.done}/{p.total} calls · {p.errors} errors{hits}{unsent} · {rate:.1f}/s · "
+            f"ETA {eta_text}"
+        )
 
     def __call__(self, p: Progress) -> None:
         now = time.perf_counter()
-        last = p.done == p.total
+        last = p.done + p.unsent == p.total
         if self.interactive:
             if last or now - self._last >= 0.1:
                 self.stream.write("\r\033[K" + self.line(p) + ("\n" if last else ""))

@@ -150,12 +150,18 @@ def read_suite_cases(
                 where=str(path),
                 fix="seal holdout cases into it with `evalgate holdout add FILE`",
             )
-        seen = {c.id for c in cases}
+        seen = {c.id: c.source for c in cases}
         for where, record in open_sealed(path, holdout_secret):
             case = parse_case(record, suite.fields, where, need_expected=need)
             if case.id in seen:
-                raise CaseFileError(f"duplicate case id {case.id!r}", where=where)
-            seen.add(case.id)
+                raise CaseFileError(
+                    f"duplicate case id {case.id!r} (also at {seen[case.id]})",
+                    where=where,
+                    fix=f"take the sealed copies out with `evalgate holdout retire {case.id} "
+                    "--to FILE` (written there in plain), give each a new id and seal it again "
+                    "with `evalgate holdout add FILE`, or drop it",
+                )
+            seen[case.id] = where
             cases.append(case.model_copy(update={"split": "holdout"}))
         hashes[suite.sealed_holdout.file] = sha256_text(files.read_text(path, "sealed holdout"))
     for case in cases:

@@ -153,8 +153,9 @@ def reading(current: ReleaseRecord, history: list[ReleaseRecord]) -> str:
 
 
 def test_a_small_gap_reads_stable() -> None:
-    # gap 0.80 - 0.78 = 0.02, inside the band, whatever came before.
-    assert reading(record("r1", 1, 800, 780), []) == "stable"
+    # gap 0.80 - 0.78 = 0.02, inside the band: small on the first release (no trend to read
+    # yet), stable once a release came before it.
+    assert reading(record("r1", 1, 800, 780), []) == "small"
     past = [record("r0", 1, 700, 690)]
     assert reading(record("r1", 2, 800, 780), past) == "stable"
 
@@ -183,8 +184,9 @@ def test_a_holdout_above_dev_reads_leak() -> None:
 
 
 def test_the_noise_band_widens_with_the_se() -> None:
-    # The same 0.20 gap with SEs of 0.08: band 2 * sqrt(2) * 0.08 = 0.226 -> stable, not leak.
-    assert reading(record("r1", 1, 600, 800, se=0.08), []) == "stable"
+    # The same 0.20 gap with SEs of 0.08: band 2 * sqrt(2) * 0.08 = 0.226 -> within it, not
+    # leak (small: the first release).
+    assert reading(record("r1", 1, 600, 800, se=0.08), []) == "small"
 
 
 # --- the release gate --------------------------------------------------------------------------

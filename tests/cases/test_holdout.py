@@ -415,3 +415,48 @@ def test_redact_all_puts_the_holdout_last_by_keyed_name_with_even_usage(
     # latency the mean, (1 + 2 + 3) / 3 = 2.
     assert [o.input_tokens for c in held for o in c.outcomes] == [21, 20, 20]
     assert {o.latency_s for c in held for o in c.outcomes} == {2.0}
+
+
+def test_add_refuses_an_id_the_suite_already_has(
+    cli: Callable[..., CliResult], sealed_shop: Path
+) -> None:
+    """A sealed case whose id is a plain case's (or, with the key, a sealed one's) would make
+    the suite unreadable at every release, and a sealed line cannot be edited: refused."""
+    config = str(sealed_shop / "evalgate.yml")
+    secret = keys_and_sealed_cases(cli, sealed_shop)
+    store = sealed_shop / "holdout.sealed.jsonl"
+    before = store.read_text()
+    plain = write_jsonl(
+        sealed_shop / "dup.jsonl",
+        [{"id": "bk-001", "group": "x", "category": "parts", "message": "again"}],
+    )
+    code, _, err = cli("holdout", "add", str(plain), "--config", config)
+    assert code == 2 and "'bk-001' is already a case of the suite, at " in err, err
+    assert "cases.jsonl:1" in err and err.count("\n") == 1
+    # With the key the sealed ids are checked too; without it, the answer says they were not.
+    again = write_jsonl(sealed_shop / "again.jsonl", NEW_CASES[:1])
+    code, _, err = cli("holdout", "add", str(again), "--config", config, env={KEY: secret})
+    assert code == 2 and "'new-1' is already a case of the suite" in err, err
+    assert store.read_text() == before  # nothing was sealed
+    fresh = write_jsonl(sealed_shop / "fresh.jsonl", [{**NEW_CASES[0], "id": "new-9"}])
+    code, out, _ = cli("holdout", "add", str(fresh), "--config", config)
+    assert code == 0 and "sealed 1 case into" in out
+    assert "the ids already sealed were not checked" in out
+
+
+def test_a_sealed_duplicate_says_where_the_other_is_and_what_to_do(
+    cli: Callable[..., CliResult], sealed_shop: Path
+) -> None:
+    from evalgate.cases.holdout import load_public_key, seal
+
+    secret = keys_and_sealed_cases(cli, sealed_shop)
+    public = load_public_key((sealed_shop / "holdout.pub").read_text())
+    with (sealed_shop / "holdout.sealed.jsonl").open("a") as store:
+        store.write(
+            seal({**NEW_CASES[0], "id": "bk-001"}, public) + "\n"
+        )  # an older evalgate's add
+    code, _, err = cli(
+        "release", "v3", "--config", str(sealed_shop / "evalgate.yml"), env={KEY: secret}
+    )
+    assert code == 2 and "duplicate case id 'bk-001' (also at " in err, err
+    assert "evalgate holdout retire bk-001 --to FILE" in err

@@ -88,6 +88,8 @@ def test_the_budget_stops_the_run_at_its_limit_and_a_resume_completes_it(
     assert code == 3, err
     assert "budget.max_calls 12 reached" in err
     assert sent(srv) == 12  # never one more than the budget
+    # The progress line counts the calls held back as not sent, not as errors.
+    assert "12/40 calls · 0 errors · 28 not sent · " in err, err
     [stopped] = saved(loaded)
     outcomes = [o for c in stopped.cases for o in c.outcomes]
     assert len(outcomes) == 40
