@@ -66,6 +66,19 @@ def cmd_import(ctx: Context) -> int:
         conversion, None if to_stdout else args.out, str(side) if side else None, snippet
     )
     text = report.model_dump_json(indent=2) + "\n" if args.format == "json" else render_text(report)
+    if not conversion.records:
+        # Nothing the scorer can check: no case file (a suite of it would gate nothing), the
+        # summary of why, and one line saying what to do.
+        if args.format != "json":
+            ctx.err.write(text)
+        raise UserError(
+            f"no {source.name} {report.noun} can be scored by the {report.scorer['kind']} "
+            f"scorer ({report.read} read, {len(conversion.unscored)} not scored); nothing was "
+            "written",
+            where=str(source),
+            fix=f"choose the scorer their checks need (see 'Not scored' above) with --scorer "
+            f"{'|'.join(IMPORT_SCORERS)}, or add checks the scorer can read",
+        )
     if out is None:
         ctx.out.write(jsonl(conversion.records))
         ctx.err.write(text)

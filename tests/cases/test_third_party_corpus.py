@@ -155,6 +155,13 @@ def test_evalgate_import_writes_the_expected_cases_or_refuses(
         assert code == 2 and want["refused"] in local(err)
         assert not out.exists()
         return
+    if not want["cases"]:
+        # Nothing the scorer can check: refused, with why, and no case file of no cases.
+        assert code == 2, err
+        assert f"({len(want['unscored'])} read, {len(want['unscored'])} not scored)" in err, err
+        assert want["unscored"][0]["reason"] in err and "--scorer" in err
+        assert not out.exists() and not (tmp_path / "cases.unscored.jsonl").exists()
+        return
     assert code == 0, err
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert written == want["cases"]

@@ -241,6 +241,25 @@ FIELD_OPTIONS = {
 }
 
 
+def found_fields(record: Any) -> str:
+    """`` (fields found: ...)`` for an error about a record of the wrong fields."""
+    if not isinstance(record, dict):
+        return f" (found {type(record).__name__})"
+    names = [str(k) for k in list(record)[:12]]
+    return f" (fields found: {', '.join(names) + (', ...' if len(record) > 12 else '') or 'none'})"
+
+
+def own_names(example: str, *standard: str) -> str:
+    """What to do when a record lacks the format's fields: write them as ``example``, or, when
+    the dataset names them its own way, map them (the import's flags, the config's key)."""
+    flags = " ".join(f"{FIELD_OPTIONS.get(s, s)} NAME" for s in standard)
+    keys = ", ".join(f"{s}: NAME" for s in standard)
+    return (
+        f"write {example}; or, if the fields are there under names of their own, map them: "
+        f"`evalgate import ... {flags}`, or cases_format_fields: {{{keys}}} in evalgate.yml"
+    )
+
+
 def rename_fields(
     records: list[tuple[int, Any]], rename: dict[str, str], path: Path, notes: Notes
 ) -> list[tuple[int, Any]]:

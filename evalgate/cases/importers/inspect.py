@@ -25,7 +25,9 @@ from evalgate.cases.importers.core import (
     Draft,
     Notes,
     Source,
+    found_fields,
     from_metadata,
+    own_names,
     rename_fields,
 )
 from evalgate.cases.importers.transcript import agent_turns, has_tool_calls
@@ -49,9 +51,9 @@ def _records(path: Path, notes: Notes, rename: dict[str, str]) -> list[tuple[int
         missing = [c for c in ("input",) if c not in header]
         if missing:
             raise CaseFileError(
-                "the CSV has no 'input' column",
+                f"the CSV has no 'input' column (columns found: {', '.join(header) or 'none'})",
                 where=f"{path}:1",
-                fix="name the columns input, target, id (others become metadata)",
+                fix=own_names("columns input, target and id", "input", "target"),
             )
         records = []
         for line, row in rows:
@@ -135,9 +137,9 @@ def read_inspect(path: Path, rename: dict[str, str] | None = None) -> Source:
         where = f"{path}:{line}"
         if not isinstance(sample, dict) or "input" not in sample:
             raise CaseFileError(
-                "a sample must be an object with 'input'",
+                "a sample must be an object with 'input'" + found_fields(sample),
                 where=where,
-                fix='write {"id": "...", "input": "...", "target": "..."}',
+                fix=own_names('{"id": "...", "input": "...", "target": "..."}', "input", "target"),
             )
         if has_tool_calls(sample["input"]):
             text, extra = agent_turns(sample["input"], where, notes, systems)

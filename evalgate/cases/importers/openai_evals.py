@@ -11,7 +11,16 @@ from pathlib import Path
 
 from evalgate.cases.importers import read
 from evalgate.cases.importers.chat import chat_source, lost_parts, user_turn
-from evalgate.cases.importers.core import ANSWER, Check, Draft, Notes, Source, rename_fields
+from evalgate.cases.importers.core import (
+    ANSWER,
+    Check,
+    Draft,
+    Notes,
+    Source,
+    found_fields,
+    own_names,
+    rename_fields,
+)
 from evalgate.errors import CaseFileError
 
 _KNOWN = {"input", "ideal"}
@@ -27,9 +36,13 @@ def read_openai_evals(path: Path, rename: dict[str, str] | None = None) -> Sourc
         where = f"{path}:{line}"
         if not isinstance(sample, dict) or "input" not in sample:
             raise CaseFileError(
-                "a sample must be an object with 'input'",
+                "a sample must be an object with 'input'" + found_fields(sample),
                 where=where,
-                fix='write {"input": [{"role": "user", "content": "..."}], "ideal": "..."}',
+                fix=own_names(
+                    '{"input": [{"role": "user", "content": "..."}], "ideal": "..."}',
+                    "input",
+                    "ideal",
+                ),
             )
         text, extra = user_turn(sample["input"], where, notes, systems)
         draft = Draft(where=where, source_id=None, inputs={"input": text}, extra=extra)

@@ -104,7 +104,9 @@ def render_text(report: ImportReport) -> str:
                 lines.append(f"    at {', '.join(note.at)}{more}")
     if report.unscored:
         target = (
-            f"written with expected null to {report.unscored_out}"
+            "so nothing was written"
+            if not report.imported
+            else f"written with expected null to {report.unscored_out}"
             if report.unscored_out
             else "left out (use --out FILE to keep them beside it)"
         )
@@ -122,7 +124,7 @@ def render_text(report: ImportReport) -> str:
             lines += textwrap.wrap(first, 96, initial_indent="  ", subsequent_indent="  ")
             if rest:
                 lines += ["    | " + line for line in rest.splitlines()]
-    if report.out and report.config_snippet is None:
+    if report.out and report.config_snippet is None and report.imported:
         lines += [
             "",
             "Next: add --config-snippet to print an evalgate.yml for these cases, write the",
