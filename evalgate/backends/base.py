@@ -20,6 +20,7 @@ from evalgate.errors import (
     BackendError,
     MissingExtraError,
     describe_validation,
+    did_you_mean,
     first_validation_error,
 )
 from evalgate.redact import RedactedError, RedactedReply
@@ -163,8 +164,10 @@ def backend_class(name: str) -> type[Any]:
     try:
         module_name, attr, extra = _REGISTRY[name]
     except KeyError:
+        guess = did_you_mean(name, backend_names())
         raise BackendError(
-            f"unknown backend {name!r}", fix=f"use one of: {', '.join(backend_names())}"
+            f"unknown backend {name!r}" + (f"; did you mean {guess}?" if guess else ""),
+            fix=f"use one of: {', '.join(backend_names())}",
         ) from None
     try:
         module = importlib.import_module(module_name)

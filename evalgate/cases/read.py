@@ -96,7 +96,7 @@ def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
             records.append((number, json.loads(text)))
         except json.JSONDecodeError as exc:
             raise CaseFileError(
-                f"invalid JSON: {exc.msg} at column {exc.colno}",
+                f"invalid JSON: {exc.msg}: column {exc.colno}",
                 where=f"{path}:{number}",
                 fix="each line must be one JSON object",
             ) from None

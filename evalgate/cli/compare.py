@@ -6,7 +6,7 @@ import argparse
 
 from evalgate.analysis.compare import compare_runs
 from evalgate.cli.context import EXIT_OK, Context, price_as_for
-from evalgate.cli.options import Subcommands
+from evalgate.cli.options import Subcommands, non_negative
 from evalgate.cli.run import HTML_HELP, write_html
 from evalgate.report.html import render_compare_html
 from evalgate.report.render import render_model
@@ -30,7 +30,10 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     cmp_.add_argument("a", help="run A (the reference)")
     cmp_.add_argument("b", help="run B (the change)")
     cmp_.add_argument(
-        "--show", type=int, default=20, help="cases listed per section (default: %(default)s)"
+        "--show",
+        type=non_negative,
+        default=20,
+        help="cases listed per section (default: %(default)s)",
     )
     cmp_.add_argument("--html", metavar="PATH", help=HTML_HELP)
     cmp_.set_defaults(func=cmd_compare)

@@ -16,7 +16,7 @@ from evalgate.analysis.compare import Comparison, compare_runs
 from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
 from evalgate.cli.judge import demo_judge
-from evalgate.cli.options import Subcommands
+from evalgate.cli.options import Subcommands, non_negative
 from evalgate.config.load import LoadedConfig, load_config
 from evalgate.config.models import DEFAULT_CONFIG
 from evalgate.defaults import STATE_DIR
@@ -269,6 +269,9 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         "demo", parents=[common], help="run the bundled example on the offline fake model"
     )
     demo.add_argument(
-        "--show", type=int, default=10, help="cases listed per section (default: %(default)s)"
+        "--show",
+        type=non_negative,
+        default=10,
+        help="cases listed per section (default: %(default)s)",
     )
     demo.set_defaults(func=cmd_demo)

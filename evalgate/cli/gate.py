@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from evalgate.analysis.summary import summarise
 from evalgate.cli import estimate
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
-from evalgate.cli.options import Subcommands, positive
+from evalgate.cli.options import Subcommands, non_negative, positive
 from evalgate.errors import RunFileError, UserError, did_you_mean
 from evalgate.gate.decide import decide
 from evalgate.gate.pull_request import decide_pull_request
@@ -350,7 +350,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         "allocate the candidate's repeats (repeatable; without it every case is sent "
         "gate.unstable_repeats times)",
     )
-    gate.add_argument("--show", type=int, default=20, help="cases listed per section")
+    gate.add_argument("--show", type=non_negative, default=20, help="cases listed per section")
     gate.add_argument(
         "--base-ref",
         metavar="REF",

@@ -10,7 +10,7 @@ from evalgate.app import check_judge, ledger_path
 from evalgate.cases.holdout import read_ledger, reads_of
 from evalgate.cases.judge_labels import labels_sha
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
-from evalgate.cli.options import Subcommands, positive
+from evalgate.cli.options import Subcommands, non_negative, positive
 from evalgate.config.load import load_config
 from evalgate.errors import UserError
 from evalgate.report.render import Format, render, render_model
@@ -102,7 +102,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run the suite's judge over its labelled replies: agreement per split, the floor",
         description="Run the suite's judge over the replies in judge.labels and report, per "
-        "split, agreement with the human verdicts: Cohen's kappa with its 95%% interval, Gwet's "
+        "split, agreement with the human verdicts: Cohen's kappa with its 95% interval, Gwet's "
         "AC1, the confusion matrix, McNemar's test of the judge's lean, per-group agreement. "
         "Dev disagreements are listed; holdout labels are reported in aggregate and every read "
         "is recorded in the ledger. Exit 1 when the judge is below its floor "
@@ -129,7 +129,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         help="kappa's 95%% interval: a seeded bootstrap over the labels' groups, or the "
         "large-sample analytic one (default: judge.interval; the gate wants judge.interval's)",
     )
-    check.add_argument("--show", type=int, default=20, help="dev disagreements listed")
+    check.add_argument("--show", type=non_negative, default=20, help="dev disagreements listed")
     check.add_argument("--no-save", action="store_true", help="do not save the check for the gate")
     check.add_argument(
         "--force-reason", help="read the holdout labels past the budget; the reason is kept"

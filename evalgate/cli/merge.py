@@ -8,7 +8,7 @@ from pathlib import Path
 from evalgate.cli.context import (
     Context,
 )
-from evalgate.cli.options import SHOW_FAILED_HELP, Subcommands
+from evalgate.cli.options import SHOW_FAILED_HELP, Subcommands, non_negative
 from evalgate.cli.run import run_exit, run_summary
 from evalgate.report.render import render_model
 from evalgate.runs.merge import merge_runs
@@ -33,5 +33,5 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     merge = sub.add_parser("merge", parents=[common], help="combine shard runs into one run")
     merge.add_argument("runs", nargs="+", help="the shard runs (names, prefixes or paths)")
     merge.add_argument("--output", help="write the merged run here instead of the runs folder")
-    merge.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
+    merge.add_argument("--show", type=non_negative, default=10, help=SHOW_FAILED_HELP)
     merge.set_defaults(func=cmd_merge)

@@ -9,7 +9,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import BATCH_HELP, Subcommands, at_least_two, positive
+from evalgate.cli.options import BATCH_HELP, Subcommands, at_least_two, non_negative, positive
 from evalgate.report.render import render
 from evalgate.runs.schema import save_run
 
@@ -40,5 +40,5 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     noise.add_argument("--no-save", action="store_true", help="do not save the run")
     noise.add_argument("--concurrency", type=positive, help="calls in flight")
     noise.add_argument("--batch", action="store_true", help=BATCH_HELP)
-    noise.add_argument("--show", type=int, default=20, help="unstable cases listed")
+    noise.add_argument("--show", type=non_negative, default=20, help="unstable cases listed")
     noise.set_defaults(func=cmd_noise, verbose=False)

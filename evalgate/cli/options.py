@@ -27,6 +27,13 @@ def positive(text: str) -> int:
     return value
 
 
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def at_least_two(text: str) -> int:
     value = int(text)
     if value < 2:

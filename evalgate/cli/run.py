@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 from evalgate.cli import estimate
 from evalgate.cli.context import EXIT_INCOMPLETE, EXIT_OK, Context, price_as_for
-from evalgate.cli.options import BATCH_HELP, SHOW_FAILED_HELP, Subcommands, positive, shard
+from evalgate.cli.options import (
+    BATCH_HELP,
+    SHOW_FAILED_HELP,
+    Subcommands,
+    non_negative,
+    positive,
+    shard,
+)
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import UserError
 from evalgate.runs.resume import unsent
@@ -144,7 +151,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         help="reuse cached replies from .evalgate/cache (default: off; always off with --repeats)",
     )
     run.add_argument("--batch", action="store_true", help=BATCH_HELP)
-    run.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
+    run.add_argument("--show", type=non_negative, default=10, help=SHOW_FAILED_HELP)
     estimate.add_argument(run)
     run.add_argument(
         "--resume",

@@ -10,7 +10,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import SHOW_FAILED_HELP, Subcommands
+from evalgate.cli.options import SHOW_FAILED_HELP, Subcommands, non_negative
 from evalgate.cli.run import HTML_HELP, run_exit, run_summary, write_html
 from evalgate.report.html import render_run_html
 from evalgate.report.render import render_model
@@ -80,5 +80,5 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
     report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")
     report.add_argument("--html", metavar="PATH", help=HTML_HELP)
-    report.add_argument("--show", type=int, default=10, help=SHOW_FAILED_HELP)
+    report.add_argument("--show", type=non_negative, default=10, help=SHOW_FAILED_HELP)
     report.set_defaults(func=cmd_report)

@@ -358,7 +358,8 @@ def load_config(path: Path) -> LoadedConfig:
     if not path.exists() and not path.is_symlink():
         raise ConfigError(
             f"config file {path} does not exist",
-            fix="pass --config PATH, or run `evalgate demo` to try the bundled example",
+            fix="pass --config PATH, make one here with `evalgate init`, or run `evalgate demo` to "
+            "try the bundled example",
         )
     text = files.read_text(path, "config file", ConfigError)
     config = parse_config(text, path)

@@ -89,7 +89,7 @@ class ForeignRun:
         if not self.cases:
             raise RunFileError(
                 f"no results to gate in this {self.format} file"
-                + (f" ({self.dropped_line()})" if self.dropped else ""),
+                + (f" (left out: {self.dropped_line()})" if self.dropped else ""),
                 where=str(self.path),
                 fix="pass the output of a finished run",
             )
@@ -128,7 +128,7 @@ class ForeignRun:
         )
 
     def dropped_line(self) -> str:
-        return ", ".join(f"{n} {why}" for why, n in self.dropped.items())
+        return ", ".join(f"{why} ({n:,})" for why, n in self.dropped.items())
 
 
 def load_json(path: Path, data: bytes, what: str) -> Any:

@@ -27,7 +27,7 @@ def dropped_notes(foreign: ForeignRun) -> list[str]:
     """What reading the file decided: the records left out, and the reader's notes."""
     lines = [f"{foreign.path}: {note}" for note in foreign.notes]
     if foreign.dropped:
-        lines.append(f"{foreign.path}: {foreign.dropped_line()} left out of the comparison")
+        lines.append(f"{foreign.path}: left out of the comparison: {foreign.dropped_line()}")
     return lines
 
 
@@ -52,19 +52,27 @@ def decide_foreign(
     return verdict.model_copy(update={"warnings": [*lines, *verdict.warnings]})
 
 
+def _cases(n: int) -> str:
+    return "1 case is" if n == 1 else f"{n:,} cases are"
+
+
+def _changed(n: int) -> str:
+    return "1 case changed" if n == 1 else f"{n:,} cases changed"
+
+
 def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
     """How many cases the pairing left out, and why (never silently)."""
     told = identity(candidate)
     lines = []
     for count, why in (
-        (len(verdict.only_baseline), "are in the baseline only (no candidate result with"),
-        (len(verdict.only_candidate), "are in the candidate only (no baseline result with"),
+        (len(verdict.only_baseline), "in the baseline only (no candidate result with"),
+        (len(verdict.only_candidate), "in the candidate only (no baseline result with"),
     ):
         if count:
-            lines.append(f"{count} cases {why} {told}): left out of the pairing")
+            lines.append(f"{_cases(count)} {why} {told}): left out of the pairing")
     if verdict.edited:
         lines.append(
-            f"{len(verdict.edited)} cases changed their test (the same {told}, other "
+            f"{_changed(len(verdict.edited))} their test (the same {told}, other "
             "assertions or target): left out of the pairing"
         )
     return lines

@@ -106,7 +106,11 @@ def read(path: Path, data: bytes) -> ForeignRun:
         raise RunFileError(
             f"promptfoo output of version {version!r}: evalgate reads versions 2 and 3",
             where=str(path),
-            fix="write it with a promptfoo of 0.50 or later (`promptfoo eval -o FILE.json`)",
+            fix=(
+                "write it with a promptfoo of 0.50 or later (`promptfoo eval -o FILE.json`)"
+                if isinstance(version, int) and not isinstance(version, bool) and version < 2
+                else "a promptfoo newer than this evalgate wrote it: upgrade evalgate"
+            ),
         )
     results = summary.get("results")
     if not isinstance(results, list):

@@ -111,7 +111,7 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         found.warnings.append(
             "the baseline has no repeats, so the noise floor is not measured: the MDE assumes "
             "a noise-free model; make baselines with "
-            f"--repeats {max(2, policy.baseline_repeats)}"
+            + _repeats_of(baseline, max(2, policy.baseline_repeats))
         )
     pairing = _pair_cases(baseline, dev, policy, matched, found)
     pairs = pairing.pairs
@@ -206,6 +206,19 @@ def _both_stages(
     return p_value, f"{first[1]}; {line}"
 
 
+# How another harness's results get repeats (a results file's backend is its harness).
+_HARNESS_REPEATS = {
+    "promptfoo": "`promptfoo eval --repeat {n}`",
+    "inspect": "`inspect eval --epochs {n}`",
+    "junit": "each test run {n} times into one report",
+}
+
+
+def _repeats_of(run: Run, n: int) -> str:
+    """How ``run``'s maker gives each case ``n`` repeats."""
+    return _HARNESS_REPEATS.get(run.model.backend, "--repeats {n}").format(n=n)
+
+
 def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:
     """What the candidate fails on its own: regression cases, and an incomplete run."""
     regression = [c for c in candidate.cases if c.split == "regression"]
@@ -219,6 +232,12 @@ def _candidate_rules(candidate: Run, found: _Findings) -> list[PairedCase]:
         found.blockers.append(
             f"the candidate run is incomplete: {candidate.budget_stop}; raise the budget and "
             "resume it with `evalgate run VERSION --resume RUN`"
+        )
+    elif candidate.interrupted and candidate.model.backend == "inspect":
+        found.blockers.append(
+            f"the candidate is the log of an Inspect run that did not finish (cancelled or "
+            f"failed; {len(candidate.cases)} samples logged); finish it with "
+            "`inspect eval-retry LOG`, then gate its log"
         )
     elif candidate.interrupted:
         found.blockers.append(

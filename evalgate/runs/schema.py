@@ -501,11 +501,29 @@ def _newest(state_dir: Path, version: str) -> Run | None:
     return None
 
 
+def _not_foreign(path: Path) -> None:
+    """Refuse another harness's results where only evalgate runs are read (a run file, told by
+    its first bytes, loads no other harness's reader)."""
+    if starts_as_run(path):
+        return
+    from evalgate.foreign import is_foreign
+
+    if is_foreign(path):
+        raise RunFileError(
+            "another harness's results, where an evalgate run is read",
+            where=str(path),
+            fix="gate them against a baseline of the same harness: "
+            "`evalgate gate --baseline A --candidate B`",
+        )
+
+
 def find_run(ref: str, state_dir: Path) -> Run:
     """A run by file path (a run file, or a killed run's journal), by name, by unique name
     prefix, or ``latest:VERSION``."""
     path = Path(ref)
     if path.suffix == ".json" and path.exists():
+        if path.is_file():
+            _not_foreign(path)
         return read_run(path)
     if path.suffix == ".jsonl" and path.exists():
         from evalgate.runs.journal import read_journal  # a killed run's journal
@@ -515,6 +533,10 @@ def find_run(ref: str, state_dir: Path) -> Run:
     exact = folder / f"{ref}.json"
     if exact.exists():
         return read_run(exact)
+    if path.is_file():
+        # A file by any other name (a downloaded artefact saved as `baseline`, say).
+        _not_foreign(path)
+        return read_run(path)
     candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if ref.startswith("latest:") or ref == "latest":
         version = ref.partition(":")[2]

@@ -143,7 +143,10 @@ def test_noise_command_saves_a_baseline_and_reports(
     assert main(["noise", "v2", "--config", config, "--no-save"], out=text, err=io.StringIO()) == 0
     assert text.getvalue().startswith(f"Noise floor · {noise['n']} cases × 2 repeats")
     counted = f"over 54 scenario groups, {143 / effect:.0f} effective units at a design effect"
-    assert f"MDE           {100 * noise['mde']:.1f}% {counted} of {effect:.2f} (" in text.getvalue()
+    assert (
+        f"MDE           {100 * noise['mde']:.1f} points {counted} of {effect:.2f} ("
+        in text.getvalue()
+    )
     assert len(list(runs_dir(root / ".evalgate").glob("*.json"))) == 1
     # The gate of a candidate against the saved noise run states the same MDE, over the same unit.
     [saved] = runs_dir(root / ".evalgate").glob("*.json")

@@ -206,7 +206,7 @@ def test_dropped_and_unpaired_cases_are_counted(tmp_path: Path) -> None:
     del broken["success"]
     cand.append(broken)
     _, out, _ = gate_files(tmp_path, base, cand)
-    assert "1 results without a success flag left out" in out
+    assert "left out of the comparison: results without a success flag (1)" in out
     assert "5 cases are in the baseline only" in out
     assert "its vars and description" in out
 
@@ -537,9 +537,17 @@ def test_a_file_of_no_known_kind_names_the_flag_that_exists(tmp_path: Path) -> N
     assert code == 2 and "--results-format promptfoo|inspect|junit" in err, err
 
 
-@pytest.mark.parametrize("text", ["x" * 5_000_000, JUNIT * 50, ""], ids=["long", "xml", "empty"])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("x" * 5_000_000, "not a run file"),
+        (JUNIT * 50, "another harness's results"),
+        ("", "the run file is empty"),
+    ],
+    ids=["long", "xml", "empty"],
+)
 def test_a_file_that_is_not_a_run_is_one_short_line(
-    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, text: str, says: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from conftest import copy_example
 
@@ -549,4 +557,46 @@ def test_a_file_that_is_not_a_run_is_one_short_line(
     code, _, err = cli("report", str(path))
     assert code == 2 and err.count("\n") == 1 and len(err) < 400, err[:500]
     assert str(path) in err
-    assert ("the run file is empty" if not text else "not a run file") in err, err
+    assert says in err, err
+
+
+def test_advice_names_the_harness_own_options(tmp_path: Path) -> None:
+    """A foreign file's remedies are its harness's: promptfoo's --repeat, Inspect's epochs and
+    eval-retry, never evalgate's --repeats or --resume."""
+    results = [pf_result(i, True) for i in range(12)]
+    base = write_json(tmp_path / "a.json", pf_output(results))
+    cand = write_json(tmp_path / "b.json", pf_output(results))
+    code, out, err = cli("gate", "--baseline", str(base), "--candidate", str(cand), "--json")
+    assert code in (0, 1), err
+    warnings = " ".join(json.loads(out)["warnings"])
+    assert "make baselines with `promptfoo eval --repeat 2`" in warnings, warnings
+    assert "--repeats" not in warnings
+
+    samples = [inspect_sample(i, 1, "C") for i in range(12)]
+    done = write_eval(tmp_path / "done.eval", inspect_header(), samples)
+    failed = write_eval(tmp_path / "failed.eval", inspect_header("error"), samples[:5])
+    code, out, err = cli("gate", "--baseline", str(done), "--candidate", str(failed), "--json")
+    assert code == 0, err  # inconclusive, whose exit is 0 by default
+    verdict = json.loads(out)
+    assert verdict["kind"] == "inconclusive"
+    reasons = " ".join(verdict["reasons"] + verdict["warnings"])
+    assert "an Inspect run that did not finish" in reasons and "5 samples logged" in reasons
+    assert "inspect eval-retry LOG" in reasons and "--resume" not in reasons
+    assert "`inspect eval --epochs 2`" in reasons
+
+
+def test_report_reads_a_run_file_of_any_name_and_names_other_harnesses_files(
+    tmp_path: Path, make_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import copy_example
+
+    from evalgate.runs.schema import write_run
+
+    monkeypatch.chdir(copy_example(tmp_path / "shop"))
+    artefact = tmp_path / "baseline"  # a downloaded artefact, saved without .json
+    write_run(make_run(), artefact)
+    code, out, err = cli("report", str(artefact))
+    assert code in (0, 3) and out, err
+    results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
+    code, _, err = cli("report", str(results))
+    assert code == 2 and "another harness's results" in err and "evalgate gate" in err, err

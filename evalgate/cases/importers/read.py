@@ -59,7 +59,7 @@ def _decode(path: Path, text: str, index: int) -> tuple[Any, int]:
         return json.JSONDecoder().raw_decode(text, index)
     except json.JSONDecodeError as exc:
         raise CaseFileError(
-            f"invalid JSON: {exc.msg} at column {exc.colno}",
+            f"invalid JSON: {exc.msg}: column {exc.colno}",
             where=f"{path}:{exc.lineno}",
             fix="check the file is a JSON export",
         ) from None
