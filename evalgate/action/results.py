@@ -68,7 +68,8 @@ def run_results(runner: ActionJob) -> int:
         runner.flush()
         return 0
     path = results_file(runner.folder, str(inputs.results))
-    foreign = read_foreign(path)
+    # Read as every file of the checkout is: never through a link that leads out of it.
+    foreign = read_foreign(path, root=runner.workspace)
     run = foreign.run()
     name = suite_name or run.suite
     if mode == "baseline":

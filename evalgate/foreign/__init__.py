@@ -79,8 +79,10 @@ def is_foreign(path: Path) -> bool:
     )
 
 
-def read_foreign(path: Path, format: str | None = None) -> ForeignRun:
-    data = files.read_bytes(path, "results file", RunFileError, limit=MAX_RUN_BYTES)
+def read_foreign(path: Path, format: str | None = None, root: Path | None = None) -> ForeignRun:
+    """The results file ``path`` read (``format``, else told by its content); with ``root``,
+    refused when it leads out of that folder (a link in a checkout, say)."""
+    data = files.read_bytes(path, "results file", RunFileError, limit=MAX_RUN_BYTES, root=root)
     found = format or detect(path, data)
     if found is None:
         raise RunFileError(

@@ -407,3 +407,25 @@ def test_inspects_own_eval_logs_through_the_action_by_a_glob(
     assert (job.outputs["verdict"], job.outputs["broken"]) == ("fail", str(WRONG))
     [body] = comments(gh)
     assert body.startswith("<!-- evalgate:suite=triage -->\n") and "failed the gate" in body
+
+
+@pytest.mark.parametrize("how", ["link", "absolute"])
+def test_a_results_file_outside_the_checkout_is_not_read(
+    tmp_path: Path, gh: GitHubServer, how: str
+) -> None:
+    """The results input is the pull request's: a link (or a path) to a file of the runner's
+    outside the checkout is refused before a byte of it is read."""
+    secret = tmp_path / "outside" / "results.json"
+    secret.parent.mkdir()
+    secret.write_text(promptfoo_text(), encoding="utf-8")
+    workspace = bare_workspace(tmp_path)
+    if how == "link":
+        (workspace / FOLDER / RESULTS).symlink_to(secret)
+        results = RESULTS
+    else:
+        results = str(secret)
+    job = pr_results_job(workspace, gh, results=results)
+    assert job.code == 2, job.out + job.err
+    [error] = job.annotations("error")
+    assert "is outside the repository" in error
+    assert "Traceback" not in job.out + job.err
