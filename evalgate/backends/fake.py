@@ -167,7 +167,8 @@ def load_options(options: dict[str, Any], base_dir: Path) -> FakeRules | FakeJud
         raise BackendError(
             f"invalid options for the fake backend: {describe_validation(exc.errors()[0])}",
             where="model.options",
-            fix="see examples/bike-shop/evalgate.yml for a working fake configuration",
+            fix="`evalgate init` writes a working fake configuration (its options: "
+            "docs/backends.md)",
         ) from None
     if opts.rules is not None:
         return opts.rules

@@ -321,7 +321,7 @@ def parse_config(text: str, path: Path) -> Config:
         raise ConfigError(
             "the config must be a mapping with a 'suites' key",
             where=str(path),
-            fix="see examples/bike-shop/evalgate.yml",
+            fix="`evalgate init` writes a working one (every key: docs/configuration.md)",
         )
     try:
         return Config.model_validate(data)

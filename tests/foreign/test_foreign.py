@@ -600,3 +600,18 @@ def test_report_reads_a_run_file_of_any_name_and_names_other_harnesses_files(
     results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
     code, _, err = cli("report", str(results))
     assert code == 2 and "another harness's results" in err and "evalgate gate" in err, err
+
+
+def test_a_broken_junit_case_is_listed_without_fields_junit_has_not(tmp_path: Path) -> None:
+    cases = "".join(f'<testcase classname="t" name="c{i}"/>' for i in range(12))
+    base = tmp_path / "a.xml"
+    base.write_text(f"<testsuite>{cases}</testsuite>")
+    broken = cases.replace(
+        '<testcase classname="t" name="c3"/>',
+        '<testcase classname="t" name="c3"><failure message="wrong">x</failure></testcase>',
+    )
+    cand = tmp_path / "b.xml"
+    cand.write_text(f"<testsuite>{broken}</testsuite>")
+    _, out, _ = cli("gate", "--baseline", str(base), "--candidate", str(cand))
+    [line] = [row for row in out.splitlines() if row.strip().startswith("t::c3")]
+    assert "(none)" not in line and '""' not in line, line
