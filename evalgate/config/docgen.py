@@ -45,7 +45,13 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("suites.NAME.fields", Fields, "How case fields map onto evalgate's."),
     ("suites.NAME.model", ModelSettings, "The backend and its settings."),
     ("suites.NAME.gate", GatePolicy, "How the gate decides."),
-    ("suites.NAME.budget", Budget, "The most one run of the suite may spend."),
+    (
+        "suites.NAME.budget",
+        Budget,
+        "The most one command (`evalgate run`, a job) may spend on the suite; it stops before "
+        "the call that would pass it, keeping what it paid for (exit 3). `--resume` sends the "
+        "rest under a budget of its own.",
+    ),
     ("suites.NAME.split", SplitPolicy, "Dev / holdout assignment and leak checks."),
     ("suites.NAME.sealed_holdout", SealedHoldout, "Holdout cases encrypted to a public key."),
     ("suites.NAME.tools[]", Tool, "A tool offered to the model (agent cases, docs/agents.md)."),
