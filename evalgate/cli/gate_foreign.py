@@ -36,6 +36,19 @@ def _read(ctx: Context, ref: str, side: str) -> ForeignRun:
     return read_foreign(path, getattr(ctx.args, "results_format", None))
 
 
+def _is_run(ref: str) -> bool:
+    """Whether ``ref`` names an evalgate run: a file that starts as one, or a name such as
+    latest:VERSION (a path that names no file, ``cnadidate.json`` say, is neither)."""
+    path = Path(ref)
+    if path.is_file():
+        return starts_as_run(path)
+    return not path.exists() and "/" not in ref and path.suffix.lower() not in _FILE_SUFFIXES
+
+
+# What results files and run files end in: a missing path with one is a file that is not there.
+_FILE_SUFFIXES = (".json", ".jsonl", ".eval", ".xml", ".gz")
+
+
 def _mixed(ctx: Context) -> None:
     """An evalgate run on one side and another harness's results on the other: said as such
     (unless --results-format says how to read both)."""
@@ -44,7 +57,7 @@ def _mixed(ctx: Context) -> None:
     sides = {"baseline": ctx.args.baseline, "candidate": ctx.args.candidate}
     # A run: a file that starts as one, or a name (latest:VERSION); any other file is read as
     # results, to be refused with what it is not.
-    run = {s: not Path(r).is_file() or starts_as_run(Path(r)) for s, r in sides.items()}
+    run = {s: _is_run(r) for s, r in sides.items()}
     foreign = {s: Path(r).is_file() and is_foreign(Path(r)) for s, r in sides.items()}
     ours = next((side for side in sides if run[side]), None)
     other = next((side for side in sides if foreign[side]), None)

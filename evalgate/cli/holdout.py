@@ -43,7 +43,13 @@ def _refuse_taken_ids(
 ) -> None:
     """A case to seal whose id the suite already has (a plain case, or with the key a sealed
     one) is refused: the suite could not be read with both, and a sealed line cannot be edited."""
-    taken = {c.id: c.source for c in read_suite_cases(loaded, suite, holdout_secret=secret).cases}
+    adding = {Path(c.source.rsplit(":", 1)[0]).resolve() for c in added}
+    taken = {
+        c.id: c.source
+        for c in read_suite_cases(loaded, suite, holdout_secret=secret).cases
+        # The file being sealed may be one the suite's globs match: its cases are these.
+        if Path(c.source.rsplit(":", 1)[0]).resolve() not in adding
+    }
     clash = [c for c in added if c.id in taken]
     if clash:
         more = f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""

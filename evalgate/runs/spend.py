@@ -307,7 +307,7 @@ def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
 
 #: The most of a comment its ledger takes while folding still shortens it (a ledger is folded
 #: until it fits; the comment's report is shortened to leave it this room).
-LEDGER_ROOM = 8_192
+LEDGER_ROOM = 16_384
 
 
 def ledger_block(earlier: str | None, new: Sequence[SpendRecord], room: int = LEDGER_ROOM) -> str:

@@ -460,3 +460,21 @@ def test_a_sealed_duplicate_says_where_the_other_is_and_what_to_do(
     )
     assert code == 2 and "duplicate case id 'bk-001' (also at " in err, err
     assert "evalgate holdout retire bk-001 --to FILE" in err
+
+
+def test_add_seals_a_file_the_suites_globs_also_match(
+    cli: Callable[..., CliResult], sealed_shop: Path
+) -> None:
+    """The cases being sealed may sit where the suite's cases: glob finds them (to be deleted
+    after, as add says): they are not taken for cases the suite already has."""
+    config_path = sealed_shop / "evalgate.yml"
+    data = yaml.safe_load(config_path.read_text())
+    data["suites"]["bike-shop"]["cases"] = ["cases.jsonl", "more/*.jsonl"]
+    config_path.write_text(yaml.safe_dump(data))
+    config = str(config_path)
+    code, _, _ = cli("holdout", "keygen", "--config", config)
+    assert code == 0
+    (sealed_shop / "more").mkdir()
+    new = write_jsonl(sealed_shop / "more" / "new-holdout.jsonl", NEW_CASES)
+    code, out, err = cli("holdout", "add", str(new), "--config", config)
+    assert code == 0 and "sealed 4 cases" in out, err

@@ -451,7 +451,9 @@ def test_an_eval_archive_that_unpacks_past_the_bound_is_refused_before_reading(
     def unpacking(*args: object) -> None:
         raise AssertionError("a member was unpacked")
 
-    monkeypatch.setattr(zipfile.ZipFile, "read", unpacking)
+    # The zipfile the reader uses (the zstd backport's before Python 3.14), not this module's.
+    monkeypatch.setattr(inspect.zipfile.ZipFile, "read", unpacking)
+    monkeypatch.setattr(inspect.zipfile.ZipFile, "open", unpacking)
     with pytest.raises(RunFileError) as caught:
         read_results(path)
     assert "unpacks to" in str(caught.value) and str(path) in str(caught.value)
@@ -467,9 +469,49 @@ def test_an_eval_archive_listing_too_many_members_is_refused(
     path = write_eval(tmp_path / "log.eval", inspect_header(), samples)  # 6 members
     with pytest.raises(RunFileError) as caught:
         read_results(path)
-    assert "lists 6 members" in str(caught.value)
+    assert "lists 6 members or more" in str(caught.value)
     monkeypatch.setattr(inspect, "_MEMBERS_LIMIT", 6)
     assert len(read_results(path).cases) == 4
+
+
+def test_an_end_record_that_understates_the_members_does_not_pass_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end record's count is the file's word: one forged to 2 still meets the bound,
+    since the members are counted by their central-directory records."""
+    from evalgate.foreign import inspect
+
+    monkeypatch.setattr(inspect, "_MEMBERS_LIMIT", 4)
+    samples = [inspect_sample(i, 1, "C") for i in range(4)]
+    path = write_eval(tmp_path / "log.eval", inspect_header(), samples)
+    data = bytearray(path.read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    data[end + 8 : end + 12] = (2).to_bytes(2, "little") * 2  # entries on disk, in all
+    path.write_bytes(bytes(data))
+    with pytest.raises(RunFileError) as caught:
+        read_results(path)
+    assert "lists 6 members or more" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # A zip64 locator that names several disks: zipfile's end-record reader refuses it.
+        b"PK\x06\x07"
+        + (0).to_bytes(4, "little")
+        + (0).to_bytes(8, "little")
+        + (5).to_bytes(4, "little")
+        + b"PK\x05\x06"
+        + bytes(18),
+        b"PK\x05\x06" + b"\xff" * 18,
+    ],
+    ids=["zip64-disks", "end-record-garbage"],
+)
+def test_a_forged_end_record_is_one_line(tmp_path: Path, tail: bytes) -> None:
+    path = tmp_path / "log.eval"
+    path.write_bytes(b"PK\x03\x04" + bytes(100) + tail)
+    code, _, err = cli("gate", "--baseline", str(path), "--candidate", str(path))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_a_sample_is_kept_without_its_transcript(tmp_path: Path) -> None:
@@ -615,3 +657,10 @@ def test_a_broken_junit_case_is_listed_without_fields_junit_has_not(tmp_path: Pa
     _, out, _ = cli("gate", "--baseline", str(base), "--candidate", str(cand))
     [line] = [row for row in out.splitlines() if row.strip().startswith("t::c3")]
     assert "(none)" not in line and '""' not in line, line
+
+
+def test_a_mistyped_path_beside_results_is_not_a_file_not_a_run(tmp_path: Path) -> None:
+    results = write_json(tmp_path / "results.json", pf_output([pf_result(0, True)]))
+    missing = tmp_path / "cnadidate.json"
+    code, _, err = cli("gate", "--baseline", str(results), "--candidate", str(missing))
+    assert code == 2 and "is not a file" in err and "evalgate run" not in err, err

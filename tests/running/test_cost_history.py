@@ -835,3 +835,46 @@ def test_a_pull_request_with_more_comments_than_are_read_is_named_in_a_warning(
     assert "::warning" in job.out + job.err
     assert f"pull request #7 has more than {LEDGER_COMMENTS} comments" in job.out + job.err
     assert "may be missing from the cost history" in job.out + job.err
+
+
+def test_a_ledger_itemises_the_newest_100_realistic_runs() -> None:
+    """The room a comment leaves its ledger holds the 100 runs docs/action.md says it itemises,
+    with run names, commits and two models' parts as evalgate writes them."""
+    import random
+
+    from evalgate.runs.spend import LEDGER_ROOM, ledger_block
+
+    draw = random.Random(7)
+    records = [
+        SpendRecord(
+            job="pr",
+            suite="bike-shop",
+            run=f"bike-shop-v{i % 4}-202612{1 + i // 24:02d}T{i % 24:02d}{draw.randrange(60):02d}"
+            f"{draw.randrange(60):02d}-{draw.randrange(16**4):04x}",
+            created_at=datetime(2026, 12, 1, tzinfo=UTC) + timedelta(hours=i),
+            commit=f"{draw.getrandbits(160):040x}",
+            pull_request=7,
+            parts=[
+                SpendPart(
+                    model="claude-sonnet-4-5",
+                    calls=draw.randrange(100, 400),
+                    input_tokens=draw.randrange(10**5, 10**6),
+                    output_tokens=draw.randrange(10**4, 10**5),
+                    cache_read_tokens=draw.randrange(10**5),
+                    usd=round(draw.uniform(0.5, 9), 6),
+                ),
+                SpendPart(
+                    model="claude-haiku-4-5",
+                    role="judge",
+                    calls=draw.randrange(100, 400),
+                    input_tokens=draw.randrange(10**5, 10**6),
+                    output_tokens=draw.randrange(10**3, 10**4),
+                    usd=round(draw.uniform(0.1, 2), 6),
+                ),
+            ],
+        )
+        for i in range(LEDGER_KEEP)
+    ]
+    block = ledger_block(None, records)
+    assert len(block) <= LEDGER_ROOM
+    assert read_ledger(block) == records  # every run itemised, nothing folded

@@ -83,9 +83,12 @@ def _scorer_text(scorer: dict[str, Any]) -> str:
 def render_text(report: ImportReport) -> str:
     """The summary a person reads: what was imported, what mapped, what did not and what to do."""
     where = f" into {report.out}" if report.out else ""
+    noun = report.noun.removesuffix("s") if report.read == 1 else report.noun
     lines = [
-        f"Imported {report.imported} of {report.read} {report.format} {report.noun} from "
-        f"{report.source}{where}.",
+        f"Imported {report.imported} of {report.read} {report.format} {noun} from "
+        f"{report.source}{where}."
+        if report.imported
+        else f"Imported none of the {report.read} {report.format} {noun} of {report.source}.",
         f"Scorer: {_scorer_text(report.scorer)}.",
     ]
     if report.mapped:
