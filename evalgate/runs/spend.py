@@ -269,12 +269,36 @@ def read_ledger(body: str | None) -> list[SpendRecord]:
     return records if len(records) <= LEDGER_KEEP else []
 
 
+def _month(record: SpendRecord) -> str:
+    return record.created_at.astimezone(UTC).strftime("%Y-%m")
+
+
 def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
-    """The newest ``keep`` records as they are, the older ones summed into one (per model and
-    role), named by the runs it spans: nothing spent is dropped, only itemised less."""
+    """The newest records as they are, the older ones summed (per model and role) into one a
+    calendar month (UTC), each named by the runs it spans, at most ``keep`` records in all:
+    nothing spent is dropped, only itemised less, and each month's spend stays in its month
+    (`history --cost` sums by month)."""
     if len(records) <= keep:
         return list(records)
-    older, newer = records[: len(records) - keep + 1], records[len(records) - keep + 1 :]
+    months = 1
+    while True:
+        older = records[: len(records) - keep + months]
+        found = len({_month(r) for r in older})
+        if found <= months or found >= keep:
+            break
+        months = found
+    if found >= keep:  # more months than the ledger has room for: one sum, as before
+        older = records[: len(records) - keep + 1]
+        by_month = {"": list(older)}
+    else:
+        by_month = {}
+        for record in older:
+            by_month.setdefault(_month(record), []).append(record)
+    return [*(_summed(group) for group in by_month.values()), *records[len(older) :]]
+
+
+def _summed(older: Sequence[SpendRecord]) -> SpendRecord:
+    """``older`` summed into one record, dated as the newest of them, naming the runs summed."""
     sums: dict[tuple[str, str], SpendPart] = {}
     for record in older:
         for part in record.parts:
@@ -295,14 +319,13 @@ def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
     # The runs summed, in the ledger's order (an earlier fold's own, then the runs after it).
     covers = list(dict.fromkeys(run for r in older for run in (r.covers or [r.run])))
     newest = max(older, key=lambda r: r.created_at)
-    folded = newest.model_copy(
+    return newest.model_copy(
         update={
             "run": f"{covers[0]}..{covers[-1]} ({len(covers)} runs)",
             "parts": list(sums.values()),
             "covers": covers,
         }
     )
-    return [folded, *newer]
 
 
 #: The most of a comment its ledger takes while folding still shortens it (a ledger is folded

@@ -878,3 +878,40 @@ def test_a_ledger_itemises_the_newest_100_realistic_runs() -> None:
     block = ledger_block(None, records)
     assert len(block) <= LEDGER_ROOM
     assert read_ledger(block) == records  # every run itemised, nothing folded
+
+
+def test_a_fold_keeps_each_months_spend_in_its_month() -> None:
+    """Older runs are summed one record a month: `history --cost` (by month) reads the same
+    however much of the ledger is folded, and a later, fuller reading replaces each month's
+    fold exactly."""
+    from collections import Counter
+
+    start = datetime(2026, 10, 20, tzinfo=UTC)
+    runs = [
+        SpendRecord(
+            job="pr",
+            suite="s",
+            run=f"run-{i}",
+            created_at=start + timedelta(hours=12 * i),  # 20 October to 4 January
+            pull_request=7,
+            parts=[SpendPart(model="m", calls=i + 1, usd=0.01)],
+        )
+        for i in range(150)
+    ]
+
+    def by_month(records: list[SpendRecord]) -> Counter[str]:
+        months: Counter[str] = Counter()
+        for r in records:
+            months[r.created_at.strftime("%Y-%m")] += sum(p.calls for p in r.parts)
+        return months
+
+    truth = by_month(runs)
+    assert set(truth) == {"2026-10", "2026-11", "2026-12", "2027-01"}
+    for keep in (LEDGER_KEEP, 10, 5):
+        folded = fold(runs, keep)
+        assert len(folded) <= keep
+        assert by_month(folded) == truth, keep
+    # A reading after 120 runs, then one after all 150: each month counted once.
+    store = merged(merged([], fold(runs[:120], 10)), fold(runs, 10))
+    assert by_month(store) == truth
+    assert sum(len(r.covers or [r.run]) for r in store) == 150
