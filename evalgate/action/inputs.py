@@ -34,6 +34,11 @@ class Inputs(BaseModel):
     fork_artifact: str = FORK_ARTIFACT
     fail_on: list[Literal["fail", "inconclusive"]] = Field(default=["fail"])
     comment: bool = True
+    # Whose comments carry evalgate's spend ledger: the login the job's token posts as
+    # (GITHUB_TOKEN's github-actions[bot]; a GitHub App's NAME[bot]; a machine user's login).
+    comment_author: str = Field(
+        default="github-actions[bot]", pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$"
+    )
     holdout_key: SecretStr = SecretStr("")
     working_directory: str = "."
     candidate: str | None = None

@@ -484,6 +484,7 @@ def _stopped(
             number,
             render_comment(context),
             marker(name),
+            author=runner.inputs.comment_author,
             # Nothing was spent; what earlier runs of the pull request spent is carried on.
             carry=_carry(runner, name, context, ()),
         )
@@ -571,6 +572,7 @@ def publish_verdict(
                 number,
                 render_comment(context),
                 marker(name),
+                author=runner.inputs.comment_author,
                 carry=_carry(runner, name, context, spent),
             )
             runner.log(f"{name}: comment {'posted' if created else 'updated'}: {comment_url}")

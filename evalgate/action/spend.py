@@ -92,7 +92,9 @@ def pull_spend(
         numbers = find(runner.repo)
         for number in numbers:
             if number not in runner.pull_comments:
-                runner.pull_comments[number] = marked = gh.marked_bodies(runner.repo, number)
+                runner.pull_comments[number] = marked = gh.marked_bodies(
+                    runner.repo, number, runner.inputs.comment_author
+                )
                 if marked.cut:
                     runner.annotate(
                         "warning",

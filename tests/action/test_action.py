@@ -372,7 +372,13 @@ def test_tag_outside_release_tags_stops_with_the_reason(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("fail_on", "bogus"), ("fail_on", "fail,maybe"), ("mode", "nonsense"), ("comment", "perhaps")],
+    [
+        ("fail_on", "bogus"),
+        ("fail_on", "fail,maybe"),
+        ("mode", "nonsense"),
+        ("comment", "perhaps"),
+        ("comment_author", "bot<script>"),
+    ],
 )
 def test_bad_inputs_stop_with_one_line_everywhere(tmp_path: Path, name: str, value: str) -> None:
     job = run_action(

@@ -439,6 +439,7 @@ def _closed_job(
     merged: bool,
     event: str = "pull_request_target",
     token: str | None = None,
+    inputs: dict[str, str] | None = None,
 ) -> Any:
     """The job a pull request's closing starts (``merged`` or not); it must succeed."""
     closed = pr_event()
@@ -449,7 +450,7 @@ def _closed_job(
         event,
         closed,
         ref="refs/heads/main" if event == "pull_request_target" else "refs/pull/7/merge",
-        inputs=api(gh, token),
+        inputs=api(gh, token) | (inputs or {}),
         env=api_env(gh),
     )
     assert job.code == 0, job.out + job.err
@@ -915,3 +916,48 @@ def test_a_fold_keeps_each_months_spend_in_its_month() -> None:
     store = merged(merged([], fold(runs[:120], 10)), fold(runs, 10))
     assert by_month(store) == truth
     assert sum(len(r.covers or [r.run]) for r in store) == 150
+
+
+def test_a_ledger_posted_by_a_github_app_is_read_when_comment_author_names_it(
+    tmp_path: Path, gh: GitHubServer
+) -> None:
+    """A job whose token is a GitHub App's posts as NAME[bot]: its ledger is read only when
+    comment_author says so (by default only github-actions[bot]'s is evalgate's)."""
+    _baseline_and_pull(tmp_path, gh)
+    gh.add_comment(REPO, 7, _other_suite_spend(SUITE, 10, 1.0), user="evalgate-ci[bot]")
+    job = _closed_job(tmp_path / "default", gh, merged=False)
+    assert "from the ledgers of #7 (closed): none" in job.out
+    job = _closed_job(
+        tmp_path / "app", gh, merged=False, inputs={"comment_author": "evalgate-ci[bot]"}
+    )
+    assert f"from the ledgers of #7 (closed): {SUITE} 1" in job.out
+    # A person whose login is the same but without [bot] is not the app.
+    gh.add_comment(REPO, 7, _other_suite_spend("pr-only", 10**6, 10**4), user="evalgate-ci")
+    job = _closed_job(
+        tmp_path / "again", gh, merged=False, inputs={"comment_author": "evalgate-ci[bot]"}
+    )
+    assert "pr-only" not in job.out
+
+
+def test_the_comment_is_edited_only_where_its_author_posted_it(gh: GitHubServer) -> None:
+    from github import Auth, Github
+
+    from evalgate.publish.github.comments import upsert_comment
+
+    gh.create_branch(REPO, "feature")
+    gh.add_pull(REPO, head="feature", number=3)
+    other = gh.add_comment(REPO, 3, marker(SUITE) + "\nanother app's", user="other-app[bot]")
+    client = Github(auth=Auth.Token(gh.write_token), base_url=gh.url, retry=None)
+    repo = client.get_repo(REPO)
+    _, created = upsert_comment(
+        repo, 3, marker(SUITE) + "\nours", marker(SUITE), author="github-actions[bot]"
+    )
+    assert created  # the other app's marked comment was not taken for ours
+    assert [c.body for c in gh.comments(REPO, 3) if c.id == other.id] == [
+        marker(SUITE) + "\nanother app's"
+    ]
+    _, created = upsert_comment(
+        repo, 3, marker(SUITE) + "\nours, edited", marker(SUITE), author="github-actions[bot]"
+    )
+    assert not created
+    client.close()

@@ -20,6 +20,7 @@ def upsert_comment(
     marker: str,
     *,
     bots_only: bool = True,
+    author: str | None = None,
     carry: Callable[[str, str | None], str] | None = None,
 ) -> tuple[str, bool]:
     """Edit our comment on ``pr_number`` in place, or post it; return (its URL, created).
@@ -27,8 +28,9 @@ def upsert_comment(
     Ours is the newest comment whose first line is ``marker`` (a hidden HTML comment such as
     ``<!-- evalgate:suite=NAME -->``), searched across every page; ``bots_only`` also requires
     a bot author (``GITHUB_TOKEN`` writes as ``github-actions[bot]``; pass False when running
-    with a personal token). Older marked comments, e.g. from an earlier double post, are left
-    alone. GitHub's ``/user`` cannot tell who we are (it answers 403 to the Actions token).
+    with a personal token); ``author``, the login the token posts as, requires that author
+    (another app's comment with the marker is not ours to edit). Older marked comments, e.g.
+    from an earlier double post, are left alone. GitHub's ``/user`` cannot tell who we are (it answers 403 to the Actions token).
     ``carry(body, earlier)`` makes the body posted from ``body`` and the body of the comment it
     replaces (None when there is none): what one edit hands to the next.
     """
@@ -39,7 +41,7 @@ def upsert_comment(
             f"comment body has {len(body):,} characters; GitHub accepts at most {COMMENT_MAX:,}"
         )
     where = f"{repo.full_name}#{pr_number}"
-    issue, ours = _ours(repo, pr_number, marker, bots_only)
+    issue, ours = _ours(repo, pr_number, marker, bots_only, author)
     if carry is not None:
         body = carry(body, ours.body if ours is not None else None)
         if marker not in body or len(body) > COMMENT_MAX:
@@ -60,7 +62,7 @@ def upsert_comment(
 
 
 def _ours(
-    repo: Repository, pr_number: int, marker: str, bots_only: bool
+    repo: Repository, pr_number: int, marker: str, bots_only: bool, author: str | None = None
 ) -> tuple[Issue, IssueComment | None]:
     """The pull request (as an issue) and our newest marked comment on it, if any."""
     where = f"{repo.full_name}#{pr_number}"
@@ -71,7 +73,13 @@ def _ours(
             # The marker as the first line, as evalgate writes it: not a comment that quotes it.
             if (comment.body or "").split("\n", 1)[0].strip() != marker:
                 continue
-            if bots_only and (comment.user is None or comment.user.type != "Bot"):
+            if author is not None and (comment.user is None or comment.user.login != author):
+                continue
+            if (
+                author is None
+                and bots_only
+                and (comment.user is None or comment.user.type != "Bot")
+            ):
                 continue
             if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
                 ours = comment
@@ -93,11 +101,13 @@ class Marked(NamedTuple):
     cut: bool
 
 
-def marked_bodies(repo: Repository, pr_number: int) -> Marked:
-    """The bodies of the marked comments that the workflow's token posted on ``pr_number``
-    (``ACTIONS_LOGIN``: another app's comment is not evalgate's ledger, whatever it says), by
-    their first line (the marker), the newest of each, among the first ``LEDGER_COMMENTS``:
-    every suite's comment in one listing, in a bounded number of calls."""
+def marked_bodies(repo: Repository, pr_number: int, author: str = ACTIONS_LOGIN) -> Marked:
+    """The bodies of the marked comments that ``author`` posted on ``pr_number`` (the login
+    the workflow's token posts as, ``ACTIONS_LOGIN`` for GITHUB_TOKEN: another app's or
+    person's comment is not evalgate's ledger, whatever it says), by their first line (the
+    marker), the newest of each, among the first ``LEDGER_COMMENTS``: every suite's comment
+    in one listing, in a bounded number of calls."""
+    bot = author.endswith("[bot]")
     where = f"{repo.full_name}#{pr_number}"
     found: dict[str, tuple[tuple[object, int], str]] = {}
     cut = False
@@ -110,7 +120,7 @@ def marked_bodies(repo: Repository, pr_number: int) -> Marked:
             first = body.split("\n", 1)[0].strip()
             if not first.startswith("<!--") or comment.user is None:
                 continue
-            if comment.user.type != "Bot" or comment.user.login != ACTIONS_LOGIN:
+            if comment.user.login != author or (comment.user.type == "Bot") != bot:
                 continue
             order = (comment.created_at, comment.id)
             if first not in found or order >= found[first][0]:
