@@ -202,6 +202,16 @@ def _replaced(records: Sequence[SpendRecord], fold: SpendRecord) -> list[SpendRe
     return replaced
 
 
+def _inside_fold(fold: SpendRecord, kept: SpendRecord) -> bool:
+    """Whether every run ``fold`` sums is summed by the fold ``kept`` already."""
+    return (
+        is_fold(kept)
+        and kept.suite == fold.suite
+        and kept.pull_request == fold.pull_request
+        and set(fold.covers or ()) <= set(kept.covers or ())
+    )
+
+
 def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[SpendRecord]:
     """The spend file with those of ``new`` that are not in it yet added (a job's record of a
     suite is told by its run, which is unique, however often it was copied); see appended.
@@ -209,7 +219,9 @@ def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[S
     A pull request's ledger read again after more runs sums more of them into its fold: a fold
     in ``new`` replaces exactly the records it names as summed (its earlier fold, and runs
     itemised then), so nothing is counted twice and nothing it does not sum is dropped; a fold
-    that sums less than what it would replace is a stale or forged one, and is not added."""
+    that sums less than what it would replace, or only runs a kept fold sums already (an
+    earlier reading merged after a later one, as two racing jobs can), is a stale or forged
+    one, and is not added."""
     kept = list(records)
     known = {_key(r) for r in kept}
     added: list[SpendRecord] = []
@@ -217,6 +229,8 @@ def merged(records: Sequence[SpendRecord], new: Sequence[SpendRecord]) -> list[S
         if _key(r) in known:
             continue
         if is_fold(r):
+            if any(_inside_fold(r, f) for f in [*kept, *added]):
+                continue  # an earlier reading of the ledger, merged after a later one
             replaced = _replaced([*kept, *added], r)
             if replaced is None:
                 continue
@@ -287,13 +301,14 @@ def fold(records: Sequence[SpendRecord], keep: int) -> list[SpendRecord]:
         if found <= months or found >= keep:
             break
         months = found
-    if found >= keep:  # more months than the ledger has room for: one sum, as before
-        older = records[: len(records) - keep + 1]
-        by_month = {"": list(older)}
-    else:
-        by_month = {}
-        for record in older:
-            by_month.setdefault(_month(record), []).append(record)
+    one_sum = False
+    if found >= keep and len({_month(r) for r in records}) <= keep:
+        older = records  # every run summed by its month, none itemised
+    elif found >= keep:  # more months than the ledger has room for: one sum
+        older, one_sum = records[: len(records) - keep + 1], True
+    by_month: dict[str, list[SpendRecord]] = {}
+    for record in older:
+        by_month.setdefault("" if one_sum else _month(record), []).append(record)
     return [*(_summed(group) for group in by_month.values()), *records[len(older) :]]
 
 

@@ -961,3 +961,34 @@ def test_the_comment_is_edited_only_where_its_author_posted_it(gh: GitHubServer)
     )
     assert not created
     client.close()
+
+
+def test_a_ledger_spanning_as_many_months_as_it_keeps_is_summed_by_month() -> None:
+    """Ten months of runs folded to ten records: one a month, each in its month (the one-sum
+    fallback is for more months than records)."""
+    runs = [
+        SpendRecord(
+            job="pr",
+            suite="s",
+            run=f"run-{i}",
+            created_at=datetime(2026, min(i, 9) + 1, 2 if i == 10 else 1, tzinfo=UTC),
+            pull_request=7,
+            parts=[SpendPart(model="m", calls=1, usd=0.01)],
+        )
+        for i in range(11)  # 1 January to 1 October, and 2 October
+    ]
+    folded = fold(runs, 10)
+    assert len(folded) == 10
+    months = sorted(r.created_at.strftime("%Y-%m") for r in folded)
+    assert months == [f"2026-{m:02d}" for m in range(1, 11)]
+    assert [sum(p.calls for p in r.parts) for r in folded] == [1] * 9 + [2]
+
+
+def test_an_earlier_reading_merged_after_a_later_one_adds_nothing() -> None:
+    """Two baseline jobs race: the one that read the comment first writes last. Its fold sums
+    only runs a kept fold sums already: nothing is counted twice."""
+    runs = _runs_of_a_pull(3)  # calls 1, 2, 3
+    store = merged(merged([], fold(runs, 1)), fold(runs[:2], 1))
+    assert sum(p.calls for r in store for p in r.parts) == 6
+    store = merged(merged([], fold(runs[:2], 1)), fold(runs, 1))  # in order: replaced
+    assert sum(p.calls for r in store for p in r.parts) == 6
