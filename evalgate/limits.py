@@ -29,6 +29,11 @@ ELLIPSIS = "…"
 NO_ANSWER = "(none)"
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, the noun plural (an ``s``) unless ``n`` is 1: "1 case", "3 cases"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def excerpt(text: str, limit: int) -> str:
     """One line of at most ``limit`` characters: whitespace folded, an ellipsis if cut.
 

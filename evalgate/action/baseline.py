@@ -64,9 +64,8 @@ def closed_pull_spend(runner: ActionJob) -> dict[str, list[SpendRecord]]:
 def keep_other_pull_spend(runner: ActionJob, loaded: LoadedConfig) -> None:
     """After every suite's baseline: what the pull requests spent on suites this config does
     not have (one only a pull request had, one renamed or removed since), kept all the same."""
-    found = merged_pull_spend(runner)
-    for name, records in closed_pull_spend(runner).items():
-        found = {**found, name: [*found.get(name, []), *records]}
+    merged, closed = merged_pull_spend(runner), closed_pull_spend(runner)
+    found = {n: [*merged.get(n, []), *closed.get(n, [])] for n in {*merged, *closed}}
     keep_each(runner, found, skip=loaded.config.suites)
 
 

@@ -152,7 +152,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             )
     if fields.id not in record:
         raise CaseFileError(
-            f"missing id field {fields.id!r} (fields found: {_names(record)})",
+            f"missing id field {fields.id!r} (fields found: {field_names(record)})",
             where=where,
             fix="add it, or map another field with fields.id in evalgate.yml",
         )
@@ -163,7 +163,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     if need_expected and expected is None:
         raise CaseFileError(
             f"case {case_id!r} has no expected answer (field {fields.expected!r}; fields "
-            f"found: {_names(record)})",
+            f"found: {field_names(record)})",
             where=where,
             fix="add it, or map another field with fields.expected in evalgate.yml",
         )
@@ -209,7 +209,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         if missing:
             raise CaseFileError(
                 f"case {case_id!r} lacks input field {missing[0]!r} (fields found: "
-                f"{_names(record)})",
+                f"{field_names(record)})",
                 where=where,
                 fix="add it, or change fields.input in evalgate.yml",
             )
@@ -232,7 +232,8 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     )
 
 
-def _names(record: dict[str, Any]) -> str:
+def field_names(record: dict[str, Any]) -> str:
+    """A record's first field names, for an error that says which fields it found."""
     shown = [str(k) for k in list(record)[:12]]
     return ", ".join(shown) + (", ..." if len(record) > 12 else "") if shown else "none"
 

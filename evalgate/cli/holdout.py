@@ -31,11 +31,8 @@ from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
 from evalgate.errors import UserError
+from evalgate.limits import counted
 from evalgate.running.suite import read_suite_cases
-
-
-def _cases(n: int) -> str:
-    return f"{n} case" if n == 1 else f"{n} cases"
 
 
 def _refuse_taken_ids(
@@ -121,7 +118,7 @@ def cmd_holdout(ctx: Context) -> int:
         return _answer(
             ctx,
             {"sealed": len(added), "file": str(store), "changes": sealed.changes},
-            f"sealed {_cases(len(added))} into {store} and recorded the addition in "
+            f"sealed {counted(len(added), 'case')} into {store} and recorded the addition in "
             f"{sealed.changes}; commit both, and delete {ctx.args.file} now{unchecked}",
         )
     if action == "list":
@@ -166,7 +163,7 @@ def cmd_holdout(ctx: Context) -> int:
     return _answer(
         ctx,
         {"retired": len(retired), "to": str(target), "changes": sealed.changes},
-        f"retired {_cases(len(retired))} to {target} as regression cases and recorded it in "
+        f"retired {counted(len(retired), 'case')} to {target} as regression cases and recorded it in "
         f"{sealed.changes}; make sure the config's cases include {target}, and commit the "
         "sealed file and its change ledger together",
     )

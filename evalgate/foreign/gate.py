@@ -11,6 +11,7 @@ from evalgate.errors import RunFileError
 from evalgate.foreign.build import ForeignRun
 from evalgate.gate.decide import decide
 from evalgate.gate.verdict import Verdict
+from evalgate.limits import counted
 from evalgate.runs.schema import Run
 
 
@@ -52,14 +53,6 @@ def decide_foreign(
     return verdict.model_copy(update={"warnings": [*lines, *verdict.warnings]})
 
 
-def _cases(n: int) -> str:
-    return "1 case is" if n == 1 else f"{n:,} cases are"
-
-
-def _changed(n: int) -> str:
-    return "1 case changed" if n == 1 else f"{n:,} cases changed"
-
-
 def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
     """How many cases the pairing left out, and why (never silently)."""
     told = identity(candidate)
@@ -69,10 +62,11 @@ def _unpaired(verdict: Verdict, candidate: Run) -> list[str]:
         (len(verdict.only_candidate), "in the candidate only (no baseline result with"),
     ):
         if count:
-            lines.append(f"{_cases(count)} {why} {told}): left out of the pairing")
+            verb = "is" if count == 1 else "are"
+            lines.append(f"{counted(count, 'case')} {verb} {why} {told}): left out of the pairing")
     if verdict.edited:
         lines.append(
-            f"{_changed(len(verdict.edited))} their test (the same {told}, other "
+            f"{counted(len(verdict.edited), 'case')} changed their test (the same {told}, other "
             "assertions or target): left out of the pairing"
         )
     return lines

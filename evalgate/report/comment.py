@@ -21,6 +21,7 @@ from evalgate import __version__
 from evalgate.analysis.summary import RunSummary
 from evalgate.defaults import COMMENT_LIMIT
 from evalgate.gate.verdict import Verdict, VerdictKind
+from evalgate.limits import counted
 from evalgate.report.escape import fence, visible
 from evalgate.report.render import macros, money
 
@@ -187,8 +188,7 @@ def _shown_baseline(p: BaselineProvenance | None) -> BaselineProvenance | None:
 def _days(age: float | None) -> str:
     if age is None:
         return "some"
-    days = round(age)
-    return f"{days} day" if days == 1 else f"{days} days"
+    return counted(round(age), "day")
 
 
 def _baseline_lines(ctx: CommentContext) -> list[str]:

@@ -1,9 +1,9 @@
 """Compiled report templates kept between commands, as Python keeps compiled modules.
 
-Compiling a report's template is most of what a short command does after its imports (a tenth
-of ``evalgate gate``'s start-up; benchmarks/footprint.py times compiling against reading back),
-and the templates are evalgate's own: they change only with evalgate. jinja2's bytecode cache keeps the
-compiled code in a folder, each entry checked against its template's source when read; the
+Compiling a report's template is most of what a short command does after its imports (a tenth of
+``evalgate gate``'s start-up; benchmarks/footprint.py times compiling against reading back), and
+the templates are evalgate's own: they change only with evalgate. jinja2's bytecode cache keeps
+the compiled code in a folder, each entry checked against its template's source when read; the
 entry's name also carries a digest of evalgate's and jinja2's versions and of everything in the
 environment that changes the compiled code (HTML escaping above all), so an entry compiled
 another way is never found, let alone run.

@@ -413,21 +413,15 @@ def _read(path: Path, head_only: bool = False) -> Run:
         return Run.model_validate_json(run_json(rest))
 
 
-def _empty(path: Path) -> bool:
-    try:
-        with path.open("rb") as raw:
-            return not raw.read(4096).strip()
-    except OSError:
-        return False
-
-
 def read_run(path: Path) -> Run:
     try:
         return _read(path)
     except FileNotFoundError:
         raise RunFileError("run file does not exist", where=str(path)) from None
     except ValidationError as exc:
-        if exc.errors()[0]["type"] == "json_invalid" and _empty(path):
+        first = exc.errors()[0]
+        found = first.get("input")
+        if first["type"] == "json_invalid" and isinstance(found, bytes | str) and not found.strip():
             raise RunFileError(
                 "the run file is empty", where=str(path), fix="re-create it with `evalgate run`"
             ) from None

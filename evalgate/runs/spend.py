@@ -1,11 +1,12 @@
 """What each job spent, kept on the data branch beside the baseline history, and a month's sum.
 
 Every baseline, pull-request and release job appends one :class:`SpendRecord` per suite to the
-suite's ``spend.jsonl``: the calls it sent (every attempt, retries included; a cached reply and a
-call the budget kept back are never sent and cost nothing), their tokens and their dollars at the price table's prices, one
-part per model (the system under test's, and a judge's own calls apart). A model missing from
-the price table has an unknown price: its part's ``usd`` is None, never $0, and a month's sum
-counts its calls and tokens apart from the dollars it knows. Pure: no I/O.
+suite's ``spend.jsonl``: the calls it sent (every attempt, retries included; a cached reply and
+a call the budget kept back are never sent and cost nothing), their tokens and their dollars at
+the price table's prices, one part per model (the system under test's, and a judge's own calls
+apart). A model missing from the price table has an unknown price: its part's ``usd`` is None,
+never $0, and a month's sum counts its calls and tokens apart from the dollars it knows. Pure:
+no I/O.
 """
 
 from __future__ import annotations

@@ -161,9 +161,9 @@ def test_comment_by_a_person_is_never_edited_by_default(gh: GitHubServer, repo: 
     human = gh.add_comment(REPO, 7, body("typed by alice"), user="alice")
     _, created = upsert_comment(repo, 7, body("ours"), MARKER)
     assert created and gh.comments(REPO, 7)[0].body == human.body
-    # with a personal token our comments are by a user: bots_only=False finds them
-    _, created = upsert_comment(repo, 7, body("ours again"), MARKER, bots_only=False)
-    assert not created and gh.comments(REPO, 7)[-1].body == body("ours again")
+    # with a personal token our comments are by a user: its login as the author finds them
+    _, created = upsert_comment(repo, 7, body("ours again"), MARKER, author="alice")
+    assert not created and gh.comments(REPO, 7)[0].body == body("ours again")
 
 
 def test_comment_that_github_would_refuse_is_a_caller_bug(

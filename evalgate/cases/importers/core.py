@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from evalgate.cases.read import field_names
 from evalgate.errors import CaseFileError
 
 # evalgate's scorer kinds an assertion can map onto, in the order that breaks a tie between
@@ -245,8 +246,7 @@ def found_fields(record: Any) -> str:
     """`` (fields found: ...)`` for an error about a record of the wrong fields."""
     if not isinstance(record, dict):
         return f" (found {type(record).__name__})"
-    names = [str(k) for k in list(record)[:12]]
-    return f" (fields found: {', '.join(names) + (', ...' if len(record) > 12 else '') or 'none'})"
+    return f" (fields found: {field_names(record)})"
 
 
 def own_names(example: str, *standard: str) -> str:

@@ -17,6 +17,7 @@ from evalgate.cases.split import (
     starting_holdout_fraction,
 )
 from evalgate.cases.templating import variables
+from evalgate.limits import counted
 
 DEFAULT_MODEL: dict[str, Any] = {"backend": "anthropic", "name": "claude-haiku-4-5"}
 
@@ -136,10 +137,6 @@ def render_text(report: ImportReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _n(cases: int) -> str:
-    return "1 case" if cases == 1 else f"{cases} cases"
-
-
 def template_for(inputs: list[str]) -> str:
     """The user turn: each input field between tags named after it (data, not instructions)."""
     if not inputs:
@@ -163,10 +160,12 @@ def _split_lines(cases: int) -> list[str]:
     requests have dev cases to run (the default fraction would hash some away)."""
     fraction = starting_holdout_fraction(cases)
     if fraction:
-        why = f"# {_n(cases)}: about {fraction:.0%} of groups are held out for releases."
+        why = (
+            f"# {counted(cases, 'case')}: about {fraction:.0%} of groups are held out for releases."
+        )
     else:
         why = (
-            f"# {_n(cases)}: too few for a holdout yet (every case is dev); set "
+            f"# {counted(cases, 'case')}: too few for a holdout yet (every case is dev); set "
             f"holdout_fraction: {STARTING_HOLDOUT_FRACTION} at about "
             f"{STARTING_HOLDOUT_MIN_CASES} cases."
         )

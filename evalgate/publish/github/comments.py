@@ -19,18 +19,17 @@ def upsert_comment(
     body: str,
     marker: str,
     *,
-    bots_only: bool = True,
     author: str | None = None,
     carry: Callable[[str, str | None], str] | None = None,
 ) -> tuple[str, bool]:
     """Edit our comment on ``pr_number`` in place, or post it; return (its URL, created).
 
     Ours is the newest comment whose first line is ``marker`` (a hidden HTML comment such as
-    ``<!-- evalgate:suite=NAME -->``), searched across every page; ``bots_only`` also requires
-    a bot author (``GITHUB_TOKEN`` writes as ``github-actions[bot]``; pass False when running
-    with a personal token); ``author``, the login the token posts as, requires that author
-    (another app's comment with the marker is not ours to edit). Older marked comments, e.g.
-    from an earlier double post, are left alone. GitHub's ``/user`` cannot tell who we are (it answers 403 to the Actions token).
+    ``<!-- evalgate:suite=NAME -->``), searched across every page, by ``author``: the login
+    the token posts as (``github-actions[bot]`` for ``GITHUB_TOKEN``, a machine user's login
+    for a personal token; another app's comment with the marker is not ours to edit), or by
+    any bot when it is None. GitHub's ``/user`` cannot tell who we are (it answers 403 to the
+    Actions token). Older marked comments, e.g. from an earlier double post, are left alone.
     ``carry(body, earlier)`` makes the body posted from ``body`` and the body of the comment it
     replaces (None when there is none): what one edit hands to the next.
     """
@@ -41,7 +40,7 @@ def upsert_comment(
             f"comment body has {len(body):,} characters; GitHub accepts at most {COMMENT_MAX:,}"
         )
     where = f"{repo.full_name}#{pr_number}"
-    issue, ours = _ours(repo, pr_number, marker, bots_only, author)
+    issue, ours = _ours(repo, pr_number, marker, author)
     if carry is not None:
         body = carry(body, ours.body if ours is not None else None)
         if marker not in body or len(body) > COMMENT_MAX:
@@ -61,8 +60,16 @@ def upsert_comment(
         return created.html_url, True
 
 
+def _by(comment: IssueComment, author: str | None) -> bool:
+    """Whether ``author`` wrote ``comment`` (None: any bot). A login ending in ``[bot]`` is an
+    app's, which no person can take."""
+    if comment.user is None:
+        return False
+    return comment.user.login == author if author else comment.user.type == "Bot"
+
+
 def _ours(
-    repo: Repository, pr_number: int, marker: str, bots_only: bool, author: str | None = None
+    repo: Repository, pr_number: int, marker: str, author: str | None
 ) -> tuple[Issue, IssueComment | None]:
     """The pull request (as an issue) and our newest marked comment on it, if any."""
     where = f"{repo.full_name}#{pr_number}"
@@ -73,13 +80,7 @@ def _ours(
             # The marker as the first line, as evalgate writes it: not a comment that quotes it.
             if (comment.body or "").split("\n", 1)[0].strip() != marker:
                 continue
-            if author is not None and (comment.user is None or comment.user.login != author):
-                continue
-            if (
-                author is None
-                and bots_only
-                and (comment.user is None or comment.user.type != "Bot")
-            ):
+            if not _by(comment, author):
                 continue
             if ours is None or (comment.created_at, comment.id) >= (ours.created_at, ours.id):
                 ours = comment
@@ -107,7 +108,6 @@ def marked_bodies(repo: Repository, pr_number: int, author: str = ACTIONS_LOGIN)
     person's comment is not evalgate's ledger, whatever it says), by their first line (the
     marker), the newest of each, among the first ``LEDGER_COMMENTS``: every suite's comment
     in one listing, in a bounded number of calls."""
-    bot = author.endswith("[bot]")
     where = f"{repo.full_name}#{pr_number}"
     found: dict[str, tuple[tuple[object, int], str]] = {}
     cut = False
@@ -118,9 +118,7 @@ def marked_bodies(repo: Repository, pr_number: int, author: str = ACTIONS_LOGIN)
                 break
             body = comment.body or ""
             first = body.split("\n", 1)[0].strip()
-            if not first.startswith("<!--") or comment.user is None:
-                continue
-            if comment.user.login != author or (comment.user.type == "Bot") != bot:
+            if not first.startswith("<!--") or not _by(comment, author):
                 continue
             order = (comment.created_at, comment.id)
             if first not in found or order >= found[first][0]:
