@@ -174,6 +174,8 @@ def action(
         write_trace(err, redact(traceback.format_exc()))
         return 1
     finally:
+        if runner is not None and runner.repo is not None:
+            gh.disconnect(runner.repo)
         if runner is not None and runner.state is not None:
             runner.state.remove()
 

@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,7 @@ import yaml
 from conftest import EXAMPLE, copy_example
 
 from evalgate.action.inputs import Inputs
-from evalgate.action.main import action
+from evalgate.action.main import action, connect_repo
 from evalgate.action.modes import detect_mode
 from evalgate.backends.fake import load_rules
 from evalgate.cases.read import load_cases
@@ -137,6 +138,39 @@ def run_action(
         outputs=parse_outputs((folder / "output").read_text(encoding="utf-8")),
         summary=(folder / "summary.md").read_text(encoding="utf-8"),
     )
+
+
+def test_the_job_closes_its_github_connections_when_it_ends(
+    tmp_path: Path, gh: GitHubServer, baseline_text: str
+) -> None:
+    """The stand-in keeps a connection open as long as the client does (HTTP/1.1 keep-alive,
+    15 s idle). The job closes its client when it ends, even while something still holds the
+    repository handle (here the test does, so the garbage collector cannot do it instead):
+    a client left to the collector holds connections past the job, and the collector finds
+    its unclosed sockets in whatever runs next."""
+    upload(gh, baseline_text)
+    open_pull(gh, {PROMPT: HARMLESS})
+    held: list[Any] = []
+
+    def connect(env: Mapping[str, str], inputs: Inputs) -> Any:
+        held.append(connect_repo(env, inputs))
+        return held[-1]
+
+    job = run_action(
+        make_workspace(tmp_path, HARMLESS),
+        "pull_request",
+        pr_event(),
+        ref="refs/pull/7/merge",
+        inputs=api(gh),
+        env=api_env(gh),
+        connect=connect,
+    )
+    assert job.code == 0, job.out + job.err
+    assert held and gh.find_requests("GET", "/repos/*/pulls/*")  # it did talk to GitHub
+    ends = time.monotonic() + 10  # well inside the stand-in's 15 s idle timeout
+    while gh.open_connections and time.monotonic() < ends:
+        time.sleep(0.01)
+    assert gh.open_connections == 0
 
 
 def pr_job(

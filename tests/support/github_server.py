@@ -580,6 +580,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
     timeout = 15
     wbufsize = 1 << 16  # one send for headers and body: no Nagle / delayed-ACK stall
 
+    def setup(self) -> None:
+        super().setup()
+        app = cast(_HTTPServer, self.server).app
+        with app.lock:
+            app.open_connections += 1
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            app = cast(_HTTPServer, self.server).app
+            with app.lock:
+                app.open_connections -= 1
+
     def _dispatch(self) -> None:
         srv = cast(_HTTPServer, self.server)
         srv.app._serve(self, srv.role)
@@ -635,6 +649,8 @@ class GitHubServer:
         self.storage_hostname = storage_hostname
         self.signed_url_ttl = signed_url_ttl
         self.lock = threading.RLock()
+        # Client connections the stand-in holds open now (HTTP/1.1 keep-alive, as GitHub's).
+        self.open_connections = 0
         self.repos: dict[str, Repo] = {}
         self.commits: dict[str, Commit] = {}
         self.rate = RateLimit(limit=rate_limit, remaining=rate_limit)

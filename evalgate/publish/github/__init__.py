@@ -44,6 +44,7 @@ from evalgate.publish.github.client import (
     ArtifactExpiredError,
     GitHubError,
     connect,
+    disconnect,
     get_repository,
     make_retry,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "closed_unmerged_since",
     "connect",
     "create_check_run",
+    "disconnect",
     "download_artifact",
     "find_baseline",
     "find_run_artifact",

@@ -158,6 +158,12 @@ def connect(
     )
 
 
+def disconnect(repo: Repository) -> None:
+    """Close the connections of the client that made ``repo`` (it reconnects if used again):
+    a job's client is closed when the job ends, not left for the garbage collector."""
+    repo.requester.close()
+
+
 def get_repository(client: Github, full_name: str) -> Repository:
     """The repository ``owner/name`` (one request)."""
     with calling("read the repository", full_name, PERM_CONTENTS_READ):
