@@ -128,7 +128,8 @@ UNAVAILABLE = _unavailable()
 if UNAVAILABLE is not None and not REQUIRED:
     pytest.skip(f"container test: {UNAVAILABLE}", allow_module_level=True)
 
-pytestmark = [pytest.mark.container, pytest.mark.slow]
+# One worker runs them all, in order: they share one image build and one Docker engine.
+pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.xdist_group("container")]
 
 
 # --------------------------------------------------------------------------- helpers
