@@ -821,6 +821,51 @@ def test_a_promptfoo_prompt_object_without_raw_or_id_is_refused(tmp_path: Path) 
     assert "prompt 1 has no 'raw' or 'id'" in message
 
 
+def test_what_a_promptfoo_provider_sends_beside_the_prompt_is_counted_not_dropped(
+    tmp_path: Path,
+) -> None:
+    # promptfoo offers config.tools with every call (the provider promptfoo init writes for
+    # an agent); the snippet's model carried max_tokens and temperature only, silently.
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "prompts: ['Sort this message: {{message}}']\n"
+        "providers:\n"
+        "  - id: anthropic:messages:claude-haiku-4-5\n"
+        "    config:\n"
+        "      max_tokens: 300\n"
+        "      temperature: 0\n"
+        "      tools: [{name: lookup, input_schema: {type: object}}]\n"
+        "      top_k: 5\n" + PF_TESTS
+    )
+    conversion = convert("promptfoo", config)
+    notes = conversion.notes.unmapped
+    assert notes["provider config 'tools'"].count == 1
+    assert "tools:" in notes["provider config 'tools'"].fix
+    assert notes["provider config 'top_k'"].count == 1
+    assert not any("max_tokens" in n or "temperature" in n for n in notes)
+    assert conversion.source.model == {
+        "backend": "anthropic",
+        "name": "claude-haiku-4-5",
+        "max_tokens": 300,
+        "temperature": 0,
+    }
+
+
+def test_a_promptfoo_red_team_config_is_refused_with_what_to_run(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "prompts: ['You are a helpdesk. {{prompt}}']\n"
+        "targets: [openai:gpt-5-mini]\n"
+        "redteam: {plugins: [pii:direct], strategies: [basic]}\n"
+    )
+    with pytest.raises(CaseFileError) as caught:
+        convert("promptfoo", config)
+    message = str(caught.value)
+    assert "a promptfoo red-team config" in message
+    assert "promptfoo redteam generate" in message and "evalgate gate" in message
+    assert "not a promptfoo config" not in message
+
+
 def test_langfuse_item_version_and_media_references_are_bookkeeping(tmp_path: Path) -> None:
     # The Langfuse API's DatasetItem (langfuse 5.2.0, langfuse/api/commons/types/
     # dataset_item.py) carries `version` and `mediaReferences` on every item: neither is a

@@ -103,6 +103,17 @@ class _Reader:
             self.tests(data, found, path, default, depth)
             return
         node = found if isinstance(found, yaml.Node) else None
+        if isinstance(data, dict) and "tests" not in data and "redteam" in data:
+            # What `promptfoo redteam init` writes: promptfoo generates its tests later, each
+            # graded by a model of promptfoo's (promptfoo:redteam:* assertions).
+            raise CaseFileError(
+                "a promptfoo red-team config: it has no tests until promptfoo generates them, "
+                "and promptfoo's own graders score them",
+                where=str(path),
+                fix="promptfoo redteam generate writes its tests to redteam.yaml; run them with "
+                "promptfoo eval -c redteam.yaml -o results.json and gate the results: evalgate "
+                "gate --baseline BASE.json --candidate results.json",
+            )
         if not isinstance(data, dict) or "tests" not in data:
             raise CaseFileError(
                 "not a promptfoo config (no 'tests') or tests file (a list of tests)",

@@ -133,7 +133,20 @@ def providers(value: Any, notes: Notes) -> dict[str, Any] | None:
     first = listed[0]
     ident = first.get("id") if isinstance(first, dict) else first
     options = first.get("config", {}) if isinstance(first, dict) else {}
-    model = _model_of(str(ident), options if isinstance(options, dict) else {})
+    options = options if isinstance(options, dict) else {}
+    model = _model_of(str(ident), options)
+    # What promptfoo sends with every call beside the prompt and the snippet's model leaves out.
+    for key in options:
+        if key in _CARRIED:
+            continue
+        notes.add(
+            f"provider config {key!r}",
+            "promptfoo sends it with every call and the snippet's model does not: give the "
+            "suite its tools: (docs/agents.md)"
+            if key in ("tools", "functions")
+            else "promptfoo sends it with every call and the snippet's model does not: see "
+            "docs/backends.md for what a backend's model.options take",
+        )
     if model is None:
         notes.add(
             f"provider {ident!r}",
@@ -240,6 +253,10 @@ def chat_prompt(text: str, where: str, raw: str, notes: Notes) -> PromptfooPromp
             "earlier turns into it or into the system prompt",
         )
     return PromptfooPrompt(system or None, users[-1] if users else "")
+
+
+# The provider config keys the snippet's model carries (_model_of).
+_CARRIED = ("max_tokens", "temperature")
 
 
 def _model_of(ident: str, options: dict[str, Any]) -> dict[str, Any] | None:
