@@ -152,9 +152,13 @@ def main(
     err = err or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
-    parser = build_parser(_command_of(argv))
+    command = _command_of(argv)
+    parser = build_parser(command)
     try:
         args = parser.parse_args(argv)
+        formats = getattr(args, "formats", None)
+        if formats is not None and args.format not in formats:
+            parser.error(f"evalgate {command} prints {' or '.join(formats)}, not {args.format}")
     except UsageExit as exc:
         if as_json:
             out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))

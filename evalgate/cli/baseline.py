@@ -11,7 +11,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands
 from evalgate.defaults import BASELINE_ARTIFACT
 from evalgate.errors import UserError
 
@@ -70,4 +70,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     pull.add_argument("--branch", help="default branch (default: the repository's)")
     pull.add_argument("--sha", help="prefer the baseline built at this commit (the merge base)")
     pull.add_argument("--out", default=".evalgate/baseline", help="folder to extract into")
-    pull.set_defaults(func=cmd_baseline_pull)
+    pull.set_defaults(func=cmd_baseline_pull, formats=TEXT_OR_JSON)

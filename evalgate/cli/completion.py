@@ -9,7 +9,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands
 
 
 def completion_script(parser: argparse.ArgumentParser) -> str:
@@ -64,4 +64,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     completion = sub.add_parser(
         "completion", parents=[common], help="print a bash completion script"
     )
-    completion.set_defaults(func=cmd_completion)
+    completion.set_defaults(func=cmd_completion, formats=TEXT_OR_JSON)

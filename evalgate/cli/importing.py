@@ -10,7 +10,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands
 from evalgate.errors import UserError
 
 IMPORT_SCORERS = ("exact", "contains", "regex", "json_schema", "judge", "label", "python")
@@ -140,4 +140,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
             metavar="NAME",
             help=f"the dataset's own name for the {what} field, as an Inspect FieldSpec says",
         )
-    import_.set_defaults(func=cmd_import)
+    import_.set_defaults(func=cmd_import, formats=TEXT_OR_JSON)

@@ -9,7 +9,14 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import BATCH_HELP, Subcommands, at_least_two, non_negative, positive
+from evalgate.cli.options import (
+    BATCH_HELP,
+    TEXT_OR_JSON,
+    Subcommands,
+    at_least_two,
+    non_negative,
+    positive,
+)
 from evalgate.report.render import render
 from evalgate.runs.schema import save_run
 
@@ -41,4 +48,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     noise.add_argument("--concurrency", type=positive, help="calls in flight")
     noise.add_argument("--batch", action="store_true", help=BATCH_HELP)
     noise.add_argument("--show", type=non_negative, default=20, help="unstable cases listed")
-    noise.set_defaults(func=cmd_noise, verbose=False)
+    noise.set_defaults(func=cmd_noise, verbose=False, formats=TEXT_OR_JSON)

@@ -8,6 +8,10 @@ from typing import Any, TypeAlias
 # The subcommands action every command module adds its parser to.
 Subcommands: TypeAlias = "argparse._SubParsersAction[Any]"
 
+# What a command with no Markdown form prints (``set_defaults(formats=...)``): main() refuses
+# any other --format in one line rather than print text under the name of Markdown.
+TEXT_OR_JSON = ("text", "json")
+
 
 def shard(text: str) -> tuple[int, int]:
     index, _, total = text.partition("/")

@@ -330,6 +330,32 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     assert "usage: evalgate" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["import", "promptfoo", "promptfooconfig.yaml"],
+        ["noise", "v1"],
+        ["split"],
+        ["init"],
+        ["baseline", "pull", "--repo", "octo/shop"],
+        ["completion"],
+        ["holdout", "list"],
+        ["list"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_a_command_with_no_markdown_form_refuses_format_markdown(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # These printed their text under --format markdown, as if it were Markdown.
+    at = 2 if argv[0] in ("baseline", "holdout") else 1
+    with pytest.raises(SystemExit) as caught:
+        main([*argv[:at], "--format", "markdown", *argv[at:]])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert f"evalgate {argv[0]} prints text or json, not markdown" in err
+
+
 def test_help_lists_every_subcommand_and_the_exit_codes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
