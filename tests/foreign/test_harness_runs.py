@@ -8,15 +8,19 @@ scripts/harness-setup succeeded): then they fail. EVALGATE_HARNESS_DIR names the
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.messages_server import MessagesServer
+from support.promptfoo_init import made_by_init, run_init
 
 from evalgate.backends.fake import FakeRules
 from evalgate.cli import main
@@ -26,6 +30,14 @@ HARNESS = Path(
 )
 REQUIRED = os.environ.get("EVALGATE_HARNESS", "").strip().lower() == "required"
 PROMPTFOO = HARNESS / "promptfoo" / "node_modules" / ".bin" / "promptfoo"
+# The version scripts/harness-setup installs.
+PIN = re.search(
+    r"^PROMPTFOO_VERSION=(\S+)$",
+    (Path(__file__).resolve().parents[2] / "scripts" / "harness-setup").read_text(),
+    re.MULTILINE,
+)
+assert PIN is not None
+PROMPTFOO_VERSION = PIN[1]
 INSPECT = HARNESS / "inspect" / "bin" / "inspect"
 N = 50
 WRONG = 6  # 12% of 50
@@ -140,6 +152,31 @@ def test_promptfoo_outputs_gated_12_percent_worse_fails_unchanged_does_not(tmp_p
     code, text = gate(base, same, tmp_path)
     assert code == 0, text
     assert "Verdict: FAIL" not in text
+
+
+# The corpus's configs that promptfoo's init commands write are what the pinned promptfoo writes
+# today, on the answers MANIFEST.json gives: its "made_with" is checked, not taken on trust.
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "third_party"
+MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
+INIT_WRITTEN = made_by_init(MANIFEST)
+
+
+@pytest.mark.parametrize("entry", INIT_WRITTEN, ids=[e["id"] for e in INIT_WRITTEN])
+def test_promptfoo_init_still_writes_the_corpus_config(
+    entry: dict[str, Any], tmp_path: Path
+) -> None:
+    tool = need(PROMPTFOO)
+    assert MANIFEST["packages"][entry["package"]]["version"] == PROMPTFOO_VERSION
+    folder = tmp_path / "made"
+    screen = run_init(tool, entry["init"]["command"], entry["init"]["answers"], folder)
+    written = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    for name, digest in [
+        (Path(entry["file"]).name, entry["sha256"]),
+        *((Path(c["file"]).name, c["sha256"]) for c in entry.get("companions", [])),
+    ]:
+        assert name in written, f"promptfoo wrote {sorted(written)}; its screen: {screen[-1500:]}"
+        made = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        assert made == digest, f"{name} differs from the corpus's {entry['file']}"
 
 
 # ------------------------------------------------------------------------------------------
