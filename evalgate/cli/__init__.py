@@ -158,7 +158,9 @@ def main(
         args = parser.parse_args(argv)
         formats = getattr(args, "formats", None)
         if formats is not None and args.format not in formats:
-            parser.error(f"evalgate {command} prints {' or '.join(formats)}, not {args.format}")
+            action = [getattr(args, f"{command}_command", None)]  # holdout list, baseline pull
+            named = " ".join(str(w) for w in [command, *action] if w)
+            parser.error(f"evalgate {named} prints {' or '.join(formats)}, not {args.format}")
     except UsageExit as exc:
         if as_json:
             out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))

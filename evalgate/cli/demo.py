@@ -99,7 +99,7 @@ def cmd_demo(ctx: Context) -> int:
         candidate = runs[proposed]
         verdict = decide(baseline, candidate, suite.gate)
         if not as_json:
-            ctx.print(render_model("gate", verdict, fmt, limit=ctx.args.show))
+            ctx.print(_gate_report(ctx, DEMO_SUITE, baseline, verdict, summaries[proposed]))
         comment = _demo_comment(baseline, verdict, summaries[proposed])
         say()
         say("3. The comment the action would post on the pull request")
@@ -166,6 +166,26 @@ def _demo_versions(
             ctx.print(render_model("compare", comparison, ctx.args.format, limit=ctx.args.show))
             ctx.print()
     return runs, summaries, comparisons
+
+
+def _gate_report(
+    ctx: Context, suite: str, baseline: Run, verdict: Verdict, candidate: RunSummary
+) -> str:
+    """The gate's report in the asked-for format; its Markdown form is the job summary's, as
+    for `evalgate gate --format markdown` (there is no gate.md.j2)."""
+    if ctx.args.format != "markdown":
+        return render_model("gate", verdict, ctx.args.format, limit=ctx.args.show)
+    from evalgate.report.comment import BaselineProvenance, CommentContext, render_job_summary
+
+    return render_job_summary(
+        CommentContext(
+            suite=suite,
+            verdict=verdict,
+            candidate=candidate,
+            baseline=BaselineProvenance(run=baseline.name, source="local"),
+            max_rows=ctx.args.show,
+        )
+    )
 
 
 def _demo_comment(baseline: Run, verdict: Verdict, candidate: RunSummary) -> str:
@@ -254,7 +274,7 @@ def demo_agent(ctx: Context) -> dict[str, object]:
         verdict = decide(baseline, candidate, suite.gate)
         if not as_json:
             ctx.print(render_model("run", summary, ctx.args.format))
-            ctx.print(render_model("gate", verdict, ctx.args.format, limit=ctx.args.show))
+            ctx.print(_gate_report(ctx, name, baseline, verdict, summary))
         return {
             "suite": name,
             "tools": len(suite.tools),

@@ -210,7 +210,9 @@ def _raw_record(path: Path, source: str) -> Any:
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    holdout = sub.add_parser("holdout", parents=[common], help="the sealed holdout")
+    # The options are the actions' (as for baseline and judge): given to the group as well,
+    # the action's defaults would overwrite them unseen.
+    holdout = sub.add_parser("holdout", help="the sealed holdout")
     hsub = holdout.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")
     keygen_ = hsub.add_parser("keygen", parents=[common], help="make a key pair")
     keygen_.add_argument("--force", action="store_true", help="replace an existing public key")

@@ -849,6 +849,16 @@ def test_what_a_promptfoo_provider_sends_beside_the_prompt_is_counted_not_droppe
         "max_tokens": 300,
         "temperature": 0,
     }
+    # A value the snippet cannot carry (a string, a template) is named too, not dropped.
+    config.write_text(
+        "prompts: ['Sort this message: {{message}}']\n"
+        "providers:\n"
+        "  - id: anthropic:messages:claude-haiku-4-5\n"
+        "    config: {max_tokens: '{{ env.MAX_TOKENS }}', temperature: 0.2}\n" + PF_TESTS
+    )
+    conversion = convert("promptfoo", config)
+    assert "provider config 'max_tokens'" in conversion.notes.unmapped
+    assert "provider config 'temperature'" not in conversion.notes.unmapped
 
 
 def test_a_promptfoo_red_team_config_is_refused_with_what_to_run(tmp_path: Path) -> None:

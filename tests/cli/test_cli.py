@@ -353,7 +353,18 @@ def test_a_command_with_no_markdown_form_refuses_format_markdown(
         main([*argv[:at], "--format", "markdown", *argv[at:]])
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    assert f"evalgate {argv[0]} prints text or json, not markdown" in err
+    named = " ".join(argv[:at])
+    assert f"evalgate {named} prints text or json, not markdown" in err
+
+
+def test_holdout_options_go_after_the_action(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before the action they were taken and then overwritten by the action's defaults: `holdout
+    # --json list` printed text, `holdout --format markdown list` was not refused.
+    for option in (["--json"], ["--format", "markdown"]):
+        with pytest.raises(SystemExit) as caught:
+            main(["holdout", *option, "list"])
+        assert caught.value.code == 2
+        assert "usage: evalgate" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand_and_the_exit_codes(

@@ -79,6 +79,18 @@ def test_the_demo_tells_the_story_in_order(demo_text: CliResult) -> None:
         assert markup not in comment, markup
 
 
+def test_demo_in_markdown_renders_every_section(cli: Callable[..., CliResult]) -> None:
+    # It ended in a jinja2 traceback: the gate has no gate.md.j2 (its Markdown form is the
+    # job summary's, as for `evalgate gate --format markdown`).
+    code, out, err = cli("demo", "--format", "markdown")
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert "### bike-shop · prompt `v3`" in out
+    assert "<!-- evalgate:suite=bike-shop -->" in out  # the comment, as GitHub receives it
+    assert "### support-agent · prompt `v2`" in out
+    assert "**bike-shop passed" in out  # the gate's job-summary form
+
+
 def test_demo_json_is_one_document_and_banners_go_to_stderr(
     cli: Callable[..., CliResult],
 ) -> None:

@@ -10,14 +10,18 @@ then Enter), ``"text:WORDS"`` (an input prompt: the words, then Enter) or ``"no"
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import re
 import select
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -84,30 +88,36 @@ def run_init(promptfoo: Path, words: list[str], answers: list[int | str], out: P
     """Run ``promptfoo WORDS DIR`` in ``out``'s parent, ``out`` being DIR, answering
     ``answers``; what it wrote to the terminal."""
     with tempfile.TemporaryDirectory() as home:
+        # Consent to red-team plugins given beforehand, so `redteam init` neither asks for an
+        # email address nor sends one to promptfoo's servers (it does whenever it asks).
+        Path(home, "promptfoo.yaml").write_text("hasHarmfulRedteamConsent: true\n")
         env = {
             **os.environ,
             "PROMPTFOO_CONFIG_DIR": home,
             "PROMPTFOO_DISABLE_TELEMETRY": "1",
             "PROMPTFOO_DISABLE_UPDATE": "1",
-            "COLUMNS": "200",
-            "LINES": "60",
             "TERM": "xterm",
         }
-        fd, terminal = pty.openpty()
         # promptfoo init writes to ./DIR, whatever DIR is: run it beside the folder.
         out.parent.mkdir(parents=True, exist_ok=True)
-        child = subprocess.Popen(
-            [str(promptfoo), *words, out.name],
-            cwd=out.parent,
-            stdin=terminal,
-            stdout=terminal,
-            stderr=terminal,
-            env=env,
-            start_new_session=True,
-        )
-        os.close(terminal)
+        fd, terminal = pty.openpty()
+        # A terminal of 60 rows and 200 columns (its select lists size themselves by the rows).
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))
+        child: subprocess.Popen[bytes] | None = None
         seen = bytearray()
         try:
+            child = subprocess.Popen(
+                [str(promptfoo), *words, out.name],
+                cwd=out.parent,
+                stdin=terminal,
+                stdout=terminal,
+                stderr=terminal,
+                env=env,
+                start_new_session=True,
+            )
+            # Only the child holds the terminal now: its exit ends our reads (EIO).
+            os.close(terminal)
+            terminal = -1
             for answer in answers:
                 if not _settle(fd, seen):
                     break
@@ -119,9 +129,12 @@ def run_init(promptfoo: Path, words: list[str], answers: list[int | str], out: P
                     break
                 seen += data
         finally:
-            if child.poll() is None:
-                child.terminate()
-            child.wait(timeout=30)
+            if child is not None and child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)  # its session: node and any helper
+            if child is not None:
+                child.wait()
+            if terminal >= 0:
+                os.close(terminal)
             os.close(fd)
     return seen.decode(errors="replace")
 

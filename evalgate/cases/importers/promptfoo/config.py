@@ -137,7 +137,7 @@ def providers(value: Any, notes: Notes) -> dict[str, Any] | None:
     model = _model_of(str(ident), options)
     # What promptfoo sends with every call beside the prompt and the snippet's model leaves out.
     for key in options:
-        if key in _CARRIED:
+        if model is not None and key in _CARRIED and key in model:
             continue
         notes.add(
             f"provider config {key!r}",
