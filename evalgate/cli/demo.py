@@ -171,21 +171,12 @@ def _demo_versions(
 def _gate_report(
     ctx: Context, suite: str, baseline: Run, verdict: Verdict, candidate: RunSummary
 ) -> str:
-    """The gate's report in the asked-for format; its Markdown form is the job summary's, as
-    for `evalgate gate --format markdown` (there is no gate.md.j2)."""
+    """The gate's report in the asked-for format, as `evalgate gate` prints it."""
     if ctx.args.format != "markdown":
         return render_model("gate", verdict, ctx.args.format, limit=ctx.args.show)
-    from evalgate.report.comment import BaselineProvenance, CommentContext, render_job_summary
+    from evalgate.cli.gate import markdown_report
 
-    return render_job_summary(
-        CommentContext(
-            suite=suite,
-            verdict=verdict,
-            candidate=candidate,
-            baseline=BaselineProvenance(run=baseline.name, source="local"),
-            max_rows=ctx.args.show,
-        )
-    )
+    return markdown_report(suite, verdict, candidate, baseline.name, ctx.args.show)
 
 
 def _demo_comment(baseline: Run, verdict: Verdict, candidate: RunSummary) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from evalgate.analysis.summary import summarise
+from evalgate.analysis.summary import RunSummary, summarise
 from evalgate.cli import estimate
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context, price_as_for
 from evalgate.cli.options import Subcommands, non_negative, positive
@@ -144,6 +144,31 @@ def _wants_foreign(ctx: Context) -> bool:
     return any(is_foreign(p) for p in others)
 
 
+def markdown_report(
+    suite: str,
+    verdict: Verdict,
+    candidate: RunSummary,
+    baseline: str | None,
+    max_rows: int | None,
+    **pull_request: Any,
+) -> str:
+    """The gate's report as Markdown: the job-summary form of the comment (there is no
+    gate.md.j2), against a local baseline run named ``baseline``. ``pull_request`` holds the
+    whole pull request's fields when it has several suites."""
+    from evalgate.report.comment import BaselineProvenance, CommentContext, render_job_summary
+
+    return render_job_summary(
+        CommentContext(
+            suite=suite,
+            verdict=verdict,
+            candidate=candidate,
+            baseline=BaselineProvenance(run=baseline, source="local") if baseline else None,
+            max_rows=max_rows,
+            **pull_request,
+        )
+    )
+
+
 def cmd_gate(ctx: Context) -> int:
     """One decision over one suite, or over every suite of two folders of run files (matched
     by suite name), with one familywise alpha: the same decision the action makes. Results
@@ -207,26 +232,20 @@ def cmd_gate(ctx: Context) -> int:
         if several and ctx.args.format == "text":
             ctx.print(f"== {name} ==")
         if ctx.args.format == "markdown":
-            # There is no gate.md.j2: the Markdown report is the job-summary form of the comment.
-            from evalgate.report.comment import (
-                BaselineProvenance,
-                CommentContext,
-                render_job_summary,
+            ctx.print(
+                markdown_report(
+                    name,
+                    verdict,
+                    summarise(candidate, price_as=price_as_for(loaded, candidate)),
+                    baseline.name if baseline else None,
+                    ctx.args.show,
+                    pull_request_kind=decision.kind if several else None,
+                    pull_request_tests=decision.tests if several else None,
+                    suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites]
+                    if several
+                    else [],
+                )
             )
-
-            context = CommentContext(
-                suite=name,
-                verdict=verdict,
-                candidate=summarise(candidate, price_as=price_as_for(loaded, candidate)),
-                baseline=BaselineProvenance(run=baseline.name, source="local")
-                if baseline
-                else None,
-                max_rows=ctx.args.show,
-                pull_request_kind=decision.kind if several else None,
-                pull_request_tests=decision.tests if several else None,
-                suite_parts=[(s.suite, s.verdict.kind) for s in decision.suites] if several else [],
-            )
-            ctx.print(render_job_summary(context))
         elif ctx.args.format == "json" and several:
             continue
         else:
