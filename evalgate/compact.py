@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel
 
@@ -20,6 +20,23 @@ class Compact(BaseModel):
 
     def model_post_init(self, context: Any, /) -> None:
         object.__setattr__(self, "__pydantic_fields_set__", _all_fields(type(self)))
+
+    @classmethod
+    def checked(cls, **values: Any) -> Self:
+        """An instance of values that its maker has checked field by field already, built
+        without pydantic's validation: what ``model_construct`` does, for a model with no
+        aliases, no extras and no private attributes, less its cost (it is slower than
+        validating). About 1 µs an instance against 5 µs validated, for the reader that makes
+        20,000 cases before a run's first call. Every field is given, none more."""
+        fields = _all_fields(cls)
+        if len(values) != len(fields) or not fields.issuperset(values):
+            raise TypeError(f"{cls.__name__}.checked takes every field: {sorted(fields)}")
+        made = cls.__new__(cls)
+        object.__setattr__(made, "__dict__", values)
+        object.__setattr__(made, "__pydantic_fields_set__", fields)
+        object.__setattr__(made, "__pydantic_extra__", None)
+        object.__setattr__(made, "__pydantic_private__", None)
+        return made
 
 
 _FIELDS: dict[type[BaseModel], set[str]] = {}

@@ -74,6 +74,11 @@ def test_without_an_input_mapping_the_whole_record_is_the_input(
     assert cases[0].input == GOOD[0]
 
 
+def test_form_feed_and_tab_lines_are_blank(write: Callable[..., Path]) -> None:
+    path = write(jsonl(GOOD[0]) + "\x0c\n \t\x0b\r\n" + jsonl(GOOD[1]))
+    assert [c.source for c in load_case_file(path, FIELDS)] == [f"{path}:1", f"{path}:4"]
+
+
 def test_blank_and_crlf_lines_are_fine(write: Callable[..., Path]) -> None:
     text = "\r\n\r\n".join(json.dumps(r) for r in GOOD) + "\r\n"
     cases = load_case_file(write(text), FIELDS)
@@ -164,6 +169,17 @@ BAD_JSONL = [
         ["lacks input field 'message'"],
     ),
     ("invalid-utf8", b'{"id": "b", "message": "caf\xe9", "category": "x"}\n', 1, ["UTF-8"]),
+    # The file is decoded at once, but an earlier line's fault is still the one named.
+    (
+        "bad-json-before-bad-utf8",
+        jsonl(GOOD[0]).encode() + b'{"id": \n{"id": "b", "message": "caf\xe9"}\n',
+        2,
+        ["invalid JSON"],
+    ),
+    ("bad-utf8-column", jsonl(GOOD[0]).encode() + b'{"id": "\xff"}\n', 2, ["at byte 8"]),
+    # Blank means what bytes.strip() takes away; a no-break space is not JSON whitespace.
+    ("nbsp-line", jsonl(GOOD[0]) + "\u00a0\n", 2, ["invalid JSON"]),
+    ("two-objects", jsonl(GOOD[0]).rstrip() + " {}\n", 1, ["invalid JSON", "Extra data"]),
     ("bom", b"\xef\xbb\xbf" + jsonl(GOOD[0]).encode(), 1, ["byte-order mark"]),
     (
         "huge-line",
@@ -426,6 +442,129 @@ def test_yaml_punctuation_soup_gives_cases_or_a_case_file_error(scratch: Path, t
     # Random bytes rarely parse as YAML; text made of YAML's own punctuation reaches anchors,
     # tags, flow collections and block scalars.
     load_or_case_file_error(scratch / "soup.yaml", ("- " + text).encode())
+
+
+def reference_records(path: Path, data: bytes) -> list[tuple[int, object]] | str:
+    """What a JSONL file holds, read the plain way (each line's bytes decoded and given to
+    json.loads), or the first line that fails: the reader's fast path must agree with it."""
+    records: list[tuple[int, object]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            records.append((number, json.loads(raw.decode("utf-8"))))
+        except (ValueError, RecursionError):
+            return f"{path}:{number}"
+    return records
+
+
+# Lines near the edges of the fast path: JSON's own whitespace and the rest of str.strip's,
+# text after a value, escapes, a BOM, bytes that are not UTF-8.
+EDGE_LINES = st.lists(
+    st.sampled_from(
+        [
+            '{"id": "a", "category": "x", "message": "m"}',
+            ' \t{"id": "b", "category": "x", "message": "m"}\r',
+            '{"id": "c", "category": "x", "message": "m"} x',
+            '{"id": "d", "category": "x", "message": "\\u00e9"}{}',
+            "\u00a0",
+            "\u2028",
+            "\x0c",
+            "\x0b \t",
+            "\ufeff{}",
+            "[1] ",
+            "1 2",
+            '"text"',
+            "",
+            "\r",
+        ]
+    ).map(str.encode)
+    | st.sampled_from([b"\xff", b'{"id": "\xe9"}', b"\xc3"])
+    | st.binary(max_size=12),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=EDGE_LINES)
+def test_the_jsonl_reader_reads_what_json_loads_reads_line_by_line(
+    scratch: Path, lines: list[bytes]
+) -> None:
+    from evalgate.cases.read import read_records
+
+    path = scratch / "edges.jsonl"
+    data = b"\n".join(lines)
+    path.write_bytes(data)
+    expected = reference_records(path, data)
+    if data.startswith(b"\xef\xbb\xbf") or not data.strip():
+        return  # refused before any line is read (their own tests above)
+    try:
+        got: list[tuple[int, object]] | str = read_records(path, data)
+    except CaseFileError as exc:
+        got = str(exc).split(": ", 1)[0]
+    if expected == []:
+        assert got == f"{path}", got  # "case file has no cases"
+    else:
+        assert got == expected
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(
+        st.fixed_dictionaries(
+            {"id": st.text(min_size=1, max_size=8) | st.integers(), "category": SCALARS},
+            optional={"message": VALUES, "split": st.sampled_from(["dev", "holdout", None])},
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    whole=st.booleans(),
+)
+def test_a_case_built_without_validation_is_the_validated_case(
+    scratch: Path, records: list[dict[str, object]], whole: bool
+) -> None:
+    # parse_case checks each field itself and builds the case with Case.checked: pydantic,
+    # given the same fields, must accept them and build the same case.
+    path = scratch / "checked.jsonl"
+    path.write_bytes(jsonl(*records).encode())
+    fields = Fields(expected="category", input=None if whole else ["message"])
+    try:
+        cases = load_cases([path], fields).cases
+    except CaseFileError:
+        return
+    for case in cases:
+        validated = Case.model_validate(case.model_dump())
+        assert validated == case
+        assert validated.model_dump_json() == case.model_dump_json()
+        assert case.model_fields_set == validated.model_fields_set
+
+
+def test_checked_takes_every_field_and_builds_a_frozen_case() -> None:
+    from pydantic import ValidationError
+
+    values = {
+        "id": "a",
+        "input": {"message": "m"},
+        "expected": "x",
+        "group": None,
+        "category": None,
+        "split": None,
+        "messages": (),
+        "fixtures": None,
+        "hash": "0" * 64,
+        "source": "cases.jsonl:1",
+    }
+    case = Case.checked(**values)
+    assert case == Case(**values)
+    with pytest.raises(ValidationError):
+        case.id = "b"  # type: ignore[misc]
+    assert case.model_copy(update={"split": "dev"}).split == "dev"
+    assert case.split is None
+    with pytest.raises(TypeError, match="every field"):
+        Case.checked(**{k: v for k, v in values.items() if k != "source"})
+    with pytest.raises(TypeError, match="every field"):
+        Case.checked(**values, extra=1)
 
 
 LFS_POINTER = (
