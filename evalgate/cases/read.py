@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from evalgate import files
-from evalgate.compact import Compact
+from evalgate.compact import Compact, cycles_uncollected
 from evalgate.config import yamlcore
 from evalgate.config.load import load_yaml
 from evalgate.config.models import Fields
@@ -514,7 +514,9 @@ def load_cases(
     hashes: dict[str, str] = {}
     for path in paths:
         data = read_case_bytes(path)
-        for case in load_case_file(path, fields, need_expected=need_expected, data=data):
+        with cycles_uncollected():
+            read = load_case_file(path, fields, need_expected=need_expected, data=data)
+        for case in read:
             add_unique(case, cases, seen)
         name = (
             path.relative_to(root).as_posix() if root and path.is_relative_to(root) else str(path)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalgate.compact import Compact
+from evalgate.compact import Compact, cycles_uncollected
 from evalgate.errors import RunFileError, did_you_mean, from_validation
 from evalgate.limits import MESSAGE, excerpt
 from evalgate.redact import RedactedError, RedactedReply
@@ -405,12 +405,13 @@ def _by_line(lines: Iterator[bytes], head_only: bool) -> Run:
 def _read(path: Path, head_only: bool = False) -> Run:
     """The run in ``path``: ``ValueError`` (a ``ValidationError`` among them), ``OSError``."""
     lines = _lines(_inflated(path))
-    try:
-        return _by_line(lines, head_only)
-    except _NotByLine as exc:
-        # An earlier form (one line, or indented): read whole.
-        rest = b"".join([exc.args[0], b"\n", *lines])
-        return Run.model_validate_json(run_json(rest))
+    with cycles_uncollected():
+        try:
+            return _by_line(lines, head_only)
+        except _NotByLine as exc:
+            # An earlier form (one line, or indented): read whole.
+            rest = b"".join([exc.args[0], b"\n", *lines])
+            return Run.model_validate_json(run_json(rest))
 
 
 def read_run(path: Path) -> Run:
