@@ -21,7 +21,7 @@ from typing import TextIO
 
 from evalgate import __version__
 from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
-from evalgate.defaults import CONFIG_FILE as DEFAULT_CONFIG
+from evalgate.cli.options import common_options
 from evalgate.report.escape import escape
 
 # Each command's module (beside this one), in the order `evalgate --help` lists them; a module
@@ -99,24 +99,7 @@ def error_document(
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or with ``command`` (a name in ``COMMANDS``) of that one
     alone, which imports only its module; "" builds the parser of no command (for --version)."""
-    common = Parser(add_help=False)
-    common.add_argument(
-        "--json",
-        dest="format",
-        action="store_const",
-        const="json",
-        default=argparse.SUPPRESS,
-        help="same as --format json, for scripting",
-    )
-    common.add_argument(
-        "--config", default=DEFAULT_CONFIG, help="path of evalgate.yml (default: %(default)s)"
-    )
-    common.add_argument(
-        "--suite", default=None, help="suite name (needed when the config has several)"
-    )
-    common.add_argument(
-        "--format", choices=["text", "markdown", "json"], default="text", help="output format"
-    )
+    common = common_options()
 
     parser = Parser(
         prog="evalgate",
@@ -156,11 +139,6 @@ def main(
     parser = build_parser(command)
     try:
         args = parser.parse_args(argv)
-        formats = getattr(args, "formats", None)
-        if formats is not None and args.format not in formats:
-            action = [getattr(args, f"{command}_command", None)]  # holdout list, baseline pull
-            named = " ".join(str(w) for w in [command, *action] if w)
-            parser.error(f"evalgate {named} prints {' or '.join(formats)}, not {args.format}")
     except UsageExit as exc:
         if as_json:
             out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))

@@ -11,7 +11,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 from evalgate.defaults import BASELINE_ARTIFACT
 from evalgate.errors import UserError
 
@@ -64,10 +64,14 @@ def cmd_baseline_pull(ctx: Context) -> int:
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     baseline = sub.add_parser("baseline", help="baseline artefacts of the default branch")
     bsub = baseline.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
-    pull = bsub.add_parser("pull", parents=[common], help="download the newest baseline artefact")
+    pull = bsub.add_parser(
+        "pull",
+        parents=[common_options(TEXT_OR_JSON)],
+        help="download the newest baseline artefact",
+    )
     pull.add_argument("--repo", required=True, help="OWNER/NAME")
     pull.add_argument("--artifact", default=BASELINE_ARTIFACT, help="artefact name")
     pull.add_argument("--branch", help="default branch (default: the repository's)")
     pull.add_argument("--sha", help="prefer the baseline built at this commit (the merge base)")
     pull.add_argument("--out", default=".evalgate/baseline", help="folder to extract into")
-    pull.set_defaults(func=cmd_baseline_pull, formats=TEXT_OR_JSON)
+    pull.set_defaults(func=cmd_baseline_pull)

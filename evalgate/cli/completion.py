@@ -9,7 +9,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 
 
 def completion_script(parser: argparse.ArgumentParser) -> str:
@@ -62,6 +62,6 @@ def cmd_completion(ctx: Context) -> int:
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     completion = sub.add_parser(
-        "completion", parents=[common], help="print a bash completion script"
+        "completion", parents=[common_options(TEXT_OR_JSON)], help="print a bash completion script"
     )
-    completion.set_defaults(func=cmd_completion, formats=TEXT_OR_JSON)
+    completion.set_defaults(func=cmd_completion)

@@ -26,7 +26,7 @@ from evalgate.cases.holdout import (
 )
 from evalgate.cases.read import Case, load_case_file
 from evalgate.cli.context import EXIT_OK, Context
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
@@ -210,6 +210,7 @@ def _raw_record(path: Path, source: str) -> Any:
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    common = common_options(TEXT_OR_JSON)  # no Markdown form
     # The options are the actions' (as for baseline and judge): given to the group as well,
     # the action's defaults would overwrite them unseen.
     holdout = sub.add_parser("holdout", help="the sealed holdout")
@@ -222,4 +223,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     retire = hsub.add_parser("retire", parents=[common], help="move leaked cases to regression")
     retire.add_argument("ids", nargs="+", help="case ids to retire")
     retire.add_argument("--to", default="regression.jsonl", help="plain case file to append to")
-    holdout.set_defaults(func=cmd_holdout, formats=TEXT_OR_JSON)
+    holdout.set_defaults(func=cmd_holdout)

@@ -10,7 +10,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 from evalgate.errors import UserError
 
 IMPORT_SCORERS = ("exact", "contains", "regex", "json_schema", "judge", "label", "python")
@@ -99,7 +99,7 @@ def cmd_import(ctx: Context) -> int:
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     import_ = sub.add_parser(
         "import",
-        parents=[common],
+        parents=[common_options(TEXT_OR_JSON)],
         help="convert promptfoo, OpenAI evals, Inspect or Langfuse cases to evalgate JSONL",
         description="Convert another tool's case file to evalgate JSONL and say what mapped, "
         "what did not, and what to do about it (docs/importers.md). The summary goes to "
@@ -140,4 +140,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
             metavar="NAME",
             help=f"the dataset's own name for the {what} field, as an Inspect FieldSpec says",
         )
-    import_.set_defaults(func=cmd_import, formats=TEXT_OR_JSON)
+    import_.set_defaults(func=cmd_import)

@@ -10,7 +10,7 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 from evalgate.errors import UserError
 from evalgate.setup import init as setup_init
 
@@ -78,7 +78,7 @@ def cmd_init(ctx: Context) -> int:
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     init = sub.add_parser(
         "init",
-        parents=[common],
+        parents=[common_options(TEXT_OR_JSON)],
         help="set a repository up: evalgate.yml, the workflow, starter prompt and cases",
         description="Write evalgate.yml, .github/workflows/evalgate.yml and, where none exist, "
         "a starter prompt and case file; add .evalgate/ to .gitignore. It asks for what the "
@@ -121,4 +121,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     init.add_argument("--branch", help="the default branch (default: found in .git, or main)")
     init.add_argument("--yes", action="store_true", help="ask nothing: take the defaults")
     init.add_argument("--force", action="store_true", help="replace evalgate.yml and the workflow")
-    init.set_defaults(func=cmd_init, formats=TEXT_OR_JSON)
+    init.set_defaults(func=cmd_init)

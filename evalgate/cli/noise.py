@@ -14,6 +14,7 @@ from evalgate.cli.options import (
     TEXT_OR_JSON,
     Subcommands,
     at_least_two,
+    common_options,
     non_negative,
     positive,
 )
@@ -40,7 +41,9 @@ def cmd_noise(ctx: Context) -> int:
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     noise = sub.add_parser(
-        "noise", parents=[common], help="measure the noise floor: one prompt, R repeats"
+        "noise",
+        parents=[common_options(TEXT_OR_JSON)],
+        help="measure the noise floor: one prompt, R repeats",
     )
     noise.add_argument("version", help="prompt version")
     noise.add_argument("--repeats", type=at_least_two, default=2, help="R >= 2 (default: 2)")
@@ -48,4 +51,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     noise.add_argument("--concurrency", type=positive, help="calls in flight")
     noise.add_argument("--batch", action="store_true", help=BATCH_HELP)
     noise.add_argument("--show", type=non_negative, default=20, help="unstable cases listed")
-    noise.set_defaults(func=cmd_noise, verbose=False, formats=TEXT_OR_JSON)
+    noise.set_defaults(func=cmd_noise, verbose=False)

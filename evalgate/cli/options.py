@@ -3,14 +3,40 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any, TypeAlias
+
+from evalgate.defaults import CONFIG_FILE
 
 # The subcommands action every command module adds its parser to.
 Subcommands: TypeAlias = "argparse._SubParsersAction[Any]"
 
-# What a command with no Markdown form prints (``set_defaults(formats=...)``): main() refuses
-# any other --format in one line rather than print text under the name of Markdown.
+# The --format choices: every command's, and those of a command with no Markdown form, which
+# refuses --format markdown (argparse's one line, naming the command) rather than print text
+# under the name of Markdown, and whose --help offers text or json only.
+FORMATS = ("text", "markdown", "json")
 TEXT_OR_JSON = ("text", "json")
+
+
+def common_options(formats: Sequence[str] = FORMATS) -> argparse.ArgumentParser:
+    """The options every command takes, as a parent parser (``parents=[...]``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        default=argparse.SUPPRESS,
+        help="same as --format json, for scripting",
+    )
+    common.add_argument(
+        "--config", default=CONFIG_FILE, help="path of evalgate.yml (default: %(default)s)"
+    )
+    common.add_argument(
+        "--suite", default=None, help="suite name (needed when the config has several)"
+    )
+    common.add_argument("--format", choices=formats, default="text", help="output format")
+    return common
 
 
 def shard(text: str) -> tuple[int, int]:

@@ -10,7 +10,13 @@ from evalgate.cli.context import (
     EXIT_OK,
     Context,
 )
-from evalgate.cli.options import SHOW_FAILED_HELP, TEXT_OR_JSON, Subcommands, non_negative
+from evalgate.cli.options import (
+    SHOW_FAILED_HELP,
+    TEXT_OR_JSON,
+    Subcommands,
+    common_options,
+    non_negative,
+)
 from evalgate.cli.run import HTML_HELP, run_exit, run_summary, write_html
 from evalgate.report.html import render_run_html
 from evalgate.report.render import render_model
@@ -74,8 +80,8 @@ def cmd_list(ctx: Context) -> int:
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
-    lst = sub.add_parser("list", parents=[common], help="list saved runs")
-    lst.set_defaults(func=cmd_list, formats=TEXT_OR_JSON)
+    lst = sub.add_parser("list", parents=[common_options(TEXT_OR_JSON)], help="list saved runs")
+    lst.set_defaults(func=cmd_list)
 
     report = sub.add_parser("report", parents=[common], help="print the report of a saved run")
     report.add_argument("run", help="run name, unique prefix, file path, or latest:VERSION")

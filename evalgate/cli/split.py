@@ -10,7 +10,7 @@ from evalgate.cases.holdout import SecretKey, is_key_of, load_public_key
 from evalgate.cases.read import CaseSet
 from evalgate.cases.split import check_split
 from evalgate.cli.context import EXIT_GATE_FAILED, EXIT_OK, Context
-from evalgate.cli.options import TEXT_OR_JSON, Subcommands
+from evalgate.cli.options import TEXT_OR_JSON, Subcommands, common_options
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import Suite
 from evalgate.defaults import HOLDOUT_KEY_VARIABLE, PLAINTEXT_PUBLIC_KEY
@@ -110,7 +110,9 @@ def apply_splits(loaded: LoadedConfig, suite: Suite, cases: CaseSet) -> int:
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     split = sub.add_parser(
-        "split", parents=[common], help="dev / holdout / regression counts and leak checks"
+        "split",
+        parents=[common_options(TEXT_OR_JSON)],
+        help="dev / holdout / regression counts and leak checks",
     )
     split.add_argument("--apply", action="store_true", help="write the split into the case files")
     split.add_argument(
@@ -119,4 +121,4 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
         help="name the holdout cases in leak findings (needs EVALGATE_HOLDOUT_KEY, which a "
         "plaintext holdout checks against holdout.pub; counts only without it)",
     )
-    split.set_defaults(func=cmd_split, formats=TEXT_OR_JSON)
+    split.set_defaults(func=cmd_split)

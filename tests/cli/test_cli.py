@@ -347,14 +347,39 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 def test_a_command_with_no_markdown_form_refuses_format_markdown(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # These printed their text under --format markdown, as if it were Markdown.
+    # These printed their text under --format markdown, as if it were Markdown; then refused it
+    # while their --help still offered it.
     at = 2 if argv[0] in ("baseline", "holdout") else 1
+    named = " ".join(argv[:at])
     with pytest.raises(SystemExit) as caught:
         main([*argv[:at], "--format", "markdown", *argv[at:]])
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    named = " ".join(argv[:at])
-    assert f"evalgate {named} prints text or json, not markdown" in err
+    # the usage, then one line of error
+    assert err.startswith(f"usage: evalgate {named} ")
+    last = err.rstrip("\n").splitlines()[-1]
+    assert last.startswith(
+        f"evalgate {named}: error: argument --format: invalid choice: 'markdown'"
+    )
+    with pytest.raises(SystemExit) as caught:
+        main([*argv[:at], "--help"])
+    assert caught.value.code == 0
+    shown = capsys.readouterr().out
+    assert "--format {text,json}" in shown
+    assert "markdown" not in shown
+    with pytest.raises(SystemExit) as caught:
+        main([*argv[:at], "--json", *argv[at:], "--format", "markdown"])
+    assert "invalid choice: 'markdown'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "report", "gate", "compare", "demo"])
+def test_a_command_with_a_markdown_form_offers_it(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([command, "--help"])
+    assert caught.value.code == 0
+    assert "--format {text,markdown,json}" in capsys.readouterr().out
 
 
 def test_holdout_options_go_after_the_action(capsys: pytest.CaptureFixture[str]) -> None:
