@@ -23,7 +23,7 @@ from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
 )
-from evalgate.report.render import render_model
+from evalgate.report.render import mde, render_model
 from evalgate.running.allocation import AdaptiveSource, held_out
 from evalgate.runs.history import appended, pool, read_history, record_of
 from evalgate.runs.schema import Run, read_run
@@ -96,7 +96,7 @@ def run_baseline(runner: ActionJob, loaded: LoadedConfig, name: str, suite: Suit
         runner.add_summary(
             f"Noise floor: flip rate {100 * noise.flip_rate:.1f}% over {noise.repeats} repeats "
             f"({noise.flips} unstable cases); minimum detectable effect "
-            f"{100 * noise.mde:.1f} points over {noise.counted}.\n"
+            f"{mde(noise.mde)} over {noise.counted}.\n"
         )
     if run.incomplete:
         runner.annotate("error", f"the baseline of {name} is incomplete ({run.errors} errors)")

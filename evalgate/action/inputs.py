@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -99,4 +100,6 @@ class Outputs:
 
 
 def output_number(value: float | None) -> str:
-    return "" if value is None else f"{value:.6g}"
+    """A number as a step output: empty when there is none, or none finite (an MDE no drop
+    reaches), which ``fromJSON`` could not read as "inf"."""
+    return "" if value is None or not math.isfinite(value) else f"{value:.6g}"

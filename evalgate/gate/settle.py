@@ -4,6 +4,7 @@ decide an inconclusive verdict."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -125,11 +126,16 @@ def _settle(
                     f" ({pm.effective_units:.0f} effective units, design effect "
                     f"{pm.design_effect:.2f})"
                 )
+            at = f"{_pct(pm.power)}% power at its alpha share {paired_level:.3g}"
+            # An infinite MDE: not even every case the suite has breaking reaches that power.
+            reach = (
+                f"this suite detects no drop, however large, with {at}"
+                if math.isinf(mde)
+                else f"this suite detects only drops of {_pct(mde)} points or more ({at})"
+            )
             warnings.append(
                 f"underpowered: with {counted} and a flip rate of {_pct(pm.flip_rate)}%, "
-                f"this suite detects only drops of {_pct(mde)} points or more "
-                f"({_pct(pm.power)}% power at its alpha share {paired_level:.3g}){more} the "
-                f"{_pct(pm.tolerance)}-point tolerance"
+                f"{reach}{more} the {_pct(pm.tolerance)}-point tolerance"
             )
     bound = v.drop_bound
     said = (

@@ -6,6 +6,7 @@ it cannot ping people, open HTML, break tables or forge a marker.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import jinja2
@@ -26,6 +27,16 @@ OFFLINE_NOTE = (
 
 def pct(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def mde(value: float | None) -> str:
+    """A minimum detectable effect as shown: "7.8 points", or "none detectable" when no drop the
+    suite could show (every case it has breaking) reaches the stated power (it is infinite)."""
+    if value is None:
+        return "n/a"
+    if math.isinf(value):
+        return "none detectable"
+    return f"{100 * value:.1f} points"
 
 
 def interval(low: float, high: float, digits: int = 1) -> str:
@@ -92,6 +103,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         pct=pct,
+        mde=mde,
         interval=interval,
         money=money,
         count=count,

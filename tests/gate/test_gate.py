@@ -519,6 +519,39 @@ def test_underpowered_warning_says_how_many_cases_would_do() -> None:
     assert not any(w.startswith("underpowered") for w in easy.warnings)
 
 
+def test_a_suite_that_can_detect_no_drop_says_so_not_inf_points() -> None:
+    from evalgate.action.inputs import output_number
+    from evalgate.analysis.summary import summarise
+    from evalgate.report.comment import BaselineProvenance, CommentContext, render_comment
+    from evalgate.report.render import render_model
+
+    # One draw a side, no noise: the sign test. Even with all 4 cases broken its p is
+    # (1/2)^4 = 0.0625, over the paired share 0.045, so no drop reaches 80% power; with 5 it is
+    # (1/2)^5 = 0.03125, under it (by hand). These printed "drops of inf points or more".
+    base, cand = sign_pair(same=4)
+    v = decide(base, cand, GatePolicy())
+    assert v.mde == math.inf
+    warning = next(w for w in v.warnings if w.startswith("underpowered"))
+    assert "this suite detects no drop, however large, with 80.0% power at its alpha" in warning
+    assert "inf" not in warning
+    text = render_model("gate", v, "text")
+    assert "MDE       none detectable at n = 4" in text
+    comment = render_comment(
+        CommentContext(
+            suite="shop",
+            verdict=v,
+            candidate=summarise(cand),
+            baseline=BaselineProvenance(run=base.name, source="local"),
+        )
+    )
+    assert "| none detectable |" in comment
+    assert not re.search(r"\binf\b", text + comment)
+    assert output_number(v.mde) == ""  # a step output fromJSON can read, not "inf"
+    assert json.loads(v.model_dump_json())["mde"] is None
+    five = decide(*sign_pair(same=5), GatePolicy())
+    assert five.mde is not None and math.isfinite(five.mde)
+
+
 # ------------------------------------------------------------------------------------------
 # Inconclusive
 # ------------------------------------------------------------------------------------------
