@@ -14,7 +14,10 @@ from __future__ import annotations
 import re
 import shlex
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import regex
 
 Target = Literal["markdown", "code", "html", "command", "property", "log", "shell"]
 
@@ -23,33 +26,25 @@ Target = Literal["markdown", "code", "html", "command", "property", "log", "shel
 # It is the one invisible character escaping adds; any in the input are shown, as below.
 JOINER = "\u200d"
 
-# Characters that change how text reads without being seen: bidi embeddings, overrides and
-# isolates, zero-width spaces and joiners, the BOM, soft hyphen, invisible operators, tag
-# characters, and every control character but tab and newline. Each is shown as <U+XXXX>.
-_INVISIBLE_RANGES = (
-    (0x00, 0x08),
-    (0x0B, 0x0C),
-    (0x0E, 0x1F),
-    (0x7F, 0x9F),
-    (0xAD, 0xAD),
-    (0x061C, 0x061C),
-    (0x115F, 0x1160),
-    (0x17B4, 0x17B5),
-    (0x180B, 0x180F),
-    (0x200B, 0x200F),
-    (0x202A, 0x202E),
-    (0x2060, 0x206F),
-    (0x3164, 0x3164),
-    (0xFE00, 0xFE0F),
-    (0xFEFF, 0xFEFF),
-    (0xFFA0, 0xFFA0),
-    (0xFFF0, 0xFFFB),
-    (0x1D173, 0x1D17A),
-    (0xE0000, 0xE0FFF),
-)
-_INVISIBLE = re.compile(
-    "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _INVISIBLE_RANGES) + "]"
-)
+# Characters that change how text reads without being seen: every control character but tab,
+# newline and carriage return (Cc), every format character (Cf: bidi embeddings, overrides and
+# isolates, zero-width spaces and joiners, the BOM, soft hyphen, invisible operators, prepended
+# concatenation marks) and every default-ignorable code point (variation selectors, tag
+# characters, Hangul fillers, the combining grapheme joiner). Each is shown as <U+XXXX>. The
+# sets come from the Unicode data of the regex module (as the holdout leak guard's do), not a
+# list kept here; text of ASCII alone, most of what is shown, needs only its controls.
+_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@lru_cache(maxsize=1)
+def _invisible() -> regex.Pattern[str]:
+    import regex
+
+    return regex.compile(
+        r"[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}--[\t\n\r]]", flags=regex.V1
+    )
+
+
 _SPACE = re.compile(r"\s+")
 
 # Markdown: every ASCII punctuation character that can start or end inline syntax is
@@ -58,8 +53,10 @@ _SPACE = re.compile(r"\s+")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&$])")
 # The ':' of an autolink's scheme (http://, https://, ftp://, mailto:, xmpp:).
 _SCHEME = re.compile(r"(?i)(?::(?=/)|(?<=mailto):|(?<=xmpp):)")
-# The other autolink: a bare "www." (GitHub matches it in any case).
-_WWW = re.compile(r"(?i)(\bwww)\.")
+# The other autolink: a bare "www." (GitHub matches it in any case). Every one, not only at a
+# word's start: GitHub starts one after '_', '*', '~' or '(' too, read before the backslash
+# that escapes them ("x\\_www.example.com" links).
+_WWW = re.compile(r"(?i)(www)\.")
 # At the start of a line: a list item, a setext underline or a thematic break.
 _LINE_START = re.compile(r"^(=|-(?=[\s-]|$))")
 _LIST_NUMBER = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
@@ -69,13 +66,15 @@ _REFERENCE = re.compile(r"#(?=\d)")
 _GH = re.compile(r"(?i)\bGH(?=-\d)")
 
 
-def _mark(match: re.Match[str]) -> str:
+def _mark(match: re.Match[str] | regex.Match[str]) -> str:
     return f"<U+{ord(match.group()):04X}>"
 
 
 def visible(text: str) -> str:
     """The text with every invisible or direction-changing character shown as <U+XXXX>."""
-    return _INVISIBLE.sub(_mark, text)
+    if text.isascii():
+        return _ASCII_INVISIBLE.sub(_mark, text)
+    return _invisible().sub(_mark, text)
 
 
 def one_line(text: str) -> str:

@@ -83,7 +83,7 @@ def parse(fragment: str) -> Elements:
 # The expectation, worked out here without the escaper: whitespace folded, every invisible
 # character (Unicode categories Cc and Cf, and the blank fillers and variation selectors
 # rendered as nothing) written as <U+XXXX>.
-_BLANK = {0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x00AD}
+_BLANK = {0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x00AD, 0x034F}
 
 
 def _invisible(char: str) -> bool:
@@ -168,6 +168,29 @@ def check_markdown(cmark: str, text: str) -> None:
             assert rendered.strip() == "", rendered
             continue
         assert_inert(rendered, allowed, text)
+
+
+def test_every_control_and_format_character_is_shown() -> None:
+    # Against the standard library's Unicode data, not the escaper's: each code point of
+    # category Cc (but tab, newline and carriage return) or Cf is shown as <U+XXXX>. A list kept
+    # by hand missed U+0600-0605, U+06DD, U+070F, U+0890-0891, U+08E2, U+110BD, U+110CD,
+    # U+13430-1343F and U+1BCA0-1BCA3; and U+034F, which is default-ignorable.
+    from evalgate.report.escape import visible
+
+    wanted = [
+        c
+        for c in range(0x110000)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf") and chr(c) not in "\t\n\r"
+    ]
+    assert len(wanted) > 150
+    missed = [f"U+{c:04X}" for c in wanted if visible(chr(c)) != f"<U+{c:04X}>"]
+    assert missed == []
+    for c in (0x034F, 0x115F, 0x3164, 0xFE0F, 0xE0041, 0x180B):  # default-ignorable, not Cf
+        assert visible(f"a{chr(c)}b") == f"a<U+{c:04X}>b"
+    for text in ("plain ascii\tand tabs\n", "naïve café", "日本語", "a\u200dlike"):
+        assert visible(text) == "".join(
+            f"<U+{ord(ch):04X}>" if unicodedata.category(ch) == "Cf" else ch for ch in text
+        )
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=[p["id"] for p in PAYLOADS])
