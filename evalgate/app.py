@@ -93,7 +93,9 @@ class World:
         return self.err.isatty() and not self.env.get("CI")
 
     def status(self, text: str) -> None:
-        self.err.write(text + "\n")
+        from evalgate.report.escape import printed
+
+        self.err.write(printed(text + "\n", "stream"))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import TextIO
 from evalgate import __version__
 from evalgate.cli.context import EXIT_OK, EXIT_USAGE, Context
 from evalgate.cli.options import common_options
-from evalgate.report.escape import escape
+from evalgate.report.escape import escape, printed
 
 # Each command's module (beside this one), in the order `evalgate --help` lists them; a module
 # adds the parsers of the commands named here with its add_parser(sub, common).
@@ -141,7 +141,9 @@ def main(
         args = parser.parse_args(argv)
     except UsageExit as exc:
         if as_json:
-            out.write(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE))
+            out.write(
+                printed(error_document(exc.message, kind="usage", exit_code=EXIT_USAGE), "json")
+            )
         raise
     # Imported once the command line is read: `--version` and `--help` need none of it.
     from evalgate.errors import EvalgateError
@@ -155,13 +157,16 @@ def main(
         err.write(f"error: {escape(str(exc), 'log')}\n")
         if as_json:
             out.write(
-                error_document(
-                    str(exc),
-                    kind=type(exc).__name__,
-                    exit_code=exc.exit_code,
-                    what=getattr(exc, "what", None),
-                    where=getattr(exc, "where", None),
-                    fix=getattr(exc, "fix", None),
+                printed(
+                    error_document(
+                        str(exc),
+                        kind=type(exc).__name__,
+                        exit_code=exc.exit_code,
+                        what=getattr(exc, "what", None),
+                        where=getattr(exc, "where", None),
+                        fix=getattr(exc, "fix", None),
+                    ),
+                    "json",
                 )
             )
         return exc.exit_code

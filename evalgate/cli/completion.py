@@ -54,9 +54,9 @@ def cmd_completion(ctx: Context) -> int:
     if ctx.args.format == "json":
         import json
 
-        ctx.out.write(json.dumps({"shell": "bash", "script": script}, indent=2) + "\n")
+        ctx.write(json.dumps({"shell": "bash", "script": script}, indent=2) + "\n")
     else:
-        ctx.out.write(script)
+        ctx.write(script)
     return EXIT_OK
 
 

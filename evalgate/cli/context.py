@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from evalgate.report import template_cache
-from evalgate.report.escape import escape
+from evalgate.report.escape import Printed, escape, printed
 from evalgate.report.terminal import colourise, wants_colour
 
 if TYPE_CHECKING:
@@ -99,10 +99,29 @@ class Context:
 
         return load_config(Path(self.args.config))
 
+    @property
+    def form(self) -> Printed:
+        """The command's --format (text when it has none)."""
+        chosen = getattr(self.args, "format", "text")
+        return "json" if chosen == "json" else "markdown" if chosen == "markdown" else "text"
+
     def print(self, text: str = "") -> None:
-        if getattr(self.args, "format", "text") == "text" and wants_colour(self.out, self.env):
+        """A line (or lines) of the command's output, in its --format (see write)."""
+        form = self.form
+        text = printed(text if text.endswith("\n") else text + "\n", form)
+        if form == "text" and wants_colour(self.out, self.env):
             text = colourise(text)
-        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.write(text)
+
+    def write(self, text: str, form: Printed | None = None, *, err: bool = False) -> None:
+        """Text as it is (no newline added) to standard output, or to standard error with
+        ``err``: every write of a command passes here or print, so none carries a workflow
+        command or an escape sequence from what it quotes (escape.printed). ``form``: what the
+        text is, when not the command's --format (JSONL on stdout is ``json``)."""
+        if err:
+            self.err.write(printed(text, "stream"))
+        else:
+            self.out.write(printed(text, form or self.form))
 
     def warn(self, text: str) -> None:
         # One line, whatever it quotes (a case's text, an importer's note): no workflow command.

@@ -69,7 +69,7 @@ def cmd_demo(ctx: Context) -> int:
 
     def say(text: str = "") -> None:
         if as_json:
-            ctx.err.write(text + "\n")
+            ctx.write(text + "\n", err=True)
         else:
             ctx.print(text)
 
@@ -140,7 +140,7 @@ def cmd_demo(ctx: Context) -> int:
             "judge": judge,
             "why_tie": DEMO_WHY_TIE,
         }
-        ctx.out.write(json.dumps(document, indent=2) + "\n")
+        ctx.write(json.dumps(document, indent=2) + "\n")
     if verdict.kind == "fail":
         return EXIT_GATE_FAILED
     return EXIT_OK
@@ -258,7 +258,7 @@ def demo_agent(ctx: Context) -> dict[str, object]:
             "The support-agent example: an order-support agent with "
             f"{len(suite.tools)} tools, gated on the tools it calls (offline fake agent)"
         )
-        (ctx.err.write(title + "\n") if as_json else ctx.print(f"\n{title}\n"))
+        (ctx.write(title + "\n", err=True) if as_json else ctx.print(f"\n{title}\n"))
         baseline = ctx.run_version(loaded, name, "v1", repeats=suite.gate.baseline_repeats)
         candidate = ctx.run_version(loaded, name, "v2")
         summary = summarise(candidate, price_as=price_as_for(loaded, candidate))

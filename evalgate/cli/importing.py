@@ -70,7 +70,7 @@ def cmd_import(ctx: Context) -> int:
         # Nothing the scorer can check: no case file (a suite of it would gate nothing), the
         # summary of why, and one line saying what to do.
         if args.format != "json":
-            ctx.err.write(text)
+            ctx.write(text, err=True)
         raise UserError(
             f"no {source.name} {report.noun} can be scored by the {report.scorer['kind']} "
             f"scorer ({report.read} read, {len(conversion.unscored)} not scored); nothing was "
@@ -80,8 +80,8 @@ def cmd_import(ctx: Context) -> int:
             f"{'|'.join(IMPORT_SCORERS)}, or add checks the scorer can read",
         )
     if out is None:
-        ctx.out.write(jsonl(conversion.records))
-        ctx.err.write(text)
+        ctx.write(jsonl(conversion.records), "json")
+        ctx.write(text, err=True)
         return EXIT_OK
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(jsonl(conversion.records), encoding="utf-8")
@@ -89,10 +89,10 @@ def cmd_import(ctx: Context) -> int:
         side.write_text(jsonl(conversion.unscored), encoding="utf-8")
     if snippet is not None and args.format != "json":
         # The snippet is what stdout is for (`> evalgate.yml`); the summary goes to stderr.
-        ctx.out.write(snippet)
-        ctx.err.write(text)
+        ctx.write(snippet, "text")
+        ctx.write(text, err=True)
     else:
-        ctx.out.write(text)
+        ctx.write(text)
     return EXIT_OK
 
 

@@ -59,7 +59,7 @@ def cmd_judge(ctx: Context) -> int:
         )
     if not ctx.args.no_save:
         path = save_report(report, loaded.state_dir)
-        ctx.err.write(f"saved the judge check to {path} (the gate reads it)\n")
+        ctx.write(f"saved the judge check to {path} (the gate reads it)\n", err=True)
     ctx.print(render_judge(report, ctx.args.format, ctx.args.show))
     return EXIT_OK if report.floor.ok else EXIT_GATE_FAILED
 
@@ -84,7 +84,7 @@ def demo_judge(ctx: Context, example: Path) -> dict[str, Any]:
         f"{len(labels)} human labels"
     )
     as_json = ctx.args.format == "json"
-    (ctx.err.write(title + "\n") if as_json else ctx.print(f"\n{title}\n"))
+    (ctx.write(title + "\n", err=True) if as_json else ctx.print(f"\n{title}\n"))
     both = frozenset({"dev", "holdout"})
     report, _ = check_judge(
         ctx.world(), loaded, name, suite, labels, splits=both, show=ctx.args.show, **_flags(ctx)

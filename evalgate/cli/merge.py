@@ -24,7 +24,7 @@ def cmd_merge(ctx: Context) -> int:
         write_run(merged, path)
     else:
         path = save_run(merged, loaded.state_dir)
-    ctx.err.write(f"merged {len(ctx.args.runs)} shards into {path}\n")
+    ctx.write(f"merged {len(ctx.args.runs)} shards into {path}\n", err=True)
     ctx.print(render_model("run", run_summary(ctx, loaded, merged), ctx.args.format))
     return run_exit(ctx, merged)
 

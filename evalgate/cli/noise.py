@@ -31,7 +31,7 @@ def cmd_noise(ctx: Context) -> int:
     assert noise is not None  # repeats >= 2 is enforced by the parser
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
-        ctx.err.write(f"saved {run.name} to {path} (usable as a baseline)\n")
+        ctx.write(f"saved {run.name} to {path} (usable as a baseline)\n", err=True)
     if ctx.args.format == "json":
         ctx.print(noise.model_dump_json(indent=2))
     else:

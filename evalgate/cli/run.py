@@ -63,7 +63,7 @@ def cmd_run(ctx: Context) -> int:
     ctx.print(render_model("run", run_summary(ctx, loaded, run), ctx.args.format))
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
-        ctx.err.write(f"saved {run.name} to {path}\n")
+        ctx.write(f"saved {run.name} to {path}\n", err=True)
         if resume is not None and Path(ctx.args.resume).suffix == ".jsonl":
             Path(ctx.args.resume).unlink(missing_ok=True)  # the journal's outcomes are saved
     return run_exit(ctx, run)
@@ -110,7 +110,7 @@ def write_html(ctx: Context, page: str) -> int:
             where=str(path),
             fix="pass --html a path in a folder that exists and that you can write to",
         ) from None
-    ctx.out.write(f"{path.resolve()}\n")
+    ctx.write(f"{path.resolve()}\n", "text")
     return EXIT_OK
 
 

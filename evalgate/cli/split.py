@@ -52,7 +52,7 @@ def cmd_split(ctx: Context) -> int:
         ctx.print(render("split.txt.j2", s=report, suite=name, policy=suite.split))
     if ctx.args.apply:
         written = apply_splits(loaded, suite, cases)
-        ctx.err.write(f"wrote the split of {written} cases into the case files\n")
+        ctx.write(f"wrote the split of {written} cases into the case files\n", err=True)
     return EXIT_GATE_FAILED if report.leaks else EXIT_OK
 
 

@@ -104,6 +104,39 @@ def inert(line: str) -> str:
     return _COMMAND.sub(lambda m: m.group() + " ", line)
 
 
+# What the runner reads as a workflow command in a line of a step's output: "::" at the start
+# of a line after any blanks, "##[" anywhere. A line ends at LF or at a lone CR (the runner
+# reads the output a line at a time, and its reader ends one at either).
+_LEADING_COMMAND = re.compile(r"(?:^|(?<=\r))([^\S\n\r]*:)(?=:)|#(?=#\[)", re.MULTILINE)
+
+Printed = Literal["text", "markdown", "json", "stream"]
+
+
+def printed(text: str, form: Printed) -> str:
+    """What a command writes out, which in CI is the job log: nothing in it can start a
+    workflow command (``::add-mask::``, ``::error::``, ``##[error]``), whatever case, reply or
+    run file it quotes, and what it shows of them cannot act on a terminal.
+
+    - ``json``: ``::`` and ``##[`` are written with a JSON escape (``:\\u003a``), which every
+      reader decodes to the same text (outside a string neither can occur).
+    - ``text``: invisible characters (escape sequences, carriage returns, bidi controls) are
+      shown as ``<U+XXXX>``, and a line that would start a command gets a space after its
+      first ``:`` (``##[`` one after its first ``#``); the rest of each line is kept, so a
+      pytest id ``tests/a.py::test_b`` reads as itself.
+    - ``markdown``: the same but for invisible characters, which its values show already (its
+      mention guard adds one, a zero-width joiner); a carriage return is shown.
+    - ``stream``: standard error, where a run's progress redraws its line (a carriage return
+      and an escape sequence of its own): commands only, at a carriage return too.
+    """
+    if form == "json":
+        return text.replace("::", ":\\u003a").replace("##[", "#\\u0023[")
+    if form == "text":
+        text = visible(text)
+    if form != "stream":
+        text = text.replace("\r", "<U+000D>")
+    return _LEADING_COMMAND.sub(lambda m: (m.group(1) or m.group()) + " ", text)
+
+
 def log_block(text: str) -> list[str]:
     """Untrusted text of several lines (a traceback) as log lines, each :func:`inert`, with
     invisible characters shown and line breaks of every kind ending a line."""
