@@ -46,7 +46,7 @@ from evalgate.defaults import DATA_BRANCH
 from evalgate.errors import UserError
 from evalgate.gate.decide import decide
 from evalgate.gate.pull_request import PullRequestVerdict, decide_pull_request
-from evalgate.gate.verdict import Verdict
+from evalgate.gate.verdict import PairedCase, Verdict
 from evalgate.publish import github as gh
 from evalgate.report.comment import (
     BaselineProvenance,
@@ -57,7 +57,7 @@ from evalgate.report.comment import (
     render_comment,
     render_job_summary,
 )
-from evalgate.report.escape import escape
+from evalgate.report.escape import escape, one_line
 from evalgate.report.render import render_model
 from evalgate.running.allocation import candidate_repeats
 from evalgate.running.budget import BudgetGuard
@@ -628,21 +628,26 @@ def _broken_annotations(
             relative = Path(path).resolve().relative_to(runner.workspace.resolve()).as_posix()
         except ValueError:
             continue
-        notes.append(
-            {
-                "path": relative,
-                "start_line": int(line) if line.isdigit() else 1,
-                "end_line": int(line) if line.isdigit() else 1,
-                "annotation_level": "failure",
-                "title": f"broken: {case.id}"[:200],
-                "message": (
-                    f"expected {case.expected!s:.200}; the baseline answered "
-                    f"{case.baseline_answer!s:.200}; this pull request answered "
-                    f"{case.candidate_answer!s:.200}"
-                ),
-            }
-        )
+        notes.append(broken_annotation(case, relative, int(line) if line.isdigit() else 1))
     return notes
+
+
+def broken_annotation(case: PairedCase, path: str, line: int) -> dict[str, Any]:
+    """A broken case's check-run annotation. Plain text, but shown in the diff and the Checks
+    tab: what could read other than it is (bidi overrides, zero-width characters) is shown as
+    <U+XXXX>, and line breaks fold."""
+    return {
+        "path": path,
+        "start_line": line,
+        "end_line": line,
+        "annotation_level": "failure",
+        "title": one_line(f"broken: {case.id}")[:200],
+        "message": one_line(
+            f"expected {case.expected!s:.200}; the baseline answered "
+            f"{case.baseline_answer!s:.200}; this pull request answered "
+            f"{case.candidate_answer!s:.200}"
+        ),
+    }
 
 
 def publish_check(runner: ActionJob, worst: VerdictKind) -> None:

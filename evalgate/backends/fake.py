@@ -84,6 +84,15 @@ class AgentRule(BaseModel):
     # Values read from the user turns: name -> a regex whose first group is the value.
     extract: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> AgentRule:
+        for name, pattern in self.extract.items():
+            try:
+                re.compile(pattern, re.IGNORECASE)
+            except re.error as exc:
+                raise ValueError(f"extract.{name}: {pattern!r} is not a regex: {exc}") from None
+        return self
+
 
 class FakeRules(BaseModel):
     model_config = ConfigDict(extra="forbid")

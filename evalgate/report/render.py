@@ -67,6 +67,11 @@ def md(text: object) -> str:
     return escape(_capped(str(text)), "markdown")
 
 
+def shell(text: object) -> str:
+    """Untrusted text as one shell word (POSIX quoting), for a command a report suggests."""
+    return escape(_capped(str(text)), "shell")
+
+
 def code(text: object) -> str:
     """Untrusted text as an inline code span (see :func:`escape.escape`), capped likewise."""
     return escape(_capped(str(text)), "code")
@@ -111,6 +116,7 @@ def _environment() -> jinja2.Environment:
         excerpt=excerpt,
         md=md,
         code=code,
+        shell=shell,
         log=log,
         duration=duration,
     )

@@ -188,3 +188,14 @@ def test_the_registry_finds_the_fake_and_names_the_rest() -> None:
     assert "fake" in backend_names()
     with pytest.raises(BackendError, match=r"unknown backend 'nope'.*fake"):
         backend_class("nope")
+
+
+def test_a_bad_extract_regex_of_an_agent_rule_is_an_error_naming_it(tmp_path: Path) -> None:
+    # It was a traceback at the first call, and exit 1, the code of a failed gate.
+    path = tmp_path / "rules.yml"
+    path.write_text(
+        "rules: [{label: a, phrases: [x]}]\n"
+        "agents: [{name: r, phrases: [refund], extract: {order: '(A'}}]\n"
+    )
+    with pytest.raises(BackendError, match=r"agents\.0.*extract\.order: '\(A' is not a regex"):
+        fake_backend({"rules_file": "rules.yml"}, tmp_path)

@@ -137,3 +137,24 @@ def test_a_token_without_checks_write_sets_a_commit_status_and_says_so(
     [status] = gh.statuses(REPO, head)
     assert (status.context, status.state) == ("evalgate", "failure")
     assert [line for line in job.out.splitlines() if "checks: write" in line] != []
+
+
+def test_an_annotation_shows_what_reads_other_than_it_is() -> None:
+    from evalgate.action.pr import broken_annotation
+    from evalgate.gate.verdict import PairedCase
+
+    case = PairedCase(
+        id="refund-\u202etxt.exe\nnext",
+        category=None,
+        group=None,
+        expected="ok",
+        baseline_answer="ok",
+        candidate_answer="ok\u202e\u2066 (approved)\u200b",
+        baseline_score=1.0,
+        candidate_score=0.0,
+        message="m",
+    )
+    note = broken_annotation(case, "cases.jsonl", 3)
+    assert note["title"] == "broken: refund-<U+202E>txt.exe next"
+    assert note["message"].endswith("answered ok<U+202E><U+2066> (approved)<U+200B>")
+    assert (note["start_line"], note["end_line"]) == (3, 3)

@@ -374,3 +374,49 @@ def test_a_judge_label_id_cannot_break_out_of_its_table_cell(
     assert set(parsed.tags) <= {"table", "thead", "tbody", "tr", "th", "td"}, table
     assert parsed.tags.count("td") == parsed.tags.count("th")  # the row keeps its cells
     assert hostile.replace("@", "@" + JOINER) in "".join(parsed.text)  # the id, as text
+
+
+def test_an_incomplete_runs_resume_command_is_one_inert_code_span(
+    cmark: str, tmp_path: Path
+) -> None:
+    # The prompt's and the run's names went into backticks raw: a run file from an artefact
+    # named its prompt "x` [click here](https://evil.example) @octocat #1 `" and the job summary
+    # linked, pinged and cross-referenced.
+    from conftest import copy_example
+
+    from evalgate.analysis.summary import summarise
+    from evalgate.cli import main
+    from evalgate.report.render import render_model
+    from evalgate.runs.schema import read_run
+
+    root = copy_example(tmp_path / "shop")
+    assert main(["run", "v2", "--limit", "3", "--config", str(root / "evalgate.yml")]) == 0
+    [path] = (root / ".evalgate" / "runs").glob("*.json")
+    run = read_run(path)
+    hostile = "x` [click here](https://evil.example) @octocat #1 `"
+    first = run.cases[0]
+    unsent = first.outcomes[0].model_copy(
+        update={"error": "not sent: the budget", "error_kind": "budget", "score": None}
+    )
+    run = run.model_copy(
+        update={
+            "prompt": run.prompt.model_copy(update={"name": hostile}),
+            "cases": [first.model_copy(update={"outcomes": [unsent]}), *run.cases[1:]],
+        }
+    )
+    summary = summarise(run)
+    assert summary.incomplete and summary.not_run == 1
+    markdown = render_model("run", summary, "markdown")
+    line = next(x for x in markdown.splitlines() if "Incomplete run" in x)
+    rendered = render(cmark, line + "\n")
+    parsed = parse(rendered)
+    assert "a" not in parsed.tags, rendered
+    assert parsed.tags.count("code") == 1, rendered
+    # GitHub links no mention or reference inside code; outside it there is none.
+    outside = "".join(parse(re.sub(r"<code>.*?</code>", "", rendered)).text)
+    assert not re.search("@|#\\d", outside), rendered
+    code = re.search(r"<code>(.*?)</code>", rendered)
+    assert code is not None
+    assert code.group(1).startswith(
+        "evalgate run 'x' [click here](https://evil.example) @octocat #1 '' --resume"
+    )
