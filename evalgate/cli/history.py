@@ -62,8 +62,8 @@ def _from_repo(ctx: Context, slug: str) -> list[SpendRecord]:
 def cmd_history(ctx: Context) -> int:
     if not ctx.args.cost:
         raise UserError(
-            "history shows one history so far: the cost's",
-            fix="run `evalgate history --cost`",
+            "evalgate history shows what the jobs spent, and needs --cost to say so",
+            fix="run `evalgate history --cost` (with --file or --repo: where the spend is kept)",
         )
     month = _month(ctx.args.month)
     if ctx.args.file:

@@ -290,6 +290,15 @@ def _empty_numbers(policy: GatePolicy, dev: Sequence[CaseResult]) -> dict[str, o
     )
 
 
+def _part_of_suite(run: Run) -> str | None:
+    """How a run covers only part of its suite (``--limit N``, one shard), or None."""
+    if run.shard is not None:
+        return f"shard {run.shard}, {len(run.cases)} cases"
+    if run.limited_to is not None:
+        return f"--limit {run.limited_to}"
+    return None
+
+
 def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
     """What makes the two runs incomparable (another model, another scorer) or unusable."""
     d = differences(baseline, candidate)
@@ -301,6 +310,20 @@ def _provenance(baseline: Run, candidate: Run, found: _Findings) -> None:
         found.mismatch.append(
             "baseline and candidate were scored differently (scorer config changed)"
         )
+    if baseline.suite != candidate.suite:
+        found.warnings.append(
+            f"the baseline is a run of suite {baseline.suite!r} and the candidate of suite "
+            f"{candidate.suite!r}: their cases are paired by id as given"
+        )
+    for side, run in (("candidate", candidate), ("baseline", baseline)):
+        part = _part_of_suite(run)
+        if part is not None:
+            # A verdict on a slice is not one on the suite: the rest was never run.
+            found.blockers.append(
+                f"the {side} ran part of the suite ({part}): only the cases both ran are "
+                f"compared; run it whole (or merge its shards with `evalgate merge`) for a "
+                "verdict on the suite"
+            )
     if d.tools_changed:
         # Like a prompt edit, a change of what answers the agent's calls is what is gated.
         found.warnings.append(

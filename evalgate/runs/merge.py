@@ -69,8 +69,12 @@ def merge_runs(shards: Sequence[Run]) -> Run:
     if seen != list(range(1, total + 1)):
         missing = sorted(set(range(1, total + 1)) - set(seen))
         duplicated = sorted({i for i in seen if seen.count(i) > 1})
-        problem = f"missing {missing}" if missing else f"duplicated {duplicated}"
-        raise UserError(f"shards of {total}: {problem}", fix="pass each shard exactly once")
+        said = []
+        if duplicated:
+            said.append(" and ".join(f"shard {i}/{total}" for i in duplicated) + " given twice")
+        if missing:
+            said.append(" and ".join(f"shard {i}/{total}" for i in missing) + " missing")
+        raise UserError("; ".join(said), fix="pass each shard of the run exactly once")
     # By shard number (as text, "10/12" would sort before "2/12").
     cases = [c for r in sorted(shards, key=_index) for c in r.cases]
     ids = [c.id for c in cases]

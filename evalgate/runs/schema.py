@@ -458,6 +458,8 @@ class _RunHead(BaseModel):
 
     created_at: datetime
     prompt: PromptInfo
+    shard: str | None = None
+    limited_to: int | None = None
 
 
 def _head(path: Path) -> _RunHead:
@@ -465,7 +467,12 @@ def _head(path: Path) -> _RunHead:
     lines = _lines(_inflated(path))
     try:
         run = _by_line(lines, head_only=True)
-        return _RunHead(created_at=run.created_at, prompt=run.prompt)
+        return _RunHead(
+            created_at=run.created_at,
+            prompt=run.prompt,
+            shard=run.shard,
+            limited_to=run.limited_to,
+        )
     except _NotByLine as exc:
         rest = b"".join([exc.args[0], b"\n", *lines])
         return _RunHead.model_validate_json(run_json(rest))
@@ -478,15 +485,18 @@ def _newest(state_dir: Path, version: str) -> Run | None:
     folder = runs_dir(state_dir)
     if not folder.is_dir():
         return None
-    heads: list[tuple[datetime, Path]] = []
+    heads: list[tuple[datetime, bool, Path]] = []
     for path in sorted(folder.glob("*.json")):
         try:
             head = _head(path)
         except (OSError, ValueError):
             continue
         if not version or head.prompt.name == version:
-            heads.append((head.created_at, path))
-    for _, path in sorted(heads, key=lambda h: h[0], reverse=True):
+            # Of runs made at one time, the whole one first: `merge` dates the merged run
+            # as its last shard.
+            whole = head.shard is None and head.limited_to is None
+            heads.append((head.created_at, whole, path))
+    for *_, path in sorted(heads, key=lambda h: (h[0], h[1]), reverse=True):
         try:
             run = read_run(path)
         except RunFileError:

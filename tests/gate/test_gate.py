@@ -578,6 +578,37 @@ def test_an_incomplete_candidate_is_inconclusive_unless_something_failed() -> No
     assert failed.reasons[0].startswith("significantly worse: broke 5")
 
 
+def test_a_candidate_of_part_of_the_suite_cannot_pass_it() -> None:
+    # `run --limit 5` or one shard: a verdict on the cases run, given as the suite's (it said
+    # "n = 5 paired" and nothing of the 138 others).
+    base, cand = sign_pair(same=200)
+    whole = decide(base, cand, policy())
+    assert whole.kind == "pass"
+    limited = decide(base, cand.model_copy(update={"limited_to": 200}), policy())
+    assert limited.kind == "inconclusive"
+    assert limited.reasons[0].startswith("the candidate ran part of the suite (--limit 200)")
+    shard = cand.model_copy(update={"shard": "1/2", "shard_of_sha256": digest("all")})
+    sharded = decide(base.model_copy(update={"limited_to": 300}), shard, policy())
+    assert [r.split(" (")[0] for r in sharded.reasons] == [
+        "the candidate ran part of the suite",
+        "the baseline ran part of the suite",
+    ]
+    assert "shard 1/2, 200 cases" in sharded.reasons[0]
+    # What it broke still fails it: those cases were run, and broke.
+    b, c = sign_pair(broken=10, same=190)
+    assert decide(b, c.model_copy(update={"limited_to": 200}), policy()).kind == "fail"
+
+
+def test_runs_of_two_suites_are_said_to_be() -> None:
+    base, cand = sign_pair(same=20)
+    v = decide(base.model_copy(update={"suite": "alpha"}), cand, policy())
+    assert any(
+        w.startswith("the baseline is a run of suite 'alpha' and the candidate of suite 'suite'")
+        for w in v.warnings
+    )
+    assert not any("run of suite" in w for w in decide(base, cand, policy()).warnings)
+
+
 def test_an_interrupted_candidate_is_inconclusive() -> None:
     base, cand = sign_pair(same=10)
     # Ctrl-C before the last 3 cases' calls: they were not run, which is not an error.
@@ -1229,3 +1260,12 @@ def test_grouped_power_counts_the_effective_units_the_baseline_measures() -> Non
     for v, units, effect in ((apart, 90, "1.00"), (together, 30, "3.00")):
         warning = next(w for w in v.warnings if w.startswith("underpowered"))
         assert f"with 30 groups ({units} effective units, design effect {effect})" in warning
+
+
+def test_one_paired_case_has_no_standard_error_and_says_so() -> None:
+    from evalgate.report.render import render_model
+
+    v = decide(*sign_pair(same=1), GatePolicy())
+    assert v.difference is not None and math.isnan(v.difference.se)
+    text = render_model("gate", v, "text")
+    assert "(SE n/a, 95% CI" in text and "nan" not in text

@@ -227,14 +227,17 @@ def test_merge_refuses_shards_of_different_runs(
 
 
 def test_merge_refuses_a_missing_shard(shards: list[Run]) -> None:
-    with pytest.raises(UserError, match=re.escape("shards of 3: missing [2]")) as caught:
+    with pytest.raises(UserError, match=re.escape("shard 2/3 missing")) as caught:
         merge_runs([shards[0], shards[2]])
-    assert caught.value.fix == "pass each shard exactly once"
+    assert caught.value.fix == "pass each shard of the run exactly once"
 
 
 def test_merge_refuses_a_duplicated_shard(shards: list[Run]) -> None:
-    with pytest.raises(UserError, match=re.escape("shards of 3: duplicated [2]")):
+    with pytest.raises(UserError, match=re.escape("shard 2/3 given twice")):
         merge_runs([*shards, shards[1]])
+    # Both at once, each named (it printed "missing [1]", a Python list, and no more).
+    with pytest.raises(UserError, match=re.escape("shard 2/3 given twice; shard 1/3 missing")):
+        merge_runs([shards[1], shards[1], shards[2]])
 
 
 def test_merge_refuses_a_run_that_is_not_a_shard(shards: list[Run]) -> None:
@@ -336,8 +339,8 @@ def test_cli_merge_errors_are_one_line_and_exit_2(bike_shop: Path, shards: list[
         path.write_text(run.model_dump_json(), encoding="utf-8")
         files.append(str(path))
     for argv, message in [
-        ([files[0], files[2]], "missing [2]"),
-        ([*files[:3], files[1]], "duplicated [2]"),
+        ([files[0], files[2]], "shard 2/3 missing"),
+        ([*files[:3], files[1]], "shard 2/3 given twice"),
         ([files[0], files[3], files[2]], "differ in prompt"),
     ]:
         code, out, err = cli("merge", *argv, "--config", config)
@@ -349,3 +352,25 @@ def test_cli_merge_errors_are_one_line_and_exit_2(bike_shop: Path, shards: list[
     with pytest.raises(SystemExit) as exited:
         cli("run", "v2", "--shard", "4/3", "--config", config)
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize("form", ["case-a-line", "one line"])
+def test_latest_is_the_merged_run_not_its_last_shard(
+    tmp_path: Path, shards: list[Run], form: str
+) -> None:
+    # merge dates the merged run as its last shard: at equal times `latest:` took the shard.
+    from evalgate.runs.schema import save_run
+
+    merged = merge_runs(shards)
+    last = max(shards, key=lambda r: r.created_at)
+    assert merged.created_at == last.created_at
+    state = tmp_path / ".evalgate"
+    folder = state / "runs"
+    folder.mkdir(parents=True)
+    for name, run in (("b-merged", merged), ("a-shard", last)):
+        if form == "one line":
+            (folder / f"{name}.json").write_text(run.model_dump_json(), encoding="utf-8")
+        else:
+            save_run(run.model_copy(update={"name": name}), state)
+    found = find_run(f"latest:{merged.prompt.name}", state)
+    assert found.shard is None and len(found.cases) == len(merged.cases)
