@@ -1269,3 +1269,14 @@ def test_one_paired_case_has_no_standard_error_and_says_so() -> None:
     assert v.difference is not None and math.isnan(v.difference.se)
     text = render_model("gate", v, "text")
     assert "(SE n/a, 95% CI" in text and "nan" not in text
+
+
+def test_a_broken_case_shows_each_answer_its_baseline_repeats_gave() -> None:
+    # The first repeat alone showed "baseline wrong, candidate wrong" for a broken case whose
+    # baseline passed 2 of 3 repeats.
+    v = decide(run([case("c000", "011")], name="baseline"), run([case("c000", "0")]), policy())
+    [broken] = v.broken
+    assert broken.baseline_answer == "right (2 of 3), wrong (1 of 3)"
+    assert broken.candidate_answer == "wrong"
+    steady = decide(run([case("c000", "111")], name="baseline"), run("0"), policy())
+    assert steady.broken[0].baseline_answer == "right"
