@@ -120,7 +120,7 @@ def _settle(
             )
             more = f"; about {needed} {v.unit}s would bring that under" if needed else " over"
             # The power model counts effective units (analysis.power): over groups, say so.
-            counted = f"{pm.n} {v.unit}s"
+            counted = f"{pm.n} {v.unit}" + ("" if pm.n == 1 else "s")
             if v.unit == "group":
                 counted += (
                     f" ({pm.effective_units:.0f} effective units, design effect "

@@ -89,14 +89,23 @@ def _check_suite(
     label = f"suite {name}"
     try:
         versions = loaded.prompt_files(suite)
-        for version in versions:
-            load_prompt(loaded, suite, version)
+        empty = sorted(v for v in versions if not load_prompt(loaded, suite, v).text.strip())
         ship = loaded.ship_version(suite)
     except UserError as exc:
         out.append(_from_error(f"{label}: prompts", exc))
     else:
         shown = ", ".join(sorted(versions))
         out.append(_ok(f"{label}: prompts", f"{len(versions)} version(s) load ({shown})"))
+        if empty:
+            # A run sends it as it is: no system prompt at all, scored like any other.
+            out.append(
+                _warn(
+                    f"{label}: prompts",
+                    f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty: a run "
+                    "sends no system prompt",
+                    "write the prompt, or remove the file if it is not a version",
+                )
+            )
         out.append(_ok(f"{label}: ship", f"pull requests and releases gate {ship}"))
     backends = _check_backends(loaded, label, suite, env)
     out += [finding for finding, _ in backends]

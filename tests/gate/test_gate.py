@@ -1269,6 +1269,7 @@ def test_one_paired_case_has_no_standard_error_and_says_so() -> None:
     assert v.difference is not None and math.isnan(v.difference.se)
     text = render_model("gate", v, "text")
     assert "(SE n/a, 95% CI" in text and "nan" not in text
+    assert "underpowered: with 1 case and" in text  # not "1 cases"
 
 
 def test_a_broken_case_shows_each_answer_its_baseline_repeats_gave() -> None:

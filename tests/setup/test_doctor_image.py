@@ -82,3 +82,15 @@ def test_doctor_warns_of_a_command_program_the_image_lacks(tmp_path: Path) -> No
     [finding] = [f for f in report["findings"] if f["check"].endswith(": image")]
     assert finding["status"] == "warn"
     assert "the command backend starts 'node'" in finding["message"]
+
+
+def test_doctor_warns_of_an_empty_prompt(tmp_path: Path) -> None:
+    # It passed, and `run` scored the empty prompt like any other.
+    init(tmp_path)
+    (tmp_path / "prompts" / "v2.txt").write_text("\n  \n", encoding="utf-8")
+    report = doctor.doctor(tmp_path, tmp_path / "evalgate.yml", env={})
+    [warned] = [f for f in report.findings if f.check.endswith(": prompts") and f.status == "warn"]
+    assert warned.message == "v2 is empty: a run sends no system prompt"
+    (tmp_path / "prompts" / "v2.txt").write_text("Answer.\n", encoding="utf-8")
+    again = doctor.doctor(tmp_path, tmp_path / "evalgate.yml", env={})
+    assert not [f for f in again.findings if f.check.endswith(": prompts") and f.status == "warn"]
