@@ -15,8 +15,8 @@ from evalgate.runs.schema import find_run
 
 def cmd_compare(ctx: Context) -> int:
     loaded = ctx.config()
-    a = find_run(ctx.args.a, loaded.state_dir)
-    b = find_run(ctx.args.b, loaded.state_dir)
+    a = find_run(ctx.args.a, loaded.state_dir, ctx.args.suite)
+    b = find_run(ctx.args.b, loaded.state_dir, ctx.args.suite)
     comparison = compare_runs(a, b)
     if getattr(ctx.args, "html", None):
         page = render_compare_html(a, b, comparison, price_as=price_as_for(loaded, b))

@@ -72,7 +72,7 @@ def _candidate(
 ) -> Run:
     """A candidate run by reference, or a prompt version of the suite run now."""
     try:
-        candidate = find_run(ref, loaded.state_dir)
+        candidate = find_run(ref, loaded.state_dir, ctx.args.suite)
     except RunFileError as exc:
         name, suite = loaded.suite(ctx.args.suite or (baseline.suite if baseline else None))
         versions = sorted(loaded.prompt_files(suite))
@@ -184,7 +184,7 @@ def cmd_gate(ctx: Context) -> int:
     base_runs = _folder_runs(ctx.args.baseline)
     cand_runs = _folder_runs(ctx.args.candidate)
     if base_runs is None:
-        base_runs = [find_run(ctx.args.baseline, loaded.state_dir)]
+        base_runs = [find_run(ctx.args.baseline, loaded.state_dir, ctx.args.suite)]
     if cand_runs is None:
         wanted = ctx.args.suite or (base_runs[0].suite if len(base_runs) == 1 else None)
         match = next((r for r in base_runs if r.suite == wanted), None)

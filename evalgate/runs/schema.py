@@ -458,6 +458,7 @@ class _RunHead(BaseModel):
 
     created_at: datetime
     prompt: PromptInfo
+    suite: str = ""
     shard: str | None = None
     limited_to: int | None = None
 
@@ -470,6 +471,7 @@ def _head(path: Path) -> _RunHead:
         return _RunHead(
             created_at=run.created_at,
             prompt=run.prompt,
+            suite=run.suite,
             shard=run.shard,
             limited_to=run.limited_to,
         )
@@ -478,7 +480,7 @@ def _head(path: Path) -> _RunHead:
         return _RunHead.model_validate_json(run_json(rest))
 
 
-def _newest(state_dir: Path, version: str) -> Run | None:
+def _newest(state_dir: Path, version: str, suite: str | None = None) -> Run | None:
     """The newest readable run (of prompt ``version``, when given), building only that one:
     each file's head is read first, and the files are tried newest first (the first of equals
     in name order, as ``max`` over ``iter_runs`` would pick)."""
@@ -490,6 +492,8 @@ def _newest(state_dir: Path, version: str) -> Run | None:
         try:
             head = _head(path)
         except (OSError, ValueError):
+            continue
+        if suite is not None and head.suite != suite:
             continue
         if not version or head.prompt.name == version:
             # Of runs made at one time, the whole one first: `merge` dates the merged run
@@ -522,9 +526,9 @@ def _not_foreign(path: Path) -> None:
         )
 
 
-def find_run(ref: str, state_dir: Path) -> Run:
+def find_run(ref: str, state_dir: Path, suite: str | None = None) -> Run:
     """A run by file path (a run file, or a killed run's journal), by name, by unique name
-    prefix, or ``latest:VERSION``."""
+    prefix, or ``latest:VERSION`` (of ``suite`` when it is given)."""
     path = Path(ref)
     if path.suffix == ".json" and path.exists():
         if path.is_file():
@@ -545,9 +549,16 @@ def find_run(ref: str, state_dir: Path) -> Run:
     candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if ref.startswith("latest:") or ref == "latest":
         version = ref.partition(":")[2]
-        latest = _newest(state_dir, version)
+        latest = _newest(state_dir, version, suite)
         if latest is not None:
             return latest
+        if suite is not None and _newest(state_dir, version) is not None:
+            raise RunFileError(
+                f"no saved run of prompt {version!r} in suite {suite!r}"
+                if version
+                else f"no saved run of suite {suite!r}",
+                fix=f"make one with `evalgate run {version or 'VERSION'} --suite {suite}`",
+            )
         prompts = sorted({r.prompt.name for _, r in iter_runs(state_dir)})
         close = did_you_mean(version, prompts) if version else None
         raise RunFileError(

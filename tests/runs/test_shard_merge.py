@@ -374,3 +374,23 @@ def test_latest_is_the_merged_run_not_its_last_shard(
             save_run(run.model_copy(update={"name": name}), state)
     found = find_run(f"latest:{merged.prompt.name}", state)
     assert found.shard is None and len(found.cases) == len(merged.cases)
+
+
+def test_latest_of_a_suite_is_a_run_of_that_suite(tmp_path: Path, shards: list[Run]) -> None:
+    # `gate --suite alpha --baseline latest:v1` took the newest v1 run of any suite.
+    from evalgate.errors import RunFileError
+    from evalgate.runs.schema import save_run
+
+    merged = merge_runs(shards)
+    state = tmp_path / ".evalgate"
+    older = merged.model_copy(update={"name": "alpha-run", "suite": "alpha"})
+    newer = merged.model_copy(
+        update={"name": "beta-run", "suite": "beta", "created_at": merged.created_at + timedelta(1)}
+    )
+    save_run(older, state)
+    save_run(newer, state)
+    version = merged.prompt.name
+    assert find_run(f"latest:{version}", state).suite == "beta"
+    assert find_run(f"latest:{version}", state, "alpha").suite == "alpha"
+    with pytest.raises(RunFileError, match=f"no saved run of prompt '{version}' in suite 'gamma'"):
+        find_run(f"latest:{version}", state, "gamma")
