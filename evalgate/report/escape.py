@@ -104,9 +104,11 @@ def inert(line: str) -> str:
     return _COMMAND.sub(lambda m: m.group() + " ", line)
 
 
-# What the runner reads as a workflow command in a line of a step's output: "::" at the start
-# of a line after any blanks, "##[" anywhere. A line ends at LF or at a lone CR (the runner
-# reads the output a line at a time, and its reader ends one at either).
+# What the runner reads as a workflow command in a line of a step's output, on stdout and
+# stderr alike: "::" at the start of a line after any blanks (ActionCommand.TryParseV2 trims
+# the line's start, then asks StartsWith("::")), "##[" anywhere (TryParse: IndexOf). A line
+# ends at LF, CRLF or a lone CR (the runner reads each with .NET's TextReader.ReadLine).
+# actions/runner, src/Runner.Common/ActionCommand.cs and src/Runner.Worker/Handlers/.
 _LEADING_COMMAND = re.compile(r"(?:^|(?<=\r))([^\S\n\r]*:)(?=:)|#(?=#\[)", re.MULTILINE)
 
 Printed = Literal["text", "markdown", "json", "stream"]

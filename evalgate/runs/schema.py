@@ -468,13 +468,7 @@ def _head(path: Path) -> _RunHead:
     lines = _lines(_inflated(path))
     try:
         run = _by_line(lines, head_only=True)
-        return _RunHead(
-            created_at=run.created_at,
-            prompt=run.prompt,
-            suite=run.suite,
-            shard=run.shard,
-            limited_to=run.limited_to,
-        )
+        return _RunHead.model_validate(run, from_attributes=True)
     except _NotByLine as exc:
         rest = b"".join([exc.args[0], b"\n", *lines])
         return _RunHead.model_validate_json(run_json(rest))
