@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from evalgate.analysis.best_of import simulate_best_of
 from evalgate.analysis.continuous import paired_permutation_test
 from evalgate.analysis.intervals import PairedDifference, paired_difference, standard_error
+from evalgate.analysis.margin import difference_interval
 from evalgate.analysis.sign_test import sign_test_two_sided
 from evalgate.analysis.summary import Rate
 from evalgate.runs.schema import Run
@@ -136,10 +137,14 @@ def audit(
     cand_scores = [c.score or 0.0 for _, c in pairs]
     base_scores = [b.score or 0.0 for b, _ in pairs]
     groups = [c.group or c.id for _, c in pairs]
-    gain = paired_difference(cand_scores, base_scores, groups if any(groups) else None)
+    clusters = groups if any(groups) else None
+    binary = all(s in (0.0, 1.0) for s in cand_scores + base_scores)
+    gain = paired_difference(cand_scores, base_scores, clusters)
+    # The score interval, as the gate's (it does not shrink to a point when nothing changed).
+    low, high = difference_interval(base_scores, cand_scores, clusters, binary)
+    gain = gain.model_copy(update={"low": low, "high": high})
     better = sum(1 for x, y in zip(base_scores, cand_scores, strict=True) if y > x)
     worse = sum(1 for x, y in zip(base_scores, cand_scores, strict=True) if y < x)
-    binary = all(s in (0.0, 1.0) for s in cand_scores + base_scores)
     if binary:
         p = sign_test_two_sided(better, worse)
         test = "exact two-sided sign test"

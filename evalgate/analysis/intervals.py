@@ -107,7 +107,9 @@ def mean_and_se(
 
 
 class PairedDifference(BaseModel):
-    """Mean of candidate - baseline per case, its SE and a normal confidence interval."""
+    """Mean of candidate - baseline per case, its SE and a confidence interval: the normal one
+    from :func:`paired_difference`, or in a verdict the gate's score interval, which does not
+    shrink to a point when nothing changed (gate.routes._difference_interval)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -112,6 +112,64 @@ def t_upper_drop(
     return float(min(1.0, max(-1.0, -mean + q * se)))
 
 
+def upper_drop(
+    base: Sequence[float],
+    cand: Sequence[float],
+    groups: Sequence[str] | None,
+    binary: bool,
+    alpha: float,
+    correction: float = TANGO_CORRECTION,
+) -> tuple[float, str]:
+    """The one-sided ``1 - alpha`` upper bound on the paired drop ``mean(base - cand)``, and
+    the method's name: the bound the gate's pass needs (docs/statistics.md). ``base[i]`` and
+    ``cand[i]`` are case i's scores (its pass rates over repeats, for pass/fail); ``groups``
+    one label per case when cases of a group move together."""
+    diffs = [float(c) - float(b) for b, c in zip(base, cand, strict=True)]
+    if not binary:
+        # A t bound alone passes two identical scores (SE 0). Scores in [0, 1] give d² <= |d|,
+        # so Tango's bound on the summed losses and gains bounds the variance from above too:
+        # the larger of the two is kept.
+        losses = sum(max(0.0, -d) for d in diffs)
+        gains = sum(max(0.0, d) for d in diffs)
+        how = "cluster-robust t bound" if groups else "t bound"
+        bound = max(
+            t_upper_drop(diffs, groups, alpha),
+            tango_upper_drop(losses, gains, len(diffs), alpha, correction),
+        )
+        return bound, f"the larger of the {how} and Tango's score bound on the score changes"
+    # Expected discordant pairs between one random baseline and one random candidate draw.
+    b = sum(x * (1.0 - y) for x, y in zip(base, cand, strict=True))
+    c = sum(y * (1.0 - x) for x, y in zip(base, cand, strict=True))
+    bound = tango_upper_drop(b, c, len(diffs), alpha, correction)
+    if groups is None:
+        return bound, "Tango's score bound"
+    # Cases of one scenario move together: the bound must hold at the group level too.
+    return max(bound, t_upper_drop(diffs, groups, alpha)), (
+        "the larger of Tango's score bound and the cluster-robust t bound"
+    )
+
+
+def difference_interval(
+    base: Sequence[float],
+    cand: Sequence[float],
+    groups: Sequence[str] | None,
+    binary: bool,
+    confidence: float = 0.95,
+    correction: float = TANGO_CORRECTION,
+) -> tuple[float, float]:
+    """The two-sided ``confidence`` interval on the paired difference ``mean(cand - base)``:
+    :func:`upper_drop` on the drop and on the gain (the two sides' roles swapped), one-sided
+    at half the rest each. With the bound's own continuity shift (the default) its lower end
+    is never inside a drop the bound at ``1 - confidence`` has not ruled out;
+    ``correction=0`` gives Tango's own interval for pass/fail pairs. Unlike mean ± q·SE it
+    does not shrink to a point when nothing changed."""
+    check_probability("confidence", confidence)
+    tail = (1.0 - confidence) / 2.0
+    low = -upper_drop(base, cand, groups, binary, tail, correction)[0]
+    high = upper_drop(cand, base, groups, binary, tail, correction)[0]
+    return low, high
+
+
 def cases_to_rule_out(broken: float, fixed: float, n: int, margin: float, alpha: float) -> int:
     """Cases that would make :func:`tango_upper_drop` fall below ``margin`` at the same rates.
 

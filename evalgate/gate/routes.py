@@ -11,7 +11,7 @@ from typing import Literal
 
 from evalgate.analysis import power as power_model
 from evalgate.analysis.conditional import conditional_test_worse
-from evalgate.analysis.margin import t_upper_drop, tango_upper_drop
+from evalgate.analysis.margin import difference_interval, upper_drop
 from evalgate.analysis.multiplicity import holm_adjust
 from evalgate.analysis.noise import NoiseFloor, detectable_drop
 from evalgate.analysis.run_permutation import run_permutation_test_worse
@@ -94,28 +94,17 @@ def _continuous_p(diffs: Sequence[float], policy: GatePolicy) -> float:
 
 def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -> tuple[float, str]:
     """The one-sided ``1 - alpha`` upper bound on the drop, and the method's name."""
-    diffs = [p.diff for p in pairs]
     groups = [p.group() for p in pairs] if unit == "group" else None
-    if not binary:
-        # A t bound alone passes two identical scores (SE 0). Scores in [0, 1] give d² <= |d|,
-        # so Tango's bound on the summed losses and gains bounds the variance from above too:
-        # the larger of the two is kept.
-        losses = sum(max(0.0, -d) for d in diffs)
-        gains = sum(max(0.0, d) for d in diffs)
-        how = "cluster-robust t bound" if groups else "t bound"
-        bound = max(
-            t_upper_drop(diffs, groups, alpha), tango_upper_drop(losses, gains, len(diffs), alpha)
-        )
-        return bound, f"the larger of the {how} and Tango's score bound on the score changes"
-    # Expected discordant pairs between one random baseline and one random candidate draw.
-    b = sum(p.base_score * (1.0 - p.cand_score) for p in pairs)
-    c = sum(p.cand_score * (1.0 - p.base_score) for p in pairs)
-    bound = tango_upper_drop(b, c, len(pairs), alpha)
-    if groups is None:
-        return bound, "Tango's score bound"
-    # Cases of one scenario move together: the bound must hold at the group level too.
-    return max(bound, t_upper_drop(diffs, groups, alpha)), (
-        "the larger of Tango's score bound and the cluster-robust t bound"
+    return upper_drop(
+        [p.base_score for p in pairs], [p.cand_score for p in pairs], groups, binary, alpha
+    )
+
+
+def _difference_interval(pairs: Sequence[_Pair], binary: bool, unit: str) -> tuple[float, float]:
+    """The 95% interval on the paired difference the report shows (margin.difference_interval)."""
+    groups = [p.group() for p in pairs] if unit == "group" else None
+    return difference_interval(
+        [p.base_score for p in pairs], [p.cand_score for p in pairs], groups, binary
     )
 
 

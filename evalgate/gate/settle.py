@@ -14,7 +14,7 @@ from evalgate.analysis.multiplicity import weighted_holm
 from evalgate.analysis.search import CASES_CAP
 from evalgate.config.models import GatePolicy
 from evalgate.gate.pairing import _Pair
-from evalgate.gate.routes import _drop_bound, _mde, _units_for
+from evalgate.gate.routes import _difference_interval, _drop_bound, _mde, _units_for
 from evalgate.gate.verdict import Verdict, VerdictKind, _pct, _rate
 
 
@@ -32,9 +32,11 @@ def _bounds(
     base_scores = [p.base_score for p in pairs]
     cand_scores = [p.cand_score for p in pairs]
     bound, method = _drop_bound(pairs, binary, unit, policy.alpha)
+    difference = paired_difference(cand_scores, base_scores, groups if unit == "group" else None)
+    low, high = _difference_interval(pairs, binary, unit)
     numbers: dict[str, object] = dict(
         candidate_accuracy=_rate(cand_scores),
-        difference=paired_difference(cand_scores, base_scores, groups if unit == "group" else None),
+        difference=difference.model_copy(update={"low": low, "high": high}),
         drop_bound=bound,
         bound_method=method,
     )
