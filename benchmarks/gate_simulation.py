@@ -503,11 +503,39 @@ class GridCell:
     # Baselines in which no group of several cases flipped: their design effect is not measured
     # and the model counts each group as one unit (analysis.power).
     unmeasured: int = 0
+    # The same pull requests split by whether the baseline measured its design effect (grouped
+    # structures only): their fails, and the summed prediction (a mean once the cell is done).
+    measured_count: Count = field(default_factory=lambda: Count())
+    measured_predicted: float = 0.0
+    unmeasured_count: Count = field(default_factory=lambda: Count())
+    unmeasured_predicted: float = 0.0
 
     @property
     def difference(self) -> float:
         """Predicted minus simulated, in points."""
         return 100 * (self.predicted - self.count.hits / self.count.n)
+
+    @property
+    def measured_difference(self) -> float | None:
+        """Predicted minus simulated over the pull requests whose baseline measured its design
+        effect, in points (``None`` when none did)."""
+        c = self.measured_count
+        return 100 * (self.measured_predicted - c.hits / c.n) if c.n else None
+
+    def fitting_values(self, within: float) -> tuple[float, float] | None:
+        """The one power stated for every unmeasured baseline of this cell (their inputs to the
+        power model are the same: no case flips, so f = 0 and no design effect) that would put
+        the cell's predicted - simulated within ``within`` points, as an interval of powers
+        in [0, 1], the rest of the cell's predictions as they are; ``None`` when there are no
+        unmeasured baselines."""
+        share = self.unmeasured_count.n / self.count.n
+        if share == 0.0:
+            return None
+        rest = (1.0 - share) * self.measured_predicted
+        sim = self.count.hits / self.count.n
+        low = (sim - within / 100 - rest) / share
+        high = (sim + within / 100 - rest) / share
+        return max(0.0, low), min(1.0, high)
 
 
 def _grid_suite(rng: np.random.Generator, n: int, structure: str, flip: float) -> Suite:
@@ -596,7 +624,15 @@ def grid_cell(
             independent = power_model.power(cell.n, f, cell.drop, level, r, k)
             stated = (stated + independent) / 2.0
         predicted += stated
+        if grouped and measured is None:
+            cell.unmeasured_count.add(p_value <= level)
+            cell.unmeasured_predicted += stated
+        elif grouped:
+            cell.measured_count.add(p_value <= level)
+            cell.measured_predicted += stated
     cell.predicted = predicted / sims
+    cell.measured_predicted /= max(1, cell.measured_count.n)
+    cell.unmeasured_predicted /= max(1, cell.unmeasured_count.n)
 
 
 def power_grid_table(
@@ -628,18 +664,72 @@ def print_power_grid(cells: Sequence[GridCell]) -> float:
     """The grid as a Markdown table; returns the largest |predicted - simulated| in points."""
     print(
         "| n | groups | f | R | K | drop | predicted | simulated (95% Wilson interval) "
-        "| predicted − simulated | baselines with no group flipping |"
+        "| predicted − simulated | where the design effect was measured: predicted − simulated "
+        "| where no group flipped: baselines, predicted, simulated |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for c in cells:
         r, k = c.draws
-        unmeasured = f"{c.unmeasured}/{c.count.n}" if c.structure != "groups of 1" else ""
+        measured = unmeasured = ""
+        if c.structure != "groups of 1":
+            if c.measured_difference is not None:
+                measured = f"{c.measured_difference:+.1f}"
+            u = c.unmeasured_count
+            unmeasured = f"{u.n}/{c.count.n}"
+            if u.n:
+                unmeasured += f", {100 * c.unmeasured_predicted:.1f}%, {100 * u.hits / u.n:.1f}%"
         print(
             f"| {c.n} | {c.structure} | {c.flip:g} | {r} | {k} | {100 * c.drop:g} "
             f"| {100 * c.predicted:.1f}% | {rate_cell(c.count)} | {c.difference:+.1f} "
-            f"| {unmeasured} |"
+            f"| {measured} | {unmeasured} |"
         )
     return max((abs(c.difference) for c in cells), default=0.0)
+
+
+def measured_worst(cells: Sequence[GridCell], least: int = 200) -> float:
+    """The largest |predicted - simulated| over the pull requests whose baseline measured its
+    design effect (cells of groups of 1 whole), over cells with at least ``least`` of them."""
+    worst = 0.0
+    for c in cells:
+        if c.structure == "groups of 1":
+            worst = max(worst, abs(c.difference))
+        elif c.measured_count.n >= least and c.measured_difference is not None:
+            worst = max(worst, abs(c.measured_difference))
+    return worst
+
+
+def unfittable(cells: Sequence[GridCell], within: float = 5.0) -> list[str]:
+    """Settings (n, f, R, K, drop) at which no one stated power for the baselines where no
+    group flips puts both the cell of groups moving together and the skewed cell within
+    ``within`` points: those baselines give the power model the same inputs in both
+    structures (no case flips), so any rule that reads what it reads states one number for
+    both."""
+    by_setting: dict[tuple[int, float, tuple[int, int], float], dict[str, GridCell]] = {}
+    for c in cells:
+        by_setting.setdefault((c.n, c.flip, c.draws, c.drop), {})[c.structure] = c
+    out = []
+    for (n, f, (r, k), drop), group in by_setting.items():
+        pair = [group.get("groups of 3, together"), group.get("groups of 3, hard (skewed)")]
+        if any(c is None for c in pair):
+            continue
+        fits = [c.fitting_values(within) for c in pair if c is not None]
+        if any(v is None for v in fits):
+            continue
+        low = max(v[0] for v in fits if v is not None)
+        high = min(v[1] for v in fits if v is not None)
+        if low > high:
+            a, b = (_span(v) for v in fits)
+            out.append(
+                f"n={n} f={f:g} R={r} K={k} drop {100 * drop:g}: groups moving together need "
+                f"{a}, the skewed {b}"
+            )
+    return out
+
+
+def _span(values: tuple[float, float] | None) -> str:
+    assert values is not None
+    low, high = values
+    return f"{100 * low:.1f}-{100 * high:.1f}%" if low <= high else "none (no value fits)"
 
 
 def with_scenario_churn(rng: np.random.Generator, suite: Suite) -> np.ndarray:
@@ -1221,6 +1311,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         worst = print_power_grid(cells)
         print(f"\nlargest |predicted - simulated|: {worst:.1f} points (target <= 5)")
+        print(
+            "largest where the design effect was measured (cells with 200 or more such "
+            f"pull requests): {measured_worst(cells):.1f} points"
+        )
+        for line in unfittable(cells):
+            print(f"no one power for the baselines where no group flips fits both: {line}")
         print(f"\n{time.perf_counter() - started:.0f} s")
         return 0 if worst <= 5.0 else 1
     elif args.margin is not None:

@@ -12,7 +12,7 @@ from evalgate.analysis.intervals import wilson_interval
 from evalgate.analysis.pricing import Usage, cost, uncached_cost
 from evalgate.limits import MATRIX_COLUMNS, NO_ANSWER, OTHER, label
 from evalgate.runs.resume import UNSENT
-from evalgate.runs.schema import CaseResult, Outcome, Run
+from evalgate.runs.schema import PASS_AT, CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
 
@@ -162,8 +162,10 @@ def _label(value: object) -> str:
 
 def _confusion(scored: list[CaseResult]) -> Confusion:
     """Expected labels by answers, each shortened, at most MATRIX_COLUMNS answer columns: the
-    expected labels first, then the commonest other answers, the rest counted as (other)."""
-    pairs = [(label(c.expected), label(c.answer)) for c in scored]
+    expected labels first, then the commonest other answers, the rest counted as (other).
+    Every repeat's answer is counted, as the accuracy counts every repeat's score (the first
+    repeat alone could show a case the run passes 2 of 3 times as never answered right)."""
+    pairs = [(label(c.expected), label(o.answer)) for c in scored for o in c.outcomes]
     expected = sorted({e for e, _ in pairs})
     common = [a for a, _ in Counter(a for _, a in pairs).most_common() if a not in expected]
     kept = [e for e in expected if any(a == e for _, a in pairs)] + common
@@ -220,7 +222,7 @@ def _failed(cases: list[CaseResult], show: int) -> list[FailedCase]:
                 split=c.split,
                 outcome="wrong" if error is None else "error",
                 expected=expected_label(c.expected),
-                answer=_label(c.answer),
+                answer=c.answered(),
                 reason=c.message() if error is None else error,
                 error_kind=kind,
                 reply=c.outcomes[0].text if error is None and c.answer is None else None,
@@ -310,12 +312,15 @@ def _worst(
     return WorstCategory(
         category=low.category,
         accuracy=low.accuracy,
-        answered_as=Counter(label(c.answer) for c in wrong).most_common(),
+        # Every failing repeat's answer: what the category was taken for, call by call.
+        answered_as=Counter(
+            label(o.answer) for c in wrong for o in c.outcomes if (o.score or 0.0) < PASS_AT
+        ).most_common(),
         wrong=[
             WrongCase(
                 id=c.id,
                 expected=expected_label(c.expected),
-                answer=label(c.answer),
+                answer=c.answered(),
                 message=c.message(),
             )
             for c in wrong[:examples]

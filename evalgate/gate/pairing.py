@@ -4,7 +4,7 @@ run totals for the group-level test."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -13,7 +13,6 @@ from evalgate.analysis.conditional import MatchedSet
 from evalgate.analysis.run_permutation import Block
 from evalgate.config.models import GatePolicy
 from evalgate.gate.verdict import PairedCase, _Findings, _pct
-from evalgate.limits import label
 from evalgate.runs.schema import PASS_AT, CaseResult, Outcome, Run
 from evalgate.trajectory import expected_label
 
@@ -97,26 +96,14 @@ class _Pair:
         return self.cand.group or self.cand.id
 
 
-def answered(case: CaseResult) -> str:
-    """What a run answered a case: its answer, or, when its repeats answered differently, each
-    answer with how many of them gave it, most given first ("billing (2 of 3), other (1 of 3)"):
-    the first repeat alone could show a case the baseline passed on the whole as answered as
-    wrongly as the candidate."""
-    given = Counter(label(o.answer) for o in case.outcomes if o.error is None)
-    if len(given) <= 1:
-        return label(case.answer)
-    total = sum(given.values())
-    return ", ".join(f"{answer} ({n} of {total})" for answer, n in given.most_common())
-
-
 def _paired(base: CaseResult | None, cand: CaseResult, pair: _Pair | None = None) -> PairedCase:
     return PairedCase(
         id=cand.id,
         category=cand.category,
         group=cand.group,
         expected=expected_label(cand.expected),
-        baseline_answer=answered(base) if base else "",
-        candidate_answer=answered(cand),
+        baseline_answer=base.answered() if base else "",
+        candidate_answer=cand.answered(),
         baseline_score=pair.base_score if pair else (base.score if base else None),
         candidate_score=pair.cand_score if pair else cand.score,
         message=cand.message(),

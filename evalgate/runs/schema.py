@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.compact import Compact, cycles_uncollected
 from evalgate.errors import RunFileError, did_you_mean, from_validation
-from evalgate.limits import MESSAGE, excerpt
+from evalgate.limits import MESSAGE, excerpt, label
 from evalgate.redact import RedactedError, RedactedReply
 from evalgate.trajectory import Step
 
@@ -100,6 +101,17 @@ class CaseResult(Compact):
     @property
     def answer(self) -> str | None:
         return self.outcomes[0].answer
+
+    def answered(self) -> str:
+        """What the run answered: the answer, or, when the repeats answered differently, each
+        answer with how many of them gave it, most given first ("billing (2 of 3), other (1 of
+        3)"): the first repeat alone could show a case the run passed on the whole as answered
+        wrongly."""
+        given = Counter(label(o.answer) for o in self.outcomes if o.error is None)
+        if len(given) <= 1:
+            return label(self.answer)
+        total = sum(given.values())
+        return ", ".join(f"{answer} ({n} of {total})" for answer, n in given.most_common())
 
     @property
     def flipped(self) -> bool:

@@ -190,3 +190,30 @@ def test_stop_reasons_and_cut_off_replies(make_case: CaseFactory, make_run: RunF
     summary = summarise(make_run(cases))
     assert summary.stop_reasons == [("max_tokens", 2), ("end_turn", 1)]
     assert summary.cut_off == ["b", "c"]
+
+
+def test_repeats_are_counted_one_by_one(make_case: CaseFactory, make_run: RunFactory) -> None:
+    # Three repeats a case. The accuracy counts every repeat's score, so the answers do too:
+    # the first repeat alone showed q1 (right once in three) as answered like b1 (right twice).
+    cases = [
+        make_case("b1", "booking", ["booking", "booking", "quote"]),
+        make_case("q1", "quote", ["booking", "booking", "quote"]),
+        make_case("o1", "other", ["other"] * 3),
+    ]
+    summary = summarise(make_run(cases, repeats=3))
+    # (2/3 + 1/3 + 3/3) / 3 cases.
+    assert summary.accuracy.rate == pytest.approx(2 / 3)
+    confusion = summary.confusion
+    assert confusion is not None
+    assert confusion.expected == ["booking", "other", "quote"]
+    assert confusion.answers == ["booking", "other", "quote"]
+    # Nine answers: booking 2 right + 1 quote; other 3 right; quote 2 booking + 1 right.
+    assert confusion.counts == [[2, 0, 1], [0, 3, 0], [2, 0, 1]]
+    assert [(f.id, f.answer) for f in summary.failed] == [
+        ("q1", "booking (2 of 3), quote (1 of 3)")
+    ]
+    worst = summary.worst
+    assert worst is not None and worst.category == "quote"
+    # What the failing repeats answered: booking twice (the right repeat is not a wrong answer).
+    assert worst.answered_as == [("booking", 2)]
+    assert worst.wrong[0].answer == "booking (2 of 3), quote (1 of 3)"
