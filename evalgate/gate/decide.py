@@ -162,7 +162,10 @@ def decide(baseline: Run | None, candidate: Run, policy: GatePolicy) -> Verdict:
         noise=noise,
         routes=_route_tests(routes, policy),
         baseline_accuracy=_rate([p.base_score for p in pairs]),
-        power_model=PowerModel(
+        # No pair, no power: the MDE at n = 0 would read "100.0 points".
+        power_model=None
+        if not pairs
+        else PowerModel(
             n=n_units,
             cases=len(pairs),
             design_effect=_design_effect(pairs, unit, groups),

@@ -38,6 +38,7 @@ from evalgate.cli import main
 from evalgate.config.models import GatePolicy
 from evalgate.gate.decide import decide
 from evalgate.gate.verdict import Verdict
+from evalgate.report.render import render_model
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile
@@ -577,6 +578,19 @@ def test_an_incomplete_candidate_is_inconclusive_unless_something_failed() -> No
     failed = decide(base, cand, policy())
     assert failed.kind == "fail"
     assert failed.reasons[0].startswith("significantly worse: broke 5")
+
+
+def test_a_candidate_with_every_case_errored_states_no_power() -> None:
+    # Nothing paired, nothing tested: the report said "MDE 100.0 points at n = 0".
+    base = run(" ".join(["11"] * 30), name="baseline")
+    cand = run([case(f"c{i:03d}", "1", error="529 overloaded") for i in range(30)])
+    v = decide(base, cand, policy(tolerance=0.05))
+    assert v.kind == "inconclusive"
+    assert "no case could be paired with the baseline" in v.reasons
+    assert (v.n_tested, v.mde, v.power_model) == (0, None, None)
+    assert not any(w.startswith("underpowered") for w in v.warnings)
+    text = render_model("gate", v, "text")
+    assert "MDE" not in text and "100.0 points" not in text
 
 
 def test_a_candidate_of_part_of_the_suite_cannot_pass_it() -> None:
