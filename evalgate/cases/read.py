@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -65,8 +66,13 @@ def hash_cases(cases: Iterable[Case]) -> str:
     return digest.hexdigest()
 
 
-# One encoder for every record (json.dumps builds one a call when given options).
-_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# One encoder for every record (json.dumps builds one a call when given options). NaN and
+# the infinities are refused: JSON has no such number (RFC 8259, sec. 6), Python's reader takes
+# NaN and 1e400 all the same, and a run file, the model's request and the case's hash would
+# each have held it differently (null, "nan", NaN).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+)
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -432,12 +438,34 @@ def _hash_or_explain(record: dict[str, Any], case_id: str, where: str) -> str:
         try:
             record_hash({key: value})
         except (TypeError, ValueError, RecursionError) as exc:
+            number = _non_finite(value)
+            if number is not None:
+                raise CaseFileError(
+                    f"field {key!r} of case {case_id!r} holds {number}, which is no JSON "
+                    "number (NaN, an infinity, or a number too large for a float)",
+                    where=where,
+                    fix="write it as a string, or as a finite number",
+                ) from None
             raise CaseFileError(
                 f"field {key!r} of case {case_id!r} is not plain JSON data ({exc})",
                 where=where,
                 fix="use strings, numbers, booleans, lists and objects; quote dates",
             ) from None
     raise CaseFileError(f"case {case_id!r} is not plain JSON data", where=where)
+
+
+def _non_finite(value: Any) -> float | None:
+    """The first NaN or infinity in a value, through its lists and objects, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else value
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _non_finite(item)
+            if found is not None:
+                return found
+    return None
 
 
 def read_case_bytes(path: Path) -> bytes:

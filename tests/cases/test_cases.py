@@ -202,6 +202,23 @@ BAD_JSONL = [
         1,
         ["field 'message'", "not plain JSON"],
     ),
+    # No JSON number: Python's reader takes them (and 1e400 as an infinity); the model was sent
+    # "nan" and the run file kept null.
+    *(
+        (
+            f"number-{name}",
+            '{"id": "b", "category": "x", "message": "hi", "n": ' + text + "}\n",
+            1,
+            ["field 'n'", f"holds {shown}", "no JSON number"],
+        )
+        for name, text, shown in [
+            ("nan", "NaN", "nan"),
+            ("infinity", "Infinity", "inf"),
+            ("minus-infinity", "-Infinity", "-inf"),
+            ("overflow", "1e400", "inf"),
+            ("nested", '{"a": [1, NaN]}', "nan"),
+        ]
+    ),
 ]
 
 
@@ -281,6 +298,8 @@ BAD_YAML = [
         ["field 'message'", "bytes"],
     ),
     ("int-key", "- {id: a, category: x, message: hi, 7: seven}\n", ":1", ["non-string key 7"]),
+    ("nan", "- {id: a, category: x, message: .nan}\n", ":1", ["field 'message'", "holds nan"]),
+    ("infinity", "- {id: a, category: x, message: -.inf}\n", ":1", ["holds -inf"]),
     ("deep", "[" * 1000 + "\n", "", ["nested too deeply"]),
     ("long-int", "- {id: a, category: x, message: " + "1" * 5000 + "}\n", "", ["4300 digits"]),
     ("self-reference", "- &a {id: a, category: x, message: [*a]}\n", ":1", ["field 'message'"]),
