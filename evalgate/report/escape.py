@@ -15,6 +15,7 @@ import re
 import shlex
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
+from unicodedata import category
 
 if TYPE_CHECKING:
     import regex
@@ -70,9 +71,19 @@ def _mark(match: re.Match[str] | regex.Match[str]) -> str:
     return f"<U+{ord(match.group()):04X}>"
 
 
+# The general categories an invisible character can have: Cc and Cf, and those of the
+# default-ignorable code points outside them (Unicode's DerivedCoreProperties.txt derives the
+# property from Other_Default_Ignorable_Code_Point, in Mn, Lo and Cn, and the variation
+# selectors, in Mn). Text whose other characters are all of other categories (the en dash and
+# the arrows of a report, accented letters, symbols) needs no more than its ASCII controls
+# checked, and no regex module (13 ms to import); tests/report/test_escaping.py holds the
+# standard library's categories to the regex module's sets, code point by code point.
+_MAY_HIDE = frozenset({"Cc", "Cf", "Mn", "Lo", "Cn"})
+
+
 def visible(text: str) -> str:
     """The text with every invisible or direction-changing character shown as <U+XXXX>."""
-    if text.isascii():
+    if text.isascii() or not any(category(ch) in _MAY_HIDE for ch in set(text) if not ch.isascii()):
         return _ASCII_INVISIBLE.sub(_mark, text)
     return _invisible().sub(_mark, text)
 

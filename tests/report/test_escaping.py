@@ -193,6 +193,24 @@ def test_every_control_and_format_character_is_shown() -> None:
         )
 
 
+def test_the_fast_path_skips_no_invisible_character() -> None:
+    # visible() leaves text whose non-ASCII characters are of no category an invisible one can
+    # have to the ASCII check alone. Two sources of Unicode data meet there: the standard
+    # library's categories and the regex module's sets. Every code point the first calls safe
+    # must be one the second does not show, and one visible() leaves as it is.
+    from evalgate.report.escape import _MAY_HIDE, _invisible, visible
+
+    pattern = _invisible()
+    safe = [c for c in range(0x80, 0x110000) if unicodedata.category(chr(c)) not in _MAY_HIDE]
+    assert len(safe) > 100_000
+    hiding = [f"U+{c:04X}" for c in safe if pattern.fullmatch(chr(c))]
+    assert hiding == []
+    # One of each kind on the fast path, and beside an invisible one on the other.
+    text = "– → × é ½ ★ €"
+    assert visible(text) == text
+    assert visible(text + "\u202e") == text + "<U+202E>"
+
+
 @pytest.mark.parametrize("payload", PAYLOADS, ids=[p["id"] for p in PAYLOADS])
 def test_payloads_render_as_their_own_text(cmark: str, payload: dict[str, str]) -> None:
     check_markdown(cmark, payload["text"])
