@@ -141,7 +141,15 @@ def estimate_run(
         output_tokens = round(
             sum(per.get(c.id, mean) * k for c, k in zip(cases, sends, strict=True))
         )
-        output_method = f"the baseline's measured replies ({baseline.name if baseline else ''})"
+        measured = sum(1 for c in cases if c.id in per)
+        part = (
+            ""
+            if measured == len(cases)
+            else f": {measured} of {len(cases)} cases measured, the rest at the baseline's mean"
+        )
+        output_method = (
+            f"the baseline's measured replies ({baseline.name if baseline else ''}{part})"
+        )
     if suite.tools:
         notes.append("agent cases make a call a step: only each case's first call is counted")
     if suite.scorer.kind == "judge":

@@ -85,7 +85,14 @@ def test_the_estimate_matches_the_run_it_estimates(
     assert est.input_tokens == real.usage.input_tokens
     assert real.cost is not None and est.usd is not None
     assert abs(est.usd - real.cost) <= 0.25 * real.cost
-    assert est.output_method.startswith("the baseline's measured replies")
+    assert est.output_method == f"the baseline's measured replies ({baseline.name})"
+    # A baseline of part of the suite (`run --limit 10`) measured part of the replies: said.
+    limited = baseline.model_copy(update={"cases": baseline.cases[:10], "limited_to": 10})
+    part = estimate_run(spec, loaded.root, counter=None, baseline=limited, offline=False)
+    assert part.output_method == (
+        f"the baseline's measured replies ({baseline.name}: 10 of 40 cases measured, the "
+        "rest at the baseline's mean)"
+    )
 
 
 def test_a_cached_system_prompt_is_estimated_as_written_once_and_read_after(
