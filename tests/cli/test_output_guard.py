@@ -8,6 +8,7 @@ fake model's alias, which the suite's own rules file sets) in the runner's older
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -48,8 +49,6 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def cli(root: Path, *argv: str) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
-    import contextlib
-
     with contextlib.redirect_stderr(err):
         main([*argv, "--config", str(root / "evalgate.yml")], out=out, err=err)
     return out.getvalue(), err.getvalue()
@@ -93,6 +92,28 @@ def test_a_run_prints_the_case_it_quotes_inert(suite: Path, runs: tuple[str, str
     assert "add-mask::FAIL" in out  # the case is listed, its id shown, and inert
     assert commands_in(out) == [] and commands_in(err) == []
     assert "\u001b" not in out and "\u202e" not in out
+
+
+@pytest.mark.parametrize("form", ["text", "markdown", "json"])
+def test_a_merge_prints_the_shards_cases_inert(suite: Path, form: str, tmp_path: Path) -> None:
+    # docs/scaling.md runs the shards and their merge on a pull request's content.
+    shards = []
+    for shard in ("1/2", "2/2"):
+        out, _ = cli(suite, "run", "v1", "--shard", shard, "--json")
+        shards.append(json.loads(out)["run"])
+    merged = tmp_path / "m.json"
+    out, err = cli(
+        suite, "merge", *shards, "--output", str(merged), "--format", form, "--show", "200"
+    )
+    assert out.strip()
+    assert commands_in(out) == [], out
+    assert commands_in(err) == [], err
+    if form == "json":
+        assert "add-mask::FAIL" in json.dumps(json.loads(out))
+        return
+    assert "add-mask::FAIL" in out  # the case is listed, its id shown, and inert
+    for raw in ("\u001b", "\u202e", "\u0007"):
+        assert raw not in out, (raw, out)
 
 
 def test_json_escapes_keep_the_text() -> None:
