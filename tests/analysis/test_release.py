@@ -332,9 +332,9 @@ def test_the_reports_show_the_trend_the_reading_and_the_chart() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith(("| r1 ", "| r2 ", "| r3 "))]
     assert [row.split(" | ")[0] for row in rows] == ["| r3", "| r2", "| r1"]
     assert [row.split(" | ")[-1] for row in rows] == [
-        "20 pt (± 6) |",
-        "10 pt (± 6) |",
-        "1 pt (± 6) |",
+        "20.0 pt (± 5.5) |",
+        "10.0 pt (± 5.5) |",
+        "1.0 pt (± 5.5) |",
     ]
     assert f"```mermaid\n{report.mermaid}\n```" in markdown
     assert f"**Reading:** {READINGS['overfitting']}" in markdown
