@@ -25,7 +25,11 @@ and gate.decide_pull_request, as the action does. Rows, each with a 95% Wilson i
 simulated baseline's flip rate and design effect) beside the paired test's simulated power, over
 groups of 1, of 3 flipping independently and of 3 flipping together, f = 0.05 and 0.09, (R, K) =
 (2, 1), (3, 1), (2, 2) and two drops a size, with the largest difference (target 5 points)
-and how many baselines had no group flipping (their design effect unmeasured);
+and how many baselines had no group flipping (their design effect unmeasured); each cell is
+split by that too (predicted - simulated where the design effect was measured; the stated and
+the simulated power where it was not), and the settings are named at which no one stated power
+for the unmeasured baselines, which give the power model the same inputs in both structures,
+puts both the cell of groups moving together and the skewed cell within 5 points;
 ``--known-design-effect`` predicts with each structure's true design effect instead;
 ``--halfway-when-unmeasured`` tries the rule the gate does not use for a baseline where no group
 of several cases flips: the mean of the powers with groups moving together and with cases

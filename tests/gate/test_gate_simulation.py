@@ -126,3 +126,27 @@ def test_the_diffuse_drop_ceiling_by_hand() -> None:
     assert diffuse_ceiling(0.921, 1.0, 0.045) == pytest.approx(0.921, abs=1e-9)
     assert diffuse_ceiling(0.921, 0.5, 0.045) == pytest.approx(0.800, abs=1e-3)
     assert diffuse_ceiling(0.921, 0.6, 0.045) == pytest.approx(0.840, abs=1e-3)
+
+
+def test_the_one_power_that_would_fit_both_structures_by_hand() -> None:
+    from benchmarks.gate_simulation import Count, GridCell, unfittable
+
+    def cell(structure: str, hits: int, measured: float, unmeasured: int) -> GridCell:
+        c = GridCell(40, structure, 0.05, (2, 1), 0.15, count=Count(hits, 1000))
+        c.unmeasured_count = Count(0, unmeasured)
+        c.measured_predicted = measured
+        return c
+
+    # 200 of 1,000 baselines measure nothing: the cell's prediction is 0.8 * 0.30 + 0.2 * x,
+    # within 5 points of 0.25 when x is in (0.25 - 0.05 - 0.24) / 0.2 = -0.2 (so 0) to
+    # (0.25 + 0.05 - 0.24) / 0.2 = 0.3.
+    together = cell("groups of 3, together", 250, 0.30, 200)
+    low, high = together.fitting_values(5.0) or (None, None)
+    assert (low, high) == (pytest.approx(0.0), pytest.approx(0.3))
+    # 100 of 1,000 at 0.9 * 0.70 + 0.1 * x against 0.75: x in 0.7 to 1.7 (so 1).
+    skewed = cell("groups of 3, hard (skewed)", 750, 0.70, 100)
+    assert skewed.fitting_values(5.0) == (pytest.approx(0.7), pytest.approx(1.0))
+    # 0-30% and 70-100% do not meet: that setting is named; at 50 points they do.
+    assert len(unfittable([together, skewed], 5.0)) == 1
+    assert "0.0-30.0%" in unfittable([together, skewed], 5.0)[0]
+    assert unfittable([together, skewed], 50.0) == []
