@@ -137,7 +137,8 @@ def audit(
     cand_scores = [c.score or 0.0 for _, c in pairs]
     base_scores = [b.score or 0.0 for b, _ in pairs]
     groups = [c.group or c.id for _, c in pairs]
-    clusters = groups if any(groups) else None
+    # Clustered only when cases carry scenario groups (a case alone is its own group).
+    clusters = groups if any(c.group for _, c in pairs) else None
     binary = all(s in (0.0, 1.0) for s in cand_scores + base_scores)
     gain = paired_difference(cand_scores, base_scores, clusters)
     # The score interval, as the gate's (it does not shrink to a point when nothing changed).

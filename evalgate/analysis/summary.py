@@ -163,8 +163,8 @@ def _label(value: object) -> str:
 def _confusion(scored: list[CaseResult]) -> Confusion:
     """Expected labels by answers, each shortened, at most MATRIX_COLUMNS answer columns: the
     expected labels first, then the commonest other answers, the rest counted as (other).
-    Every repeat's answer is counted, as the accuracy counts every repeat's score (the first
-    repeat alone could show a case the run passes 2 of 3 times as never answered right)."""
+    Every repeat's answer is counted, so the counts sum to the scored calls (the first repeat
+    alone could show a case the run passes 2 of 3 times as never answered right)."""
     pairs = [(label(c.expected), label(o.answer)) for c in scored for o in c.outcomes]
     expected = sorted({e for e, _ in pairs})
     common = [a for a, _ in Counter(a for _, a in pairs).most_common() if a not in expected]
@@ -222,7 +222,7 @@ def _failed(cases: list[CaseResult], show: int) -> list[FailedCase]:
                 split=c.split,
                 outcome="wrong" if error is None else "error",
                 expected=expected_label(c.expected),
-                answer=c.answered(),
+                answer=c.answered(_label),
                 reason=c.message() if error is None else error,
                 error_kind=kind,
                 reply=c.outcomes[0].text if error is None and c.answer is None else None,

@@ -10,7 +10,7 @@ import gzip
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -102,14 +102,16 @@ class CaseResult(Compact):
     def answer(self) -> str | None:
         return self.outcomes[0].answer
 
-    def answered(self) -> str:
+    def answered(self, name: Callable[[object], str] = label) -> str:
         """What the run answered: the answer, or, when the repeats answered differently, each
         answer with how many of them gave it, most given first ("billing (2 of 3), other (1 of
         3)"): the first repeat alone could show a case the run passed on the whole as answered
-        wrongly."""
-        given = Counter(label(o.answer) for o in self.outcomes if o.error is None)
-        if len(given) <= 1:
-            return label(self.answer)
+        wrongly. ``name`` shows one answer (shortened, by default)."""
+        given = Counter(name(o.answer) for o in self.outcomes if o.error is None)
+        if len(given) == 1:
+            return next(iter(given))
+        if not given:
+            return name(self.answer)
         total = sum(given.values())
         return ", ".join(f"{answer} ({n} of {total})" for answer, n in given.most_common())
 

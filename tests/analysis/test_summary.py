@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from evalgate.analysis.summary import p95, summarise
-from evalgate.runs.schema import CaseResult, Run
+from evalgate.runs.schema import CaseResult, Outcome, Run
 
 CaseFactory = Callable[..., CaseResult]
 RunFactory = Callable[..., Run]
@@ -217,3 +217,16 @@ def test_repeats_are_counted_one_by_one(make_case: CaseFactory, make_run: RunFac
     # What the failing repeats answered: booking twice (the right repeat is not a wrong answer).
     assert worst.answered_as == [("booking", 2)]
     assert worst.wrong[0].answer == "booking (2 of 3), quote (1 of 3)"
+
+
+def test_what_a_case_answered_skips_its_errored_repeats(make_case: CaseFactory) -> None:
+    case = make_case("b1", "booking", ["booking", "booking"])
+    errored = Outcome(error="529 overloaded", error_kind="server")
+    first_failed = case.model_copy(update={"outcomes": [errored, *case.outcomes]})
+    # The first repeat's answer is none; what the repeats that answered gave is "booking".
+    assert first_failed.answered() == "booking"
+    assert case.model_copy(update={"outcomes": [errored]}).answered() == "(none)"
+    # Shown whole when asked (the run report's JSON), shortened by default (the comment).
+    long = make_case("b2", "booking", ["x" * 60, "y"])
+    assert long.answered(str) == f"{'x' * 60} (1 of 2), y (1 of 2)"
+    assert len(long.answered()) < len(long.answered(str))

@@ -906,6 +906,17 @@ def test_accuracies_have_wilson_intervals_and_the_difference_its_se() -> None:
     assert c.rate - b.rate == pytest.approx(d.mean)  # same cases on both sides
 
 
+def test_the_difference_has_a_clustered_se_when_cases_carry_groups() -> None:
+    # Groups g1 (differences -1, -1) and g2 (0, +1): mean -0.25; residuals -0.75, -0.75, 0.25,
+    # 1.25; cluster sums -1.5 and 1.5; SE = sqrt(2/(2-1) * (2.25 + 2.25)) / 4 = 0.75.
+    groups = {"a": "g1", "b": "g1", "c": "g2", "d": "g2"}
+    base = run([case(i, "0" if i == "d" else "1", group=g) for i, g in groups.items()], name="b")
+    cand = run([case(i, "1" if i in "cd" else "0", group=g) for i, g in groups.items()])
+    v = decide(base, cand, policy())
+    assert v.difference is not None
+    assert (v.difference.mean, v.difference.se) == (pytest.approx(-0.25), pytest.approx(0.75))
+
+
 def test_the_difference_interval_is_tangos_score_interval() -> None:
     # Fagerland, Lydersen & Laake (2014, Stat Med 33:2850, "Recommended tests and confidence
     # intervals for paired binomial proportions", Table V): 1 discordant pair one way, 7 the
@@ -913,31 +924,51 @@ def test_the_difference_interval_is_tangos_score_interval() -> None:
     # broken and 7 fixed: the candidate's gain 6 / 21, the same interval negated.
     base = run([case(f"c{i:02d}", "1" if i < 1 or i >= 8 else "0") for i in range(21)], name="b")
     cand = run([case(f"c{i:02d}", "0" if i < 1 else "1") for i in range(21)])
-    scores = [[c.outcomes[0].score for c in r.cases] for r in (base, cand)]
-    tango = difference_interval(*scores, None, binary=True, correction=0.0)
-    assert tango == pytest.approx((0.0260, 0.5172), abs=1e-4)
-    # The report's interval keeps the bound's continuity shift: wider on both sides.
     v = decide(base, cand, policy())
     assert v.difference is not None and v.difference.mean == pytest.approx(6 / 21)
-    assert v.difference.low < tango[0] and v.difference.high > tango[1]
+    assert (v.difference.low, v.difference.high) == pytest.approx((0.0260, 0.5172), abs=1e-4)
 
 
 def test_nothing_changed_is_not_a_zero_width_interval() -> None:
-    # No case changed of n, the numerator shifted by g: Tango's Z(D) = (g - n D) / sqrt(n D
-    # (1 - D)) is -z at the larger root of (n + z²) D² - (2 g + z²) D + g² / n = 0 (by hand:
-    # square both sides). g = 1.25, z = 1.96, n = 143: 4.1 points. The normal interval there
-    # was "+0.0 to +0.0", a certainty 143 cases cannot give.
+    # No case changed of n: Tango's Z(D) = -n D / sqrt(n D (1 - D)) is -z at D = z² / (n + z²)
+    # (by hand: square both sides, n² D² = z² n D (1 - D)); 2.6 points at n = 143. The normal
+    # interval there was "+0.0 to +0.0", a certainty 143 cases cannot give.
     base = run(" ".join(["1"] * 100 + ["0"] * 43), name="baseline")
     cand = run(" ".join(["1"] * 100 + ["0"] * 43))
     v = decide(base, cand, policy())
     assert v.difference is not None and (v.difference.mean, v.difference.se) == (0.0, 0.0)
-    n, g, z = 143, 1.25, Z95
-    a, b, c = n + z * z, -(2 * g + z * z), g * g / n
-    width = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
+    width = Z95**2 / (143 + Z95**2)
     assert (v.difference.low, v.difference.high) == pytest.approx((-width, width))
-    assert round(100 * width, 1) == 4.1
-    # Never inside what the one-sided 95% bound rules out (the same statistic at 97.5%).
-    assert v.drop_bound is not None and -v.difference.low > v.drop_bound
+    assert round(100 * width, 1) == 2.6
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.5, 1.0, 1 / 3, 2 / 3, 0.25]),
+            st.sampled_from([0.0, 0.5, 1.0, 1 / 3, 2 / 3, 0.25]),
+            st.integers(0, 3),
+        ),
+        min_size=2,
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_the_difference_interval_holds_its_mean_and_turns_over_with_the_sides(
+    rows: list[tuple[float, float, int]], grouped: bool
+) -> None:
+    # Every branch (pass/fail or scores, over cases or groups): the interval holds the mean,
+    # stays in [-1, 1], and swapping the prompts negates it end for end.
+    base = [b for b, _, _ in rows]
+    cand = [c for _, c, _ in rows]
+    groups = [f"g{g}" for _, _, g in rows] if grouped else None
+    binary = all(x in (0.0, 1.0) for x in base + cand)
+    low, high = difference_interval(base, cand, groups, binary)
+    mean = sum(c - b for b, c in zip(base, cand, strict=True)) / len(rows)
+    assert -1.0 <= low <= mean + 1e-9 and mean - 1e-9 <= high <= 1.0
+    back = difference_interval(cand, base, groups, binary)
+    assert back == pytest.approx((-high, -low), abs=1e-9)
 
 
 def test_the_accuracies_cover_the_same_cases_as_the_difference() -> None:
