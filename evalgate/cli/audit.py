@@ -12,7 +12,7 @@ from evalgate.cases.holdout import (
     reads_of,
 )
 from evalgate.cli.context import EXIT_OK, Context
-from evalgate.cli.options import Subcommands, positive
+from evalgate.cli.options import Subcommands, positive, share
 from evalgate.errors import UserError
 from evalgate.report.render import render
 from evalgate.running.suite import (
@@ -62,8 +62,10 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     audit_.add_argument("candidate", help="the searched prompt version")
     audit_.add_argument("--baseline", required=True, help="the prompt version it replaces")
-    audit_.add_argument("--fitted-score", type=float, help="the score the search reported")
-    audit_.add_argument("--baseline-fitted-score", type=float, help="the baseline's tuning score")
+    audit_.add_argument("--fitted-score", type=share, help="the score the search reported, 0 to 1")
+    audit_.add_argument(
+        "--baseline-fitted-score", type=share, help="the baseline's tuning score, 0 to 1"
+    )
     audit_.add_argument("--searched", type=positive, help="how many candidates were tried")
     audit_.add_argument("--tuning-cases", type=positive, help="cases the search selected on")
     audit_.add_argument(

@@ -57,6 +57,19 @@ def positive(text: str) -> int:
     return value
 
 
+def share(text: str) -> float:
+    """A score or a share: a finite number in [0, 1] ("0.93", not the percent "93")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(
+            f"{text} is outside 0 to 1: write a score as a share (0.93 for 93%)"
+        )
+    return value
+
+
 def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:

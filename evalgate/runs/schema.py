@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +28,11 @@ SCHEMA_VERSION: Literal[1] = 1
 PASS_AT = 0.5
 
 
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
 class Outcome(Compact):
     """One call for one case: the reply and how it scored (or the error that stopped it)."""
 
@@ -35,22 +40,25 @@ class Outcome(Compact):
 
     text: RedactedReply | None = None
     answer: str | None = None
-    score: float | None = None
+    # A run file is read from an artefact or a pull request's state folder: a score outside
+    # [0, 1] (a percent, NaN) would be counted as that many passes, and a negative count or
+    # time would be subtracted from the cost. Each is refused where the file is read.
+    score: Score | None = None
     format_ok: bool | None = None
     reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-    latency_s: float = 0.0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_write_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    latency_s: Seconds = 0.0
     stop_reason: str | None = None
     error: RedactedError | None = None
     error_kind: str | None = None
     attempts: int = 1
     cached: bool = False
-    judge_calls: int = 0
-    judge_input_tokens: int = 0
-    judge_output_tokens: int = 0
+    judge_calls: Count = 0
+    judge_input_tokens: Count = 0
+    judge_output_tokens: Count = 0
     # An agent case's steps: every model call, its tool calls, their inputs and results.
     steps: list[Step] | None = None
 

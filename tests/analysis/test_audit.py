@@ -9,6 +9,7 @@ within 0.002 of both.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -302,6 +303,22 @@ def holdout_secrets() -> list[str]:
     held = [c for c in load_suite_cases(loaded, suite).cases if c.split == "holdout"]
     assert len(held) > 50
     return [c.id for c in held] + [str(c.input["message"]) for c in held]
+
+
+@pytest.mark.parametrize("score", ["93", "-0.1", "nan", "high"])
+def test_a_fitted_score_that_is_no_share_is_refused_before_any_read(
+    bike_shop: Path, score: str
+) -> None:
+    # "93" (a percent) was read as 9300% and spent two holdout reads on the report.
+    ledger = bike_shop / ".evalgate" / "holdout-ledger.jsonl"
+    argv = ["audit", "v3", "--baseline", "v2", "--fitted-score", score, *SEARCH]
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as caught, contextlib.redirect_stderr(err):
+        cli(*argv, "--config", str(bike_shop / "evalgate.yml"))
+    assert caught.value.code == 2
+    said = err.getvalue()
+    assert "--fitted-score" in said and ("outside 0 to 1" in said or "not a number" in said)
+    assert not ledger.exists() or read_ledger(ledger) == []
 
 
 def test_audit_end_to_end_on_the_example(bike_shop: Path) -> None:

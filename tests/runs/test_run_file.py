@@ -231,3 +231,46 @@ def test_telling_a_run_file_from_foreign_results_reads_its_head_only(
     promptfoo.write_text(json.dumps({"evalId": "e1", "results": {"results": rows}}))
     assert promptfoo.stat().st_size > 1 << 16
     assert is_foreign(promptfoo)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("score", 40.0, "cases.1.outcomes.0.score: should be at most 1.0 (found 40.0)"),
+        ("score", -0.5, "cases.1.outcomes.0.score: should be at least 0.0"),
+        ("score", float("nan"), "cases.1.outcomes.0.score"),
+        ("input_tokens", -1000, "cases.1.outcomes.0.input_tokens: should be at least 0"),
+        ("latency_s", float("inf"), "cases.1.outcomes.0.latency_s"),
+    ],
+    ids=["percent-score", "negative-score", "nan-score", "negative-tokens", "infinite-latency"],
+)
+def test_an_outcome_out_of_range_is_a_run_file_error(
+    tmp_path: Path,
+    cli: Callable[..., CliResult],
+    make_run: Callable[..., Run],
+    make_case: Callable[..., CaseResult],
+    field: str,
+    value: float,
+    words: str,
+) -> None:
+    # A run file is read from an artefact or a state folder a pull request can write. A score
+    # of 40 was counted as 40 passes (a traceback: "successes must be in [0, n]"), NaN as a
+    # traceback too, and both exited 1, a failed gate's code.
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root)
+    config = str(root / "evalgate.yml")
+    base = save_run(make_run(cases=many(make_case, 5)), tmp_path / "a")
+    data = json.loads(base.read_text(encoding="utf-8"))
+    data["cases"][1]["outcomes"][0][field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RunFileError) as caught:
+        read_run(bad)
+    assert str(caught.value).startswith(f"{bad}: ") and words in str(caught.value)
+    for argv in (["report", str(bad)], ["gate", "--baseline", str(base), "--candidate", str(bad)]):
+        code, out, err = cli(*argv, "--config", config, "--json")
+        assert code == 2, (argv, out, err)
+        assert "Traceback" not in err
+        error = json.loads(out)["error"]
+        assert (error["kind"], error["exit_code"]) == ("RunFileError", 2)
+        assert str(bad) in error["message"] and f"outcomes.0.{field}" in error["message"]
