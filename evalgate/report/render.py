@@ -7,6 +7,7 @@ it cannot ping people, open HTML, break tables or forge a marker.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 import jinja2
@@ -83,6 +84,17 @@ def log(text: object) -> str:
     return escape(str(text), "log")
 
 
+# Line breaks by str.splitlines() (LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS).
+_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def line(text: object) -> str:
+    """Untrusted text kept whole on one line of plain text (an id, a category): each line
+    break shown as <U+XXXX>, so one record never reads as two; the output door shows the other
+    invisible characters and breaks workflow commands (escape.printed)."""
+    return _BREAKS.sub(lambda m: f"<U+{ord(m.group()):04X}>", str(text))
+
+
 def _capped(text: str) -> str:
     return text if len(text) <= limits.VALUE else limits.excerpt(text, limits.VALUE)
 
@@ -118,6 +130,7 @@ def _environment() -> jinja2.Environment:
         code=code,
         shell=shell,
         log=log,
+        line=line,
         duration=duration,
     )
     env.globals.update(version=__version__, offline_note=OFFLINE_NOTE, interval=interval)

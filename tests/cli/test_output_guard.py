@@ -90,6 +90,9 @@ def test_no_quoted_text_starts_a_workflow_command_or_acts_on_a_terminal(
 def test_a_run_prints_the_case_it_quotes_inert(suite: Path, runs: tuple[str, str]) -> None:
     out, err = cli(suite, "run", "v1", "--no-save", "--show", "200")
     assert "add-mask::FAIL" in out  # the case is listed, its id shown, and inert
+    # On one line: its line breaks shown, so the record never reads as two.
+    listed = [line for line in out.splitlines() if "add-mask::FAIL" in line]
+    assert len(listed) == 1 and listed[0].lstrip().startswith("WRONG c1<U+000A>::add-mask")
     assert commands_in(out) == [] and commands_in(err) == []
     assert "\u001b" not in out and "\u202e" not in out
 
