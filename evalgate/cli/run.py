@@ -19,7 +19,7 @@ from evalgate.cli.options import (
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import UserError
 from evalgate.runs.resume import unsent
-from evalgate.runs.schema import Run, find_run, save_run
+from evalgate.runs.schema import Run, find_run, resumed_journal, save_run
 
 if TYPE_CHECKING:
     from evalgate.analysis.summary import RunSummary
@@ -46,6 +46,8 @@ def cmd_run(ctx: Context) -> int:
         )
         return estimate.print_estimate(ctx, loaded, ctx.args.suite, ctx.args.version, None, options)
     resume = find_run(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
+    # A killed run's journal, by its path or its run's name, goes once the run is saved whole.
+    journal = resumed_journal(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
     run = ctx.run_version(
         loaded,
         ctx.args.suite or (resume.suite if resume else ctx.args.suite),
@@ -64,8 +66,8 @@ def cmd_run(ctx: Context) -> int:
     if not ctx.args.no_save:
         path = save_run(run, loaded.state_dir)
         ctx.write(f"saved {run.name} to {path}\n", err=True)
-        if resume is not None and Path(ctx.args.resume).suffix == ".jsonl":
-            Path(ctx.args.resume).unlink(missing_ok=True)  # the journal's outcomes are saved
+        if journal is not None:
+            journal.unlink(missing_ok=True)  # the journal's outcomes are saved
     return run_exit(ctx, run)
 
 

@@ -542,9 +542,23 @@ def _not_foreign(path: Path) -> None:
         )
 
 
+def resumed_journal(ref: str, state_dir: Path) -> Path | None:
+    """The killed run's journal :func:`find_run` reads for ``ref``, if it reads one."""
+    from evalgate.runs.journal import journal_path
+
+    path = Path(ref)
+    if path.suffix == ".jsonl" and path.exists():
+        return path
+    if (path.suffix == ".json" and path.exists()) or (runs_dir(state_dir) / f"{ref}.json").exists():
+        return None
+    journal = journal_path(state_dir, ref)
+    return journal if journal.is_file() else None
+
+
 def find_run(ref: str, state_dir: Path, suite: str | None = None) -> Run:
-    """A run by file path (a run file, or a killed run's journal), by name, by unique name
-    prefix, or ``latest:VERSION`` (of ``suite`` when it is given)."""
+    """A run by file path (a run file, or a killed run's journal), by name (a saved run's, or
+    a killed run's journal's), by unique name prefix, or ``latest:VERSION`` (of ``suite`` when
+    it is given)."""
     path = Path(ref)
     if path.suffix == ".json" and path.exists():
         if path.is_file():
@@ -558,6 +572,13 @@ def find_run(ref: str, state_dir: Path, suite: str | None = None) -> Run:
     exact = folder / f"{ref}.json"
     if exact.exists():
         return read_run(exact)
+    from evalgate.runs.journal import journal_path, read_journal
+
+    journal = journal_path(state_dir, ref)
+    if journal.is_file():
+        # A killed run has no run file: its journal under its name (what a report of it says
+        # to resume, `evalgate run VERSION --resume NAME`).
+        return read_journal(journal)
     if path.is_file():
         # A file by any other name (a downloaded artefact saved as `baseline`, say).
         _not_foreign(path)

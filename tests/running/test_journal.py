@@ -25,7 +25,7 @@ from evalgate.running.execute import Progress
 from evalgate.running.suite import run_suite
 from evalgate.runs.journal import journal_dir, read_journal
 from evalgate.runs.resume import unsent
-from evalgate.runs.schema import iter_runs
+from evalgate.runs.schema import find_run, iter_runs
 from tests.support.messages_server import STAND_IN_MODEL, Knobs, MessagesServer
 
 CASES = 40
@@ -80,6 +80,10 @@ def test_a_killed_run_keeps_its_outcomes_and_resumes_with_the_rest(
     assert paid - 3 <= len(kept) <= paid
     assert all(o.score is not None and o.error is None for o in kept)
     assert len(unsent(run)) == CASES - len(kept)
+    # Its report says how to resume it by name, and the name finds the journal.
+    code, out, err = cli("report", str(path), "--config", str(loaded.path))
+    assert f"`evalgate run v2 --resume {run.name}` sends only those" in out, out + err
+    assert find_run(run.name, loaded.state_dir).name == run.name
 
     # A later run names the journal and how to resume it; a gate reads it as incomplete.
     keys = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.url}
@@ -102,7 +106,7 @@ def test_a_killed_run_keeps_its_outcomes_and_resumes_with_the_rest(
         "--config",
         str(loaded.path),
         "--resume",
-        str(path),
+        run.name,  # as the report said
         env={"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.url},
     )
     assert code == 0, err
