@@ -17,7 +17,8 @@ class Differences:
 
     # Both are of one prompt version whose text was edited between them: (sha a, sha b).
     prompt_edited: tuple[str, str] | None
-    # The cases differ (their keyed digest); the case files whose hashes differ, by name.
+    # The case files differ (or, for runs that name none, the cases' keyed digest); the case
+    # files whose hashes differ, by name.
     cases_changed: bool
     case_files: tuple[str, ...]
     # Another backend or model: ("backend/name" of a, of b).
@@ -45,7 +46,11 @@ def differences(a: Run, b: Run) -> Differences:
             if a.prompt.name == b.prompt.name and a.prompt.sha256 != b.prompt.sha256
             else None
         ),
-        cases_changed=a.cases_sha256 != b.cases_sha256,
+        # By the files where both runs name theirs: a run of part of the suite (--limit, a
+        # shard, a release's dev and holdout) digests other cases from the same files.
+        cases_changed=bool(changed)
+        if a.case_files and b.case_files
+        else a.cases_sha256 != b.cases_sha256,
         case_files=tuple(sorted({name for name, _ in changed})),
         model=None if same_model else (model(a), model(b)),
         settings_changed=same_model

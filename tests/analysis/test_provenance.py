@@ -34,6 +34,17 @@ def test_other_cases_name_the_files_that_changed(make_run: RunFactory) -> None:
     assert d.cases_changed and d.case_files == ("cases.jsonl",)
 
 
+def test_a_run_of_part_of_the_same_files_has_the_same_cases(make_run: RunFactory) -> None:
+    # `run --limit 20`, a shard or a release (dev and holdout) digests other cases from the
+    # same files: compare warned "the case files differ" naming none.
+    part = make_run(cases_sha256=sha("twenty of them"), limited_to=20)
+    d = differences(make_run(), part)
+    assert not d.cases_changed and d.case_files == ()
+    # Runs that name no files (results of another harness) are told apart by their cases.
+    foreign = make_run(case_files={}, cases_sha256=sha("theirs"))
+    assert differences(make_run(case_files={}), foreign).cases_changed
+
+
 def test_another_model_is_not_also_other_settings(make_run: RunFactory) -> None:
     d = differences(make_run(), make_run(model={"name": "other", "max_tokens": 9}))
     assert d.model == ("fake/fake-classifier", "fake/other")
