@@ -8,6 +8,7 @@ never moves an existing case, since each case's side depends only on its own gro
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections import Counter, defaultdict
@@ -72,7 +73,14 @@ def not_input(fields: Fields | None) -> frozenset[str]:
 
 
 def input_text(case: Case, skip: frozenset[str] = frozenset()) -> str:
-    return " ".join(str(v) for k, v in case.input.items() if k not in skip)
+    """What a case gives the model: its input fields and, for an agent case, the turns before
+    the last (two conversations that end alike but differ earlier are two cases) and what its
+    tools answer."""
+    parts = [str(v) for k, v in case.input.items() if k not in skip]
+    parts += [f"{m.get('role', '')}: {m.get('content', '')}" for m in case.messages]
+    if case.fixtures:
+        parts.append(json.dumps(case.fixtures, sort_keys=True, ensure_ascii=False, default=str))
+    return " ".join(parts)
 
 
 def shingles(text: str, size: int) -> frozenset[str]:

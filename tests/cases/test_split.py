@@ -205,6 +205,19 @@ def test_identical_inputs_are_found_when_every_field_is_input() -> None:
     assert kinds([dev, held], fields=every_field) == {"identical_input": ["d1=h1"]}
 
 
+def test_conversations_that_differ_before_their_last_turn_are_two_cases() -> None:
+    # The bundled support-agent example: the same last message after other earlier turns
+    # (another order number) was a "LEAK", and `split` and `doctor` failed on it.
+    agent = Fields(input=["message"], messages="history")
+    earlier = [{"role": "user", "content": "order A4359"}, {"role": "assistant", "content": "ok"}]
+    other = [{"role": "user", "content": "order A4396"}, {"role": "assistant", "content": "ok"}]
+    dev = make("d1", "Where is it now?", split="dev", fields=agent, history=earlier)
+    held = make("h1", "Where is it now?", split="holdout", fields=agent, history=other)
+    assert kinds([dev, held]) == {}
+    same = make("h2", "where is it now", split="holdout", fields=agent, history=earlier)
+    assert kinds([dev, same]) == {"identical_input": ["d1=h2"]}
+
+
 WORDS = [
     "alpha",
     "bravo",
