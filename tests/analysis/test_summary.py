@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from evalgate.analysis.summary import p95, summarise
+from evalgate.report.render import render_model
 from evalgate.runs.schema import CaseResult, Outcome, Run
 
 CaseFactory = Callable[..., CaseResult]
@@ -217,6 +218,10 @@ def test_repeats_are_counted_one_by_one(make_case: CaseFactory, make_run: RunFac
     # What the failing repeats answered: booking twice (the right repeat is not a wrong answer).
     assert worst.answered_as == [("booking", 2)]
     assert worst.wrong[0].answer == "booking (2 of 3), quote (1 of 3)"
+    # The text report says what its counts count.
+    text = render_model("run", summary, "text")
+    assert "answered instead as: booking 2 (every failing repeat counted)" in text
+    assert "columns: answered; every repeat counted" in text
 
 
 def test_what_a_case_answered_skips_its_errored_repeats(make_case: CaseFactory) -> None:
