@@ -168,6 +168,7 @@ def _gate(
         policy,
         [*more, *dropped_notes(foreign), *notes],
         (baseline_name, str(foreign.path)),
+        frozenset(foreign.left_out),
     )
     repo = runner.env.get("GITHUB_REPOSITORY", "OWNER/REPO")
     relative = _relative(foreign.path, runner.workspace)

@@ -88,7 +88,12 @@ def cmd_gate_foreign(ctx: Context) -> int:
         policy = GatePolicy()
         notes.append(defaults_line(policy, config))
     verdict = decide_foreign(
-        baseline, candidate, policy, notes, (ctx.args.baseline, ctx.args.candidate)
+        baseline,
+        candidate,
+        policy,
+        notes,
+        (ctx.args.baseline, ctx.args.candidate),
+        frozenset(second.left_out),
     )
     _print(ctx, verdict, baseline, candidate)
     if verdict.kind == "fail":

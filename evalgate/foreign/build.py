@@ -64,6 +64,9 @@ class ForeignRun:
     # Records left out, by reason (a case that cannot be paired is counted, never dropped
     # silently).
     dropped: dict[str, int] = field(default_factory=dict)
+    # The identities of records left out that have one (a skipped test): not "missing" from
+    # the other side's pairing, which counts them apart.
+    left_out: set[str] = field(default_factory=set)
     # What the reader had to decide that the gate says (one line each).
     notes: list[str] = field(default_factory=list)
 
@@ -82,8 +85,10 @@ class ForeignRun:
         else:
             known.outcomes.append(outcome)
 
-    def drop(self, reason: str) -> None:
+    def drop(self, reason: str, ident: str | None = None) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        if ident is not None:
+            self.left_out.add(ident)
 
     def run(self) -> Run:
         if not self.cases:

@@ -38,9 +38,12 @@ def decide_foreign(
     policy: GatePolicy,
     notes: list[str],
     names: tuple[str, str],
+    left_out: frozenset[str] = frozenset(),
 ) -> Verdict:
     """The verdict, with ``notes`` and what the pairing left out among its warnings; ``names``
-    (baseline, candidate) name the files when nothing pairs, which is an error."""
+    (baseline, candidate) name the files when nothing pairs, which is an error. ``left_out``:
+    the candidate's records its reader left out by identity (a skipped test), which ``notes``
+    count already and the baseline-only count does not count again."""
     if baseline is not None and not set(baseline.by_id()) & set(candidate.by_id()):
         raise RunFileError(
             f"no case of {names[1]} pairs with one of {names[0]} "
@@ -49,6 +52,10 @@ def decide_foreign(
             fix="gate two runs of the same tests (the same files, vars and descriptions)",
         )
     verdict = decide(baseline, candidate, policy)
+    if left_out:
+        # Counted once, as what the reader left out, not again as missing from the candidate.
+        kept = [case for case in verdict.only_baseline if case not in left_out]
+        verdict = verdict.model_copy(update={"only_baseline": kept})
     lines = [*notes, *_unpaired(verdict, candidate)]
     return verdict.model_copy(update={"warnings": [*lines, *verdict.warnings]})
 

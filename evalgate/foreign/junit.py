@@ -75,7 +75,7 @@ def read(path: Path, data: bytes) -> ForeignRun:
             run.drop("test cases without a name")
             continue
         if case.find("skipped") is not None:
-            run.drop("skipped test cases")
+            run.drop("skipped test cases", ident)
             continue
         own = _properties(case)
         found = ForeignCase(

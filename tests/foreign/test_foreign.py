@@ -664,3 +664,24 @@ def test_a_mistyped_path_beside_results_is_not_a_file_not_a_run(tmp_path: Path) 
     missing = tmp_path / "cnadidate.json"
     code, _, err = cli("gate", "--baseline", str(results), "--candidate", str(missing))
     assert code == 2 and "is not a file" in err and "evalgate run" not in err, err
+
+
+def test_a_skipped_candidate_test_is_counted_once(tmp_path: Path) -> None:
+    # One test skipped in the candidate and one renamed: it said "skipped test cases (1)" and
+    # "2 cases are in the baseline only", the skipped one counted twice.
+    cases = "".join(f'<testcase classname="t" name="c{i}"/>' for i in range(30))
+    base = tmp_path / "a.xml"
+    base.write_text(f"<testsuite>{cases}</testsuite>")
+    changed = cases.replace(
+        '<testcase classname="t" name="c3"/>',
+        '<testcase classname="t" name="c3"><skipped message="no key"/></testcase>',
+    ).replace('name="c7"/>', 'name="c7-renamed"/>')
+    cand = tmp_path / "b.xml"
+    cand.write_text(f"<testsuite>{changed}</testsuite>")
+    _, out, _ = cli("gate", "--baseline", str(base), "--candidate", str(cand), "--json")
+    verdict = json.loads(out)
+    assert verdict["only_baseline"] == ["t::c7"]
+    assert verdict["only_candidate"] == ["t::c7-renamed"]
+    said = "\n".join(verdict["warnings"])
+    assert "skipped test cases (1)" in said
+    assert "1 case is in the baseline only" in said and "2 cases" not in said
