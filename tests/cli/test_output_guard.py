@@ -75,14 +75,19 @@ def test_no_quoted_text_starts_a_workflow_command_or_acts_on_a_terminal(
         "compare": ["compare", base, cand],
     }[command]
     out, err = cli(suite, *argv, "--format", form)
+    assert_inert(out, err, form, "forged from the reply")
+
+
+def assert_inert(out: str, err: str, form: str, quoted: str) -> None:
+    """``quoted`` is in the output, and no line of it is a workflow command or a terminal
+    escape; JSON stays JSON, its escapes decoding to the text they stand for."""
     assert out.strip()
     assert commands_in(out) == [], out
     assert commands_in(err) == [], err
     if form == "json":
-        # Still JSON, the escapes decoding to the text they stand for.
-        assert "forged from the reply" in json.dumps(json.loads(out))
+        assert quoted in json.dumps(json.loads(out))
         return
-    assert "forged from the reply" in out  # shown, and inert
+    assert quoted in out  # shown, and inert
     for raw in ("\u001b", "\u202e", "\u0007"):
         assert raw not in out, (raw, out)
 
@@ -108,15 +113,7 @@ def test_a_merge_prints_the_shards_cases_inert(suite: Path, form: str, tmp_path:
     out, err = cli(
         suite, "merge", *shards, "--output", str(merged), "--format", form, "--show", "200"
     )
-    assert out.strip()
-    assert commands_in(out) == [], out
-    assert commands_in(err) == [], err
-    if form == "json":
-        assert "add-mask::FAIL" in json.dumps(json.loads(out))
-        return
-    assert "add-mask::FAIL" in out  # the case is listed, its id shown, and inert
-    for raw in ("\u001b", "\u202e", "\u0007"):
-        assert raw not in out, (raw, out)
+    assert_inert(out, err, form, "add-mask::FAIL")  # the case is listed, its id shown
 
 
 def test_json_escapes_keep_the_text() -> None:

@@ -644,16 +644,22 @@ def test_report_reads_a_run_file_of_any_name_and_names_other_harnesses_files(
     assert code == 2 and "another harness's results" in err and "evalgate gate" in err, err
 
 
-def test_a_broken_junit_case_is_listed_without_fields_junit_has_not(tmp_path: Path) -> None:
-    cases = "".join(f'<testcase classname="t" name="c{i}"/>' for i in range(12))
-    base = tmp_path / "a.xml"
+def junit_pair(folder: Path, n: int, edits: dict[str, str]) -> tuple[Path, Path]:
+    """A JUnit file of ``n`` passing tests t::c0.. and the same with ``edits`` (a test's
+    element by the element that replaces it)."""
+    cases = "".join(f'<testcase classname="t" name="c{i}"/>' for i in range(n))
+    changed = cases
+    for old, new in edits.items():
+        changed = changed.replace(old, new)
+    base, cand = folder / "a.xml", folder / "b.xml"
     base.write_text(f"<testsuite>{cases}</testsuite>")
-    broken = cases.replace(
-        '<testcase classname="t" name="c3"/>',
-        '<testcase classname="t" name="c3"><failure message="wrong">x</failure></testcase>',
-    )
-    cand = tmp_path / "b.xml"
-    cand.write_text(f"<testsuite>{broken}</testsuite>")
+    cand.write_text(f"<testsuite>{changed}</testsuite>")
+    return base, cand
+
+
+def test_a_broken_junit_case_is_listed_without_fields_junit_has_not(tmp_path: Path) -> None:
+    failed = '<testcase classname="t" name="c3"><failure message="wrong">x</failure></testcase>'
+    base, cand = junit_pair(tmp_path, 12, {'<testcase classname="t" name="c3"/>': failed})
     _, out, _ = cli("gate", "--baseline", str(base), "--candidate", str(cand))
     [line] = [row for row in out.splitlines() if row.strip().startswith("t::c3")]
     assert "(none)" not in line and '""' not in line, line
@@ -669,15 +675,9 @@ def test_a_mistyped_path_beside_results_is_not_a_file_not_a_run(tmp_path: Path) 
 def test_a_skipped_candidate_test_is_counted_once(tmp_path: Path) -> None:
     # One test skipped in the candidate and one renamed: it said "skipped test cases (1)" and
     # "2 cases are in the baseline only", the skipped one counted twice.
-    cases = "".join(f'<testcase classname="t" name="c{i}"/>' for i in range(30))
-    base = tmp_path / "a.xml"
-    base.write_text(f"<testsuite>{cases}</testsuite>")
-    changed = cases.replace(
-        '<testcase classname="t" name="c3"/>',
-        '<testcase classname="t" name="c3"><skipped message="no key"/></testcase>',
-    ).replace('name="c7"/>', 'name="c7-renamed"/>')
-    cand = tmp_path / "b.xml"
-    cand.write_text(f"<testsuite>{changed}</testsuite>")
+    skipped = '<testcase classname="t" name="c3"><skipped message="no key"/></testcase>'
+    edits = {'<testcase classname="t" name="c3"/>': skipped, 'name="c7"/>': 'name="c7-renamed"/>'}
+    base, cand = junit_pair(tmp_path, 30, edits)
     _, out, _ = cli("gate", "--baseline", str(base), "--candidate", str(cand), "--json")
     verdict = json.loads(out)
     assert verdict["only_baseline"] == ["t::c7"]
