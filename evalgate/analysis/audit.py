@@ -20,6 +20,7 @@ from evalgate.analysis.intervals import PairedDifference, paired_difference, sta
 from evalgate.analysis.margin import difference_interval
 from evalgate.analysis.sign_test import sign_test_two_sided
 from evalgate.analysis.summary import Rate
+from evalgate.errors import UserError
 from evalgate.runs.schema import Run
 
 CANNOT_SEE = [
@@ -134,6 +135,20 @@ def audit(
         for c in candidate.cases
         if c.split == "holdout" and c.error is None and c.hash in base
     ]
+    if not pairs:
+        # Every holdout case errored on one side, or the two were run on other cases: there is
+        # no held-out gain to state (it was a ValueError from the mean of nothing).
+        errored = sum(
+            1
+            for run in (baseline, candidate)
+            for c in run.cases
+            if c.split == "holdout" and c.error
+        )
+        raise UserError(
+            "no holdout case was scored in both runs"
+            + (f" ({errored} holdout cases errored)" if errored else ""),
+            fix="re-run the audit once the model answers; the ledger has counted these reads",
+        )
     cand_scores = [c.score or 0.0 for _, c in pairs]
     base_scores = [b.score or 0.0 for b, _ in pairs]
     groups = [c.group or c.id for _, c in pairs]

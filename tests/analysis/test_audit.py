@@ -26,6 +26,7 @@ from evalgate.analysis.margin import tango_z
 from evalgate.cases.holdout import read_ledger
 from evalgate.cli import main
 from evalgate.config.load import load_config
+from evalgate.errors import UserError
 from evalgate.running.suite import load_suite_cases
 from evalgate.runs.schema import CaseResult, Run
 
@@ -137,6 +138,21 @@ def holdout_runs(
         cases(candidate_right, candidate_tokens, latencies[1]), prompt={"name": "v2"}
     )
     return candidate, baseline
+
+
+def test_an_audit_with_no_holdout_case_scored_on_both_sides_says_so(
+    make_case: Callable[..., CaseResult], make_run: Callable[..., Run]
+) -> None:
+    # Every candidate call failed (an outage): it was a ValueError from the mean of nothing.
+    held = [make_case(f"h{i}", "quote", "quote", split="holdout") for i in range(5)]
+    down = [make_case(f"h{i}", "quote", error="529 overloaded", split="holdout") for i in range(5)]
+    baseline = make_run(held, prompt={"name": "v1"})
+    candidate = make_run(down, prompt={"name": "v2"})
+    with pytest.raises(UserError) as caught:
+        audit(candidate, baseline)
+    assert str(caught.value).startswith(
+        "no holdout case was scored in both runs (5 holdout cases errored)"
+    )
 
 
 def test_audit_gain_counts_and_sign_test_by_hand(
