@@ -73,10 +73,16 @@ def not_input(fields: Fields | None) -> frozenset[str]:
 
 
 def input_text(case: Case, skip: frozenset[str] = frozenset()) -> str:
-    """What a case gives the model: its input fields and, for an agent case, the turns before
-    the last (two conversations that end alike but differ earlier are two cases) and what its
-    tools answer."""
-    parts = [str(v) for k, v in case.input.items() if k not in skip]
+    """A case's input fields, as text: what its templated user turn is made of (the pull
+    request's holdout check looks for a holdout case's copy in the turn a head case sends)."""
+    return " ".join(str(v) for k, v in case.input.items() if k not in skip)
+
+
+def case_text(case: Case, skip: frozenset[str] = frozenset()) -> str:
+    """All a case gives the model, for telling two cases apart: its input fields and, for an
+    agent case, the turns before the last and what its tools answer (two conversations that
+    end alike but differ earlier are two cases, not a holdout case leaked into dev)."""
+    parts = [input_text(case, skip)]
     parts += [f"{m.get('role', '')}: {m.get('content', '')}" for m in case.messages]
     if case.fixtures:
         parts.append(json.dumps(case.fixtures, sort_keys=True, ensure_ascii=False, default=str))
@@ -127,14 +133,14 @@ def near_duplicates(
     An inverted index on shingles keeps this near-linear: only pairs sharing a shingle are
     scored, so large suites do not pay for every pair.
     """
-    dev_sh = {c.id: shingles(normalise(input_text(c, skip)), policy.shingle_words) for c in dev}
+    dev_sh = {c.id: shingles(normalise(case_text(c, skip)), policy.shingle_words) for c in dev}
     index: dict[str, list[str]] = defaultdict(list)
     for case_id, sh in dev_sh.items():
         for s in sh:
             index[s].append(case_id)
     found = []
     for case in holdout:
-        sh = shingles(normalise(input_text(case, skip)), policy.shingle_words)
+        sh = shingles(normalise(case_text(case, skip)), policy.shingle_words)
         shared: Counter[str] = Counter()
         for s in sh:
             shared.update(index.get(s, ()))
@@ -209,9 +215,9 @@ def _check_split(
     holdout = [c for c in assigned if c.split == "holdout"]
     dev_texts: dict[str, str] = {}
     for c in dev:
-        dev_texts.setdefault(normalise(input_text(c, skip)), c.id)
+        dev_texts.setdefault(normalise(case_text(c, skip)), c.id)
     identical = [
-        (dev_texts[t], c.id) for c in holdout if (t := normalise(input_text(c, skip))) in dev_texts
+        (dev_texts[t], c.id) for c in holdout if (t := normalise(case_text(c, skip))) in dev_texts
     ]
     if identical:
         findings.append(
