@@ -19,7 +19,7 @@ from evalgate.cli.options import (
 from evalgate.config.load import LoadedConfig
 from evalgate.errors import UserError
 from evalgate.runs.resume import unsent
-from evalgate.runs.schema import Run, find_run, resumed_journal, save_run
+from evalgate.runs.schema import Run, find_run, journal_for, save_run
 
 if TYPE_CHECKING:
     from evalgate.analysis.summary import RunSummary
@@ -47,7 +47,7 @@ def cmd_run(ctx: Context) -> int:
         return estimate.print_estimate(ctx, loaded, ctx.args.suite, ctx.args.version, None, options)
     resume = find_run(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
     # A killed run's journal, by its path or its run's name, goes once the run is saved whole.
-    journal = resumed_journal(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
+    journal = journal_for(ctx.args.resume, loaded.state_dir) if ctx.args.resume else None
     run = ctx.run_version(
         loaded,
         ctx.args.suite or (resume.suite if resume else ctx.args.suite),

@@ -542,8 +542,10 @@ def _not_foreign(path: Path) -> None:
         )
 
 
-def resumed_journal(ref: str, state_dir: Path) -> Path | None:
-    """The killed run's journal :func:`find_run` reads for ``ref``, if it reads one."""
+def journal_for(ref: str, state_dir: Path) -> Path | None:
+    """The killed run's journal ``ref`` names: its path, or its run's name where no saved run
+    has that name (what a report of it says to resume, `evalgate run VERSION --resume NAME`);
+    ``None`` when ``ref`` names no journal. :func:`find_run` reads runs by the same rule."""
     from evalgate.runs.journal import journal_path
 
     path = Path(ref)
@@ -564,21 +566,15 @@ def find_run(ref: str, state_dir: Path, suite: str | None = None) -> Run:
         if path.is_file():
             _not_foreign(path)
         return read_run(path)
-    if path.suffix == ".jsonl" and path.exists():
+    journal = journal_for(ref, state_dir)
+    if journal is not None:
         from evalgate.runs.journal import read_journal  # a killed run's journal
 
-        return read_journal(path)
+        return read_journal(journal)
     folder = runs_dir(state_dir)
     exact = folder / f"{ref}.json"
     if exact.exists():
         return read_run(exact)
-    from evalgate.runs.journal import journal_path, read_journal
-
-    journal = journal_path(state_dir, ref)
-    if journal.is_file():
-        # A killed run has no run file: its journal under its name (what a report of it says
-        # to resume, `evalgate run VERSION --resume NAME`).
-        return read_journal(journal)
     if path.is_file():
         # A file by any other name (a downloaded artefact saved as `baseline`, say).
         _not_foreign(path)
