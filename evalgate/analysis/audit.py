@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.best_of import simulate_best_of
 from evalgate.analysis.continuous import paired_permutation_test
-from evalgate.analysis.intervals import PairedDifference, paired_difference, standard_error
-from evalgate.analysis.margin import difference_interval
+from evalgate.analysis.intervals import PairedDifference, standard_error
+from evalgate.analysis.margin import scored_difference
 from evalgate.analysis.sign_test import sign_test_two_sided
 from evalgate.analysis.summary import Rate
 from evalgate.errors import UserError
@@ -155,10 +155,8 @@ def audit(
     # Clustered only when cases carry scenario groups (a case alone is its own group).
     clusters = groups if any(c.group for _, c in pairs) else None
     binary = all(s in (0.0, 1.0) for s in cand_scores + base_scores)
-    gain = paired_difference(cand_scores, base_scores, clusters)
-    # The score interval, as the gate's (it does not shrink to a point when nothing changed).
-    low, high = difference_interval(base_scores, cand_scores, clusters, binary)
-    gain = gain.model_copy(update={"low": low, "high": high})
+    # With the gate's score interval (it does not shrink to a point when nothing changed).
+    gain = scored_difference(base_scores, cand_scores, clusters, binary)
     better = sum(1 for x, y in zip(base_scores, cand_scores, strict=True) if y > x)
     worse = sum(1 for x, y in zip(base_scores, cand_scores, strict=True) if y < x)
     if binary:

@@ -6,7 +6,6 @@ from pydantic import BaseModel, ConfigDict
 
 from evalgate.analysis.provenance import differences
 from evalgate.analysis.sign_test import sign_test_two_sided
-from evalgate.limits import label
 from evalgate.runs.schema import CaseResult, Run
 from evalgate.trajectory import expected_label
 
@@ -48,8 +47,8 @@ def _row(a: CaseResult, b: CaseResult) -> PairRow:
         id=a.id,
         category=b.category,
         expected=expected_label(b.expected),
-        a_answer=label(a.answer),
-        b_answer=label(b.answer),
+        a_answer=a.answered(),
+        b_answer=b.answered(),
         message=b.message() or a.message(),
     )
 

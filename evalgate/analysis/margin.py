@@ -10,7 +10,7 @@ from statistics import NormalDist
 
 from evalgate.analysis.checks import check_probability
 from evalgate.analysis.distributions import t_ppf
-from evalgate.analysis.intervals import mean_and_se
+from evalgate.analysis.intervals import PairedDifference, mean_and_se, paired_difference
 from evalgate.analysis.search import CASES_CAP, least_n
 
 # Tango's Z is a normal approximation to a lattice count: with m cases changed, b - c takes
@@ -150,24 +150,27 @@ def upper_drop(
 
 
 def difference_interval(
-    base: Sequence[float],
-    cand: Sequence[float],
-    groups: Sequence[str] | None,
-    binary: bool,
-    confidence: float = 0.95,
-    correction: float = 0.0,
+    base: Sequence[float], cand: Sequence[float], groups: Sequence[str] | None, binary: bool
 ) -> tuple[float, float]:
-    """The two-sided ``confidence`` interval on the paired difference ``mean(cand - base)``:
+    """The two-sided 95% interval on the paired difference ``mean(cand - base)``:
     :func:`upper_drop` on the drop and on the gain (the two sides' roles swapped), one-sided
-    at half the rest each, with no continuity shift: Tango's own score interval for pass/fail
-    pairs (near its nominal coverage; the 1.25 shift the pass bound carries to keep its size
-    under alpha would make a "95%" interval cover 99.6 to 100% at small discordant counts).
-    Unlike mean ± q·SE it does not shrink to a point when nothing changed."""
-    check_probability("confidence", confidence)
-    tail = (1.0 - confidence) / 2.0
-    low = -upper_drop(base, cand, groups, binary, tail, correction)[0]
-    high = upper_drop(cand, base, groups, binary, tail, correction)[0]
+    at 97.5% each, with no continuity shift: Tango's own score interval for pass/fail pairs
+    (near its nominal coverage; the 1.25 shift the pass bound carries to keep its size under
+    alpha would make a "95%" interval cover 99.6 to 100% at small discordant counts). Unlike
+    mean ± q·SE it does not shrink to a point when nothing changed."""
+    low = -upper_drop(base, cand, groups, binary, 0.025, 0.0)[0]
+    high = upper_drop(cand, base, groups, binary, 0.025, 0.0)[0]
     return low, high
+
+
+def scored_difference(
+    base: Sequence[float], cand: Sequence[float], groups: Sequence[str] | None, binary: bool
+) -> PairedDifference:
+    """The paired difference as reports show it: mean and SE (cluster-robust with ``groups``)
+    of :func:`intervals.paired_difference`, with :func:`difference_interval`'s ends."""
+    low, high = difference_interval(base, cand, groups, binary)
+    difference = paired_difference(list(cand), list(base), groups)
+    return difference.model_copy(update={"low": low, "high": high})
 
 
 def cases_to_rule_out(broken: float, fixed: float, n: int, margin: float, alpha: float) -> int:

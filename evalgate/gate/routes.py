@@ -11,7 +11,7 @@ from typing import Literal
 
 from evalgate.analysis import power as power_model
 from evalgate.analysis.conditional import conditional_test_worse
-from evalgate.analysis.margin import difference_interval, upper_drop
+from evalgate.analysis.margin import upper_drop
 from evalgate.analysis.multiplicity import holm_adjust
 from evalgate.analysis.noise import NoiseFloor, detectable_drop
 from evalgate.analysis.run_permutation import run_permutation_test_worse
@@ -97,14 +97,6 @@ def _drop_bound(pairs: Sequence[_Pair], binary: bool, unit: str, alpha: float) -
     groups = [p.group() for p in pairs] if unit == "group" else None
     return upper_drop(
         [p.base_score for p in pairs], [p.cand_score for p in pairs], groups, binary, alpha
-    )
-
-
-def _difference_interval(pairs: Sequence[_Pair], binary: bool, unit: str) -> tuple[float, float]:
-    """The 95% interval on the paired difference the report shows (margin.difference_interval)."""
-    groups = [p.group() for p in pairs] if unit == "group" else None
-    return difference_interval(
-        [p.base_score for p in pairs], [p.cand_score for p in pairs], groups, binary
     )
 
 

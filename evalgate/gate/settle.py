@@ -8,13 +8,12 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from evalgate.analysis.intervals import paired_difference
-from evalgate.analysis.margin import cases_to_rule_out, tango_upper_drop
+from evalgate.analysis.margin import cases_to_rule_out, scored_difference, tango_upper_drop
 from evalgate.analysis.multiplicity import weighted_holm
 from evalgate.analysis.search import CASES_CAP
 from evalgate.config.models import GatePolicy
 from evalgate.gate.pairing import _Pair
-from evalgate.gate.routes import _difference_interval, _drop_bound, _mde, _units_for
+from evalgate.gate.routes import _drop_bound, _mde, _units_for
 from evalgate.gate.verdict import Verdict, VerdictKind, _pct, _rate
 
 
@@ -32,11 +31,12 @@ def _bounds(
     base_scores = [p.base_score for p in pairs]
     cand_scores = [p.cand_score for p in pairs]
     bound, method = _drop_bound(pairs, binary, unit, policy.alpha)
-    difference = paired_difference(cand_scores, base_scores, groups if unit == "group" else None)
-    low, high = _difference_interval(pairs, binary, unit)
+    difference = scored_difference(
+        base_scores, cand_scores, groups if unit == "group" else None, binary
+    )
     numbers: dict[str, object] = dict(
         candidate_accuracy=_rate(cand_scores),
-        difference=difference.model_copy(update={"low": low, "high": high}),
+        difference=difference,
         drop_bound=bound,
         bound_method=method,
     )

@@ -88,6 +88,17 @@ def visible(text: str) -> str:
     return _invisible().sub(_mark, text)
 
 
+# Line breaks by str.splitlines() (LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS).
+_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def breaks_shown(text: str) -> str:
+    """The text with each line break shown as <U+XXXX>, so one record never reads as two;
+    the output door shows the other invisible characters and breaks workflow commands
+    (:func:`printed`)."""
+    return _BREAKS.sub(_mark, text)
+
+
 def one_line(text: str) -> str:
     return _SPACE.sub(" ", visible(text)).strip()
 

@@ -138,7 +138,7 @@ def _side(case: CaseResult) -> Side:
         )
         for o in case.outcomes
     ]
-    return Side(answer=label(case.answer), passed=case.passed, error=case.error, replies=replies)
+    return Side(answer=case.answered(), passed=case.passed, error=case.error, replies=replies)
 
 
 def _listed(*cases: CaseResult | None) -> bool:

@@ -7,7 +7,6 @@ it cannot ping people, open HTML, break tables or forge a marker.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 import jinja2
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 
 from evalgate import __version__, limits
 from evalgate.report import template_cache
-from evalgate.report.escape import escape, visible
+from evalgate.report.escape import breaks_shown, escape, visible
 
 Format = Literal["text", "markdown", "json"]
 
@@ -84,15 +83,10 @@ def log(text: object) -> str:
     return escape(str(text), "log")
 
 
-# Line breaks by str.splitlines() (LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS).
-_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-
-
 def line(text: object) -> str:
-    """Untrusted text kept whole on one line of plain text (an id, a category): each line
-    break shown as <U+XXXX>, so one record never reads as two; the output door shows the other
-    invisible characters and breaks workflow commands (escape.printed)."""
-    return _BREAKS.sub(lambda m: f"<U+{ord(m.group()):04X}>", str(text))
+    """Untrusted text kept whole on one line of plain text (an id, a category): see
+    :func:`escape.breaks_shown`."""
+    return breaks_shown(str(text))
 
 
 def _capped(text: str) -> str:

@@ -553,6 +553,10 @@ def journal_for(ref: str, state_dir: Path) -> Path | None:
         return path
     if (path.suffix == ".json" and path.exists()) or (runs_dir(state_dir) / f"{ref}.json").exists():
         return None
+    if ref == "latest" or ref.startswith("latest:") or path.name != ref or ref in ("", ".", ".."):
+        # `latest:` is a lookup over saved runs, and a name is one file of the journal folder:
+        # a committed `.evalgate/journal/latest:v1.jsonl` or a `../` reaches nothing.
+        return None
     journal = journal_path(state_dir, ref)
     return journal if journal.is_file() else None
 

@@ -197,3 +197,11 @@ def test_incomplete_runs_are_warnings(make_case: CaseFactory, make_run: RunFacto
         "run B is incomplete (0 of 2 cases errored, interrupted): re-run it before trusting "
         "the comparison",
     ]
+
+
+def test_a_row_shows_every_repeats_answer(make_case: CaseFactory, make_run: RunFactory) -> None:
+    # A passed 2 of 3 repeats, B none: the first repeat alone showed both as answering "quote".
+    a = make_run([make_case("c1", "booking", ["quote", "booking", "booking"])])
+    b = make_run([make_case("c1", "booking", ["quote"] * 3)], prompt={"name": "v2"})
+    [row] = compare_runs(a, b).broken
+    assert (row.a_answer, row.b_answer) == ("booking (2 of 3), quote (1 of 3)", "quote")

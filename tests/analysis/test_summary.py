@@ -235,3 +235,13 @@ def test_what_a_case_answered_skips_its_errored_repeats(make_case: CaseFactory) 
     long = make_case("b2", "booking", ["x" * 60, "y"])
     assert long.answered(str) == f"{'x' * 60} (1 of 2), y (1 of 2)"
     assert len(long.answered()) < len(long.answered(str))
+
+
+def test_the_resume_command_is_quoted_for_the_shell(
+    make_case: CaseFactory, make_run: RunFactory
+) -> None:
+    # A prompt version is a file name a pull request chooses; the line is copied into a shell.
+    cut = make_case("c2", error="not sent", error_kind="interrupted")
+    run = make_run([make_case("c1"), cut], prompt={"name": "v2;touch x"}, interrupted=True)
+    text = render_model("run", summarise(run), "text")
+    assert f"`evalgate run 'v2;touch x' --resume '{run.name}'`" in text

@@ -274,3 +274,17 @@ def test_an_outcome_out_of_range_is_a_run_file_error(
         error = json.loads(out)["error"]
         assert (error["kind"], error["exit_code"]) == ("RunFileError", 2)
         assert str(bad) in error["message"] and f"outcomes.0.{field}" in error["message"]
+
+
+def test_a_journal_is_named_by_its_run_alone(tmp_path: Path) -> None:
+    # `latest:` looks over saved runs, and a name is one file of the journal folder: a pull
+    # request's committed `.evalgate/journal/latest:v1.jsonl`, or a `../`, names no journal.
+    state = tmp_path / ".evalgate"
+    (state / "journal").mkdir(parents=True)
+    for name in ("latest:v1", "latest", "shop-v1-x"):
+        (state / "journal" / f"{name}.jsonl").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "outside.jsonl").write_text("{}\n", encoding="utf-8")
+    assert schema.journal_for("latest:v1", state) is None
+    assert schema.journal_for("latest", state) is None
+    assert schema.journal_for("../../outside", state) is None
+    assert schema.journal_for("shop-v1-x", state) == state / "journal" / "shop-v1-x.jsonl"
