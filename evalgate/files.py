@@ -16,12 +16,15 @@ from typing import Any
 
 import yaml
 
+from evalgate.config.yamlcore import SafeBase
 from evalgate.errors import UserError
 from evalgate.limits import FILE_BYTES
 
 # Nesting deeper than this in a YAML or JSON document is refused: the C parser would recurse
 # until the stack runs out, and nothing evalgate reads needs more than a dozen levels.
 MAX_DEPTH = 64
+#: What libyaml says of nesting past its own limit, and that limit.
+LIBYAML_TOO_DEEP, LIBYAML_DEPTH = "exceeded maximum nesting depth", 1000
 
 
 def _reason(exc: OSError) -> tuple[str, str | None]:
@@ -196,12 +199,19 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 def yaml_depth(text: str) -> int:
     """The nesting depth of a YAML text, from its events (no recursion, nothing built)."""
     level = deepest = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            level += 1
-            deepest = max(deepest, level)
-            if deepest > MAX_DEPTH:
-                return deepest
-        elif isinstance(event, yaml.CollectionEndEvent):
-            level -= 1
+    try:
+        for event in yaml.parse(text, Loader=SafeBase):
+            if isinstance(event, yaml.CollectionStartEvent):
+                level += 1
+                deepest = max(deepest, level)
+                if deepest > MAX_DEPTH:
+                    return deepest
+            elif isinstance(event, yaml.CollectionEndEvent):
+                level -= 1
+    except yaml.MarkedYAMLError as exc:
+        # libyaml's scanner reads ahead of the events, and refuses nesting past its own limit
+        # before the count above reaches MAX_DEPTH.
+        if exc.problem == LIBYAML_TOO_DEEP:
+            return LIBYAML_DEPTH
+        raise
     return deepest

@@ -5,8 +5,6 @@ backends, the scorers and the reports. A *step* is one model call; its *calls* a
 calls that call asked for, each with the result the model was sent back.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -43,7 +41,7 @@ class AgentSpec(BaseModel):
 
     tools: tuple[ToolSpec, ...]
     # tool name -> one fixture entry or a list of them (see cases.parse_fixtures).
-    fixtures: dict[str, Any] = Field(default_factory=dict)
+    fixtures: dict[str, Any] = {}
     max_steps: int = Field(default=10, ge=1)
     on_missing_fixture: MissingRule = "unavailable"
     tool_command: tuple[str, ...] | None = None
@@ -61,7 +59,7 @@ class ToolCall(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = {}
     id: str = ""
 
 
@@ -71,7 +69,7 @@ class CallRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = {}
     # The text sent back to the model as the tool's result (a tool may print a key it can
     # read: the held secrets never reach the run file).
     result: RedactedReply | None = None
@@ -84,7 +82,7 @@ class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: RedactedReply = ""
-    calls: list[CallRecord] = Field(default_factory=list)
+    calls: list[CallRecord] = []
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0

@@ -12,7 +12,9 @@ keeps its relative accuracy far into either tail.
 
 from __future__ import annotations
 
+import functools
 import math
+from statistics import NormalDist
 
 _EPS = 1e-16
 #: Trials up to which the binomial at p = 1/2 is summed in exact integers.
@@ -152,31 +154,87 @@ def hypergeom_pmf(x: int, total: int, successes: int, draws: int) -> float:
 
 def t_cdf(x: float, df: float) -> float:
     """``P(T <= x)`` for Student's t on ``df`` degrees of freedom (DLMF 8.17.2 with
-    ``I_{df / (df + x^2)}(df / 2, 1 / 2)``, the two tails' share)."""
+    ``I_{df / (df + x^2)}(df / 2, 1 / 2)``, the two tails' share, or beside the centre its
+    complement ``I_{x^2 / (df + x^2)}(1 / 2, df / 2)``)."""
     if df <= 0:
         raise ValueError(f"df must be > 0, got {df!r}")
     if math.isnan(x):
         return math.nan
     if math.isinf(x):
         return 1.0 if x > 0 else 0.0
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + x * x))
+    x2 = x * x
+    if x2 < df:
+        # Near the centre df / (df + x^2) rounds towards 1 and the tails' form loses the
+        # digits; the centre's share, I_{x^2 / (df + x^2)}(1/2, df / 2), keeps them.
+        centre = 0.5 * betainc(0.5, df / 2.0, x2 / (df + x2))
+        return 0.5 + centre if x > 0 else 0.5 - centre
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + x2))
     return 1.0 - tail if x > 0 else tail
 
 
+def t_pdf(x: float, df: float) -> float:
+    """The density of Student's t on ``df`` degrees of freedom at ``x``."""
+    half = (df + 1.0) / 2.0
+    log_norm = math.lgamma(half) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - half * math.log1p(x * x / df))
+
+
+def _t_start(q: float, df: float) -> float:
+    """A first guess at the ``q`` quantile of t (q > 1/2): exact for df 1 and 2, else the
+    Cornish-Fisher expansion about the normal quantile (Abramowitz and Stegun 26.7.5)."""
+    if df == 1.0:
+        return math.tan(math.pi * (q - 0.5))
+    if df == 2.0:
+        return (2.0 * q - 1.0) / math.sqrt(2.0 * q * (1.0 - q))
+    z = NormalDist().inv_cdf(q)
+    z2 = z * z
+    g1 = z * (z2 + 1.0) / 4.0
+    g2 = z * ((5.0 * z2 + 16.0) * z2 + 3.0) / 96.0
+    g3 = z * (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / 384.0
+    g4 = z * ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) / 92160.0
+    return z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+
+
+@functools.lru_cache(maxsize=256)
 def t_ppf(q: float, df: float) -> float:
-    """The ``q`` quantile of Student's t on ``df`` degrees of freedom: bisection on
-    :func:`t_cdf` (which rises with x) to the last bit of a double."""
+    """The ``q`` quantile of Student's t on ``df`` degrees of freedom: the least double ``x``
+    with ``t_cdf(x) >= q``. Newton's steps on :func:`t_cdf` inside a bracket that each step
+    narrows (a step that leaves it bisects instead), then the last few ulps one at a time.
+    Cached: the gate asks for the same two or three quantiles over and over."""
     if not 0.0 < q < 1.0:
         if q == 0.0:
             return -math.inf
         if q == 1.0:
             return math.inf
         raise ValueError(f"q must be in [0, 1], got {q!r}")
-    if q < 0.5:
-        return -t_ppf(1.0 - q, df)
-    lo, hi = 0.0, 1.0
+    if q <= 0.5:
+        return 0.0 if q == 0.5 else -t_ppf(1.0 - q, df)
+    lo, hi = 0.0, math.inf
+    x = _t_start(q, df)
+    for _ in range(200):
+        gap = t_cdf(x, df) - q
+        if gap < 0.0:
+            lo = x
+        else:
+            hi = x
+        density = t_pdf(x, df)
+        step = gap / density if density > 0.0 else math.inf
+        nxt = x - step
+        if abs(nxt - x) <= 4.0 * _EPS * abs(x):
+            break
+        if not lo < nxt < hi:
+            nxt = 2.0 * lo + 1.0 if math.isinf(hi) else (lo + hi) / 2.0
+            if nxt in (lo, hi):
+                break
+        x = nxt
+    # To the bit: a bracket a few ulps wide around x (wider while the cdf is flat there), then
+    # bisection to two adjacent doubles.
+    width = math.ulp(x)
+    lo, hi = x, x
     while t_cdf(hi, df) < q:
-        lo, hi = hi, 2.0 * hi
+        hi, width = x + width, 2.0 * width
+    while lo > 0.0 and t_cdf(lo, df) >= q:
+        lo, width = max(0.0, x - width), 2.0 * width
     while True:
         mid = (lo + hi) / 2.0
         if mid in (lo, hi):

@@ -1,8 +1,6 @@
 """Intervals and standard errors: Wilson's interval for a rate, the ordinary and the
 cluster-robust standard error of a mean, and the paired difference of two prompts' means."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from statistics import fmean

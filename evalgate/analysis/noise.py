@@ -1,7 +1,5 @@
 """The measured noise floor of a run with repeats: which cases flip when nothing changed."""
 
-from __future__ import annotations
-
 from collections import Counter
 from typing import Literal
 

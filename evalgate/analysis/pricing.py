@@ -1,7 +1,5 @@
 """Per-model token prices from the package's data file; cost 'unknown', never $0, when missing."""
 
-from __future__ import annotations
-
 import json
 import re
 from functools import cache
@@ -29,7 +27,7 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

@@ -16,20 +16,55 @@ MDE_TOLERANCE = 1e-5
 
 def least_drop(reach: Callable[[float], float], top: float, power: float) -> float:
     """The least drop in ``[0, top]`` whose power ``reach(d)`` is at least ``power``, for a
-    power that rises with the drop: bisection, an upper bound within ``MDE_TOLERANCE``. ``0``
-    when no drop is needed, ``inf`` when even ``top`` falls short (or ``top`` is 0)."""
-    if reach(0.0) >= power:
+    power that rises with the drop: an upper bound within ``MDE_TOLERANCE``. ``0`` when no drop
+    is needed, ``inf`` when even ``top`` falls short (or ``top`` is 0).
+
+    Brent's method (Brent 1973, "Algorithms for Minimization without Derivatives", ch. 4, in
+    the form of scipy's brentq): inverse quadratic interpolation and secant steps inside a
+    bracket ``reach(lo) < power <= reach(hi)``, bisecting whenever a step would not shrink it
+    fast enough. A power here is a smooth curve in the drop, where this takes a handful of
+    calls against bisection's seventeen; where it is not, it is never much worse."""
+    f_lo = reach(0.0) - power
+    if f_lo >= 0.0:
         return 0.0
-    lo, hi = 0.0, top
-    if hi <= 0.0 or reach(hi) < power:
+    if top <= 0.0:
         return math.inf
-    while hi - lo > MDE_TOLERANCE:
-        mid = (lo + hi) / 2.0
-        if reach(mid) >= power:
-            hi = mid
+    f_hi = reach(top) - power
+    if f_hi < 0.0:
+        return math.inf
+    # (x_cur, f_cur) the best point so far, (x_blk, f_blk) the other end of the bracket,
+    # (x_pre, f_pre) the point before; s_pre, s_cur the last two steps.
+    x_pre, f_pre, x_cur, f_cur = 0.0, f_lo, top, f_hi
+    x_blk, f_blk, s_pre, s_cur = 0.0, 0.0, 0.0, 0.0
+    delta = MDE_TOLERANCE / 2.0
+    for _ in range(1_000):
+        if f_pre != 0.0 and f_cur != 0.0 and (f_pre < 0.0) != (f_cur < 0.0):
+            x_blk, f_blk = x_pre, f_pre
+            s_pre = s_cur = x_cur - x_pre
+        if abs(f_blk) < abs(f_cur):
+            x_pre, x_cur, x_blk = x_cur, x_blk, x_cur
+            f_pre, f_cur, f_blk = f_cur, f_blk, f_cur
+        s_bis = (x_blk - x_cur) / 2.0
+        if f_cur == 0.0 or abs(s_bis) < delta:
+            # the bracket is under the tolerance wide: its end that reaches the power
+            return x_cur if f_cur >= 0.0 else x_blk
+        if abs(s_pre) > delta and abs(f_cur) < abs(f_pre):
+            if x_pre == x_blk:  # secant
+                s_try = -f_cur * (x_cur - x_pre) / (f_cur - f_pre)
+            else:  # inverse quadratic
+                d_pre = (f_pre - f_cur) / (x_pre - x_cur)
+                d_blk = (f_blk - f_cur) / (x_blk - x_cur)
+                s_try = -f_cur * (f_blk * d_blk - f_pre * d_pre) / (d_blk * d_pre * (f_blk - f_pre))
+            if 2.0 * abs(s_try) < min(abs(s_pre), 3.0 * abs(s_bis) - delta):
+                s_pre, s_cur = s_cur, s_try
+            else:
+                s_pre = s_cur = s_bis
         else:
-            lo = mid
-    return hi
+            s_pre = s_cur = s_bis
+        x_pre, f_pre = x_cur, f_cur
+        x_cur += s_cur if abs(s_cur) > delta else math.copysign(delta, s_bis)
+        f_cur = reach(x_cur) - power
+    raise ArithmeticError("the least drop's search did not converge")
 
 
 def least_n(enough: Callable[[int], bool], start: int) -> int:

@@ -1,7 +1,5 @@
 """The numbers of one run's report, as a model: pure, computed from a Run."""
 
-from __future__ import annotations
-
 from collections import Counter
 from statistics import fmean
 from typing import Any, Literal
@@ -28,7 +26,7 @@ class Rate(BaseModel):
     high: float
 
     @classmethod
-    def of(cls, hits: float, n: int) -> Rate:
+    def of(cls, hits: float, n: int) -> "Rate":
         low, high = wilson_interval(hits, n)
         return cls(hits=hits, n=n, rate=hits / n if n else None, low=low, high=high)
 

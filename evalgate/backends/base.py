@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.errors import (
     BackendError,
@@ -45,10 +45,10 @@ class Request(BaseModel):
     max_tokens: int = 1024
     temperature: float | None = None
     # Backend-specific settings (thinking budget, effort, response schema, ...).
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = {}
     # Opaque metadata for backends that need the case itself (the command backend); never
     # part of what a model sees unless the backend chooses to send it.
-    case: dict[str, Any] = Field(default_factory=dict)
+    case: dict[str, Any] = {}
     # An agent case: the tools offered, the case's fixtures and the loop's rules (None: a
     # plain one-call case). Left out of the cache key when None, so plain keys do not change.
     agent: AgentSpec | None = None

@@ -42,7 +42,7 @@ class CommandOptions(BaseModel):
     command: list[str] | str = Field(description="argv list, or a string split like a shell")
     timeout_s: float = Field(default=60.0, gt=0)
     # Extra environment variables for the program (the rest is inherited).
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = {}
 
 
 class CommandBackend:

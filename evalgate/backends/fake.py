@@ -63,7 +63,7 @@ class FakeStep(BaseModel):
 
     tool: str
     # The call's input; "{name}" in a string is replaced by the rule's extracted value.
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = {}
     # Taken only when the system prompt contains this phrase (case-insensitive).
     if_prompt: str | None = None
     # Taken only when an earlier call's result contains this phrase (case-insensitive).
@@ -78,11 +78,11 @@ class AgentRule(BaseModel):
     # Names the rule in the stand-in's flips (another rule's plan replaces this one's).
     name: str
     phrases: list[str] = Field(min_length=1)
-    steps: list[FakeStep] = Field(default_factory=list)
+    steps: list[FakeStep] = []
     # The final answer after the calls ("{name}" replaced as in inputs).
     reply: str = "Done."
     # Values read from the user turns: name -> a regex whose first group is the value.
-    extract: dict[str, str] = Field(default_factory=dict)
+    extract: dict[str, str] = {}
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> AgentRule:
@@ -97,12 +97,12 @@ class AgentRule(BaseModel):
 class FakeRules(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    rules: list[FakeRule] = Field(default_factory=list)
+    rules: list[FakeRule] = []
     default: str = "other"
     default_alias: str | None = None
     field: str = "category"
     # Agent mode: plans of tool calls by phrase (used when the suite offers tools).
-    agents: list[AgentRule] = Field(default_factory=list)
+    agents: list[AgentRule] = []
     # What the agent answers when no agent rule matches (no tool calls).
     agent_default: str = "Sorry, I cannot help with that."
 

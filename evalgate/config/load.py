@@ -2,8 +2,6 @@
 the paths it names checked; ``LoadedConfig`` is a config with the folder it is resolved in.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import shlex

@@ -3,8 +3,6 @@
 Every error names the file, the line, the key path, what was found and what is allowed.
 """
 
-from __future__ import annotations
-
 import re
 import shlex
 from collections.abc import Sequence
@@ -83,7 +81,7 @@ class ModelSettings(Strict):
     # None: the model's default (newer models may not accept the parameter at all).
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     # Backend-specific settings (fake rules, thinking, effort, response schema, command, ...).
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = {}
 
 
 class LabelScorer(Strict):
@@ -129,7 +127,7 @@ class JsonSchemaScorer(Strict):
     field: str | None = None
 
     @model_validator(mode="after")
-    def _one_schema(self) -> JsonSchemaScorer:
+    def _one_schema(self) -> "JsonSchemaScorer":
         if (self.schema_ is None) == (self.schema_file is None):
             raise ValueError("give exactly one of 'schema' or 'schema_file'")
         return self
@@ -153,7 +151,7 @@ class JudgeScorer(Strict):
     model: ModelSettings = Field(description="the judge's backend, model and settings")
 
     @model_validator(mode="after")
-    def _one_rubric(self) -> JudgeScorer:
+    def _one_rubric(self) -> "JudgeScorer":
         if (self.rubric is None) == (self.rubric_file is None):
             raise ValueError("give exactly one of 'rubric' or 'rubric_file'")
         return self
@@ -179,7 +177,7 @@ class ToolUsedScorer(Strict):
     # The scorer's kind.
     kind: Literal["tool_used"]
     # The tools that must be called; empty: the case's expected names them.
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = []
 
 
 class ToolNotUsedScorer(Strict):
@@ -188,7 +186,7 @@ class ToolNotUsedScorer(Strict):
     # The scorer's kind.
     kind: Literal["tool_not_used"]
     # The tools that must not be called; empty: the case's expected names them.
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = []
 
 
 class MaxStepsScorer(Strict):
@@ -207,7 +205,7 @@ class AllOfScorer(Strict):
     kind: Literal["all_of"]
     # The criteria. Each reads expected[KIND] when the case's expected is an object with that
     # key, else the whole expected answer.
-    scorers: list[ScorerConfig] = Field(min_length=1)
+    scorers: "list[ScorerConfig]" = Field(min_length=1)
 
 
 ScorerConfig = Annotated[
@@ -339,7 +337,7 @@ class GatePolicy(Strict):
     # Does the PR break more than the baseline's measured flips predict? off | warn | fail.
     noise_check: Literal["off", "warn", "fail"] = "warn"
     # Categories whose own regression fails the gate (Holm-adjusted).
-    critical_categories: list[str] = Field(default_factory=list)
+    critical_categories: list[str] = []
     # Continuous scores (a judge's 0..1): sign-flip permutation test, or Wilcoxon (Pratt).
     continuous_test: Literal["permutation", "wilcoxon"] = "permutation"
     # The unit of inference: scenario groups when cases carry groups (auto), or always cases
@@ -482,7 +480,7 @@ class Suite(Strict):
     # Holdout cases encrypted to a public key in the repository (optional, recommended).
     sealed_holdout: SealedHoldout | None = None
     # Tools offered to the model: the suite's cases become agent cases (docs/agents.md).
-    tools: list[Tool] = Field(default_factory=list)
+    tools: list[Tool] = []
     # The agent loop's rules (used when tools are given).
     agent: AgentSettings = AgentSettings()
     # Human labels for the judge scorer: `evalgate judge check` and the floor before it gates.
@@ -496,7 +494,7 @@ class Suite(Strict):
         return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _tools_fit_scorer(self) -> Suite:
+    def _tools_fit_scorer(self) -> "Suite":
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             twice = next(n for n in names if names.count(n) > 1)
@@ -509,7 +507,7 @@ class Suite(Strict):
         return self
 
     @model_validator(mode="after")
-    def _judge_needs_a_judge(self) -> Suite:
+    def _judge_needs_a_judge(self) -> "Suite":
         if self.judge is not None and self.scorer.kind != "judge":
             raise ValueError(
                 f"a judge: section calibrates a judge scorer, and this suite's scorer is "

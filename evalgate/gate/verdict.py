@@ -1,8 +1,6 @@
 """What the gate answers: the verdict (pass, fail or inconclusive) with its reasons, the
 paired cases, the routes' tests and the power statement that justify it. Models only."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal

@@ -58,7 +58,7 @@ class BaselineProvenance(BaseModel):
     artifact_url: str | None = None
     # Known keys ("stale", "other-commit", "other-cases", "other-model") are phrased with what
     # to do next; any other text is shown as it is (escaped), so it should say that itself.
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = []
     # Baselines that learn (history.py): how many baseline runs were pooled, the repeats a case
     # that gives, the newest A/A comparison when it says the model changed, and cases that
     # flipped in earlier baselines as (id, flipped in, of).
@@ -67,7 +67,7 @@ class BaselineProvenance(BaseModel):
     drift_p: float | None = None
     drift_worse: int = 0
     drift_better: int = 0
-    flips: list[tuple[str, int, int]] = Field(default_factory=list)
+    flips: list[tuple[str, int, int]] = []
 
 
 class CommentFlags(BaseModel):

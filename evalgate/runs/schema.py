@@ -4,8 +4,6 @@ A versioned pydantic schema, saved as JSON under ``<state_dir>/runs/``. The file
 compact (see :func:`write_run`) and read in every form evalgate has written (:func:`read_run`).
 """
 
-from __future__ import annotations
-
 import gzip
 import re
 import zlib
