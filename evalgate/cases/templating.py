@@ -24,7 +24,7 @@ import json
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from functools import wraps
+from functools import cache, wraps
 from typing import Any
 
 import jinja2
@@ -175,17 +175,24 @@ _NO_TEXT = frozenset(
 
 
 def _budgeted(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
-    try:
-        signature: inspect.Signature | None = inspect.signature(func)
-    except (TypeError, ValueError):
-        signature = None
     passed = getattr(func, "jinja_pass_arg", None) is not None  # context, eval_ctx, environment
+
+    @cache
+    def signature_of() -> inspect.Signature | None:
+        # At the filter's first call, not for all 54 when the sandbox is made: a builtin's
+        # signature is parsed from its text by the tokenize module, whose first use compiles
+        # a regular expression that costs more than the rest of this module.
+        try:
+            return inspect.signature(func)
+        except (TypeError, ValueError):
+            return None
 
     @wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
         budget = tb.current()
         if name not in _NO_TEXT and len(args) > int(passed):
             limit_text(args[int(passed)])
+        signature = signature_of()
         if signature is not None:
             try:
                 bound = signature.bind(*args, **kwargs)
