@@ -284,7 +284,7 @@ def conditional_mde(
 ) -> float:
     """Smallest drop :func:`conditional_test_worse` detects with ``power`` (see its power).
 
-    R = K = 1: :func:`minimum_detectable_effect` (exact). Otherwise bisection on
+    R = K = 1: :func:`minimum_detectable_effect` (exact). Otherwise :func:`least_drop` on
     :func:`conditional_power`, which is increasing in the drop (more broken cases, each of
     which raises the rejection chance); ``inf`` when no drop reaches ``power``.
     """

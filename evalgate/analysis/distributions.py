@@ -199,7 +199,7 @@ def _t_start(q: float, df: float) -> float:
 def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t on ``df`` degrees of freedom: the least double ``x``
     with ``t_cdf(x) >= q``. Newton's steps on :func:`t_cdf` inside a bracket that each step
-    narrows (a step that leaves it bisects instead), then the last few ulps one at a time.
+    narrows (a step that leaves it bisects instead), then bisection over the last few ulps.
     Cached: the gate asks for the same two or three quantiles over and over."""
     if not 0.0 < q < 1.0:
         if q == 0.0:

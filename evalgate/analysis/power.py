@@ -116,7 +116,7 @@ def mde(
     candidate_draws: int = 1,
 ) -> float:
     """The smallest drop detected with ``target_power`` over ``units`` effective units:
-    bisection on :func:`power`, which rises with the drop; ``inf`` when no drop reaches it
+    :func:`least_drop` on :func:`power`, which rises with the drop; ``inf`` when no drop reaches it
     (including when every case flips, or, with repeats, when half of them do: the model then
     has no settled case to break). ``1.0`` for no units."""
     _check_units(units)

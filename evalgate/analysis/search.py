@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from statistics import NormalDist
 
 #: Largest case count :func:`cases_for_mde` will recommend; beyond it the answer is "not reachable".
 CASES_CAP = 1_000_000
@@ -12,6 +13,21 @@ CASES_CAP = 1_000_000
 
 #: Absolute tolerance, in units of the effect size, of :func:`minimum_detectable_effect`.
 MDE_TOLERANCE = 1e-5
+
+# Powers this close to 0 or 1 are read as this close: the probit of 0 or 1 is infinite.
+_PROBIT_EDGE = 1e-15
+_PROBIT = NormalDist().inv_cdf
+
+
+def _probit_gap(value: float, power: float) -> float:
+    """How far ``value`` is above ``power`` on the probit scale, where a power curve is close
+    to a straight line in the drop (a normal test's power is Phi(d sqrt(n) / sd - z)); its
+    sign is that of ``value - power`` always."""
+    edge = min(max(value, _PROBIT_EDGE), 1.0 - _PROBIT_EDGE)
+    gap = _PROBIT(edge) - _PROBIT(power)
+    if (gap >= 0.0) != (value >= power):
+        return math.copysign(_PROBIT_EDGE, value - power) if value != power else 0.0
+    return gap
 
 
 def least_drop(reach: Callable[[float], float], top: float, power: float) -> float:
@@ -24,12 +40,12 @@ def least_drop(reach: Callable[[float], float], top: float, power: float) -> flo
     bracket ``reach(lo) < power <= reach(hi)``, bisecting whenever a step would not shrink it
     fast enough. A power here is a smooth curve in the drop, where this takes a handful of
     calls against bisection's seventeen; where it is not, it is never much worse."""
-    f_lo = reach(0.0) - power
+    f_lo = _probit_gap(reach(0.0), power)
     if f_lo >= 0.0:
         return 0.0
     if top <= 0.0:
         return math.inf
-    f_hi = reach(top) - power
+    f_hi = _probit_gap(reach(top), power)
     if f_hi < 0.0:
         return math.inf
     # (x_cur, f_cur) the best point so far, (x_blk, f_blk) the other end of the bracket,
@@ -63,7 +79,7 @@ def least_drop(reach: Callable[[float], float], top: float, power: float) -> flo
             s_pre = s_cur = s_bis
         x_pre, f_pre = x_cur, f_cur
         x_cur += s_cur if abs(s_cur) > delta else math.copysign(delta, s_bis)
-        f_cur = reach(x_cur) - power
+        f_cur = _probit_gap(reach(x_cur), power)
     raise ArithmeticError("the least drop's search did not converge")
 
 

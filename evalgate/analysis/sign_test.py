@@ -145,7 +145,14 @@ def sign_test_power(n: int, flip: float, drop: float, alpha: float) -> float:
     total = 0.0
     k = _critical_broken(lo, alpha)
     tail, half = binom_sf(k - 1, lo, p_broken), binom_sf(k - 1, lo, 0.5)
+    # P(M = m) by its ratio to P(M = m - 1), from an exact mass at lo and every 256 steps.
+    ratio = changed / (1.0 - changed) if changed < 1.0 else math.inf
+    weight = 0.0
     for m in range(lo, hi + 1):
+        if m == lo or m % 256 == 0 or not 0.0 < weight < math.inf or math.isinf(ratio):
+            weight = binom_pmf(m, n, changed)
+        else:
+            weight *= (n - m + 1) / m * ratio
         if m > lo:
             # One more changed case: P(Bin(m, q) >= k) = P(Bin(m - 1, q) >= k) + q P(= k - 1)
             # at both q = p_broken (the power) and q = 1/2 (the critical value), and k_crit(m)
@@ -160,7 +167,6 @@ def sign_test_power(n: int, flip: float, drop: float, alpha: float) -> float:
                 # Near the boundary, or now and then against rounding: exact tails.
                 k = _critical_broken(m, alpha, k)
                 tail, half = binom_sf(k - 1, m, p_broken), binom_sf(k - 1, m, 0.5)
-        weight = binom_pmf(m, n, changed)
         if weight > 0.0 and k <= m:
             total += weight * max(0.0, tail)
     return min(1.0, total)
@@ -191,8 +197,9 @@ def minimum_detectable_effect(
     11:1239-1251, computed exactly instead of by the normal approximation).
 
     ``power(d)`` is non-decreasing in ``d``: raising ``d`` only turns unchanged cases into broken
-    ones, and one more broken case never raises the p-value. So bisection on ``d`` in
-    ``[0, 1 - f]`` finds the smallest ``d`` with ``power(d) >= power``; the result is an upper
+    ones, and one more broken case never raises the p-value. So a bracketing search on ``d``
+    in ``[0, 1 - f]`` (:func:`least_drop`) finds the smallest ``d`` with ``power(d) >= power``;
+    the result is an upper
     bound within ``MDE_TOLERANCE`` (1e-5) of it. Returns ``math.inf`` when even ``d = 1 - f``
     (every case that is not fixed by noise breaks) does not reach ``power``, e.g. ``n < 5`` at
     ``f = 0``, where no outcome gives p <= 0.05.

@@ -310,6 +310,25 @@ def test_mde_exact_power_matches_brute_force_trinomial() -> None:
     assert sign_test_power(n, f, d, alpha) == pytest.approx(power, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("n", "f", "d"), [(300, 0.1, 0.05), (700, 0.02, 0.01), (2_000, 0.3, 0.02), (5_000, 0.0, 0.004)]
+)
+def test_sign_test_power_matches_scipy_over_large_suites(n: int, f: float, d: float) -> None:
+    # Past 256 changed cases, and starting far above zero, the masses come by their ratios and
+    # are made exact again every 256 steps: the sum must still be scipy's, written out as
+    # sum over m of P(M = m) P(B >= k_crit(m) | m).
+    alpha = 0.05
+    changed, p_broken = f + d, (f / 2 + d) / (f + d)
+    m = np.arange(n + 1)
+    # k_crit(m): the least b with P(Bin(m, 1/2) >= b) <= alpha, one past scipy's isf (the
+    # least x with P(X > x) <= alpha)
+    k_crit = scipy_stats.binom.isf(alpha, m, 0.5) + 1
+    expected = float(
+        np.sum(scipy_stats.binom.pmf(m, n, changed) * scipy_stats.binom.sf(k_crit - 1, m, p_broken))
+    )
+    assert sign_test_power(n, f, d, alpha) == pytest.approx(expected, rel=1e-11, abs=1e-14)
+
+
 @pytest.mark.parametrize("alpha", [0.05, 0.01, 0.1, 1 / 32, 1 / 1024])
 def test_critical_broken_is_the_sign_test_rule(alpha: float) -> None:
     # k_crit(m) is the smallest b with sign_test_worse(b, m - b) <= alpha (m + 1 if none).
