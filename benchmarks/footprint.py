@@ -19,7 +19,9 @@ at first: the first `gate` compiles its template and is shown on a row of its ow
 
 Targets (issue 27): `run` at most 150 MB and `report` at most 100 MB at 20,000 cases;
 `gate` on two run files within 0.3 s, importing no SDK; `run` at its first request within
-0.7 s. The exit code is 0 when every target is met, 1 when one is missed.
+0.7 s. The exit code is 0 when every target is met, 1 when one is missed. Beside `gate`, the
+floor under it on the same machine in the same run: a child that only imports the
+dependencies a gate needs, and the difference, which is evalgate's own share.
 """
 
 from __future__ import annotations
@@ -135,6 +137,25 @@ def template_times(cache: str, env: dict[str, str]) -> dict[str, float]:
     return times
 
 
+# What every evalgate command pays before its own code: the interpreter, and importing the
+# dependencies a gate needs (pydantic with its first model, PyYAML, jinja2) and the standard
+# library modules they share.
+_FLOOR = (
+    "import argparse, json, pathlib\n"
+    "import jinja2, pydantic, yaml\n"
+    "class First(pydantic.BaseModel):\n"
+    "    x: int\n"
+)
+
+
+def floor_s(env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of a child that only imports what a gate's dependencies are."""
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _FLOOR], env=env, check=True)
+    return time.perf_counter() - started, _children_cpu() - cpu
+
+
 def first_request_s(cwd: Path, env: dict[str, str], conn: Connection) -> tuple[float, float]:
     """Wall time from starting `evalgate run --limit 1` to the stand-in's first request, and
     the CPU time of the whole run."""
@@ -229,6 +250,8 @@ def main() -> int:
             cold, gates = gates[0], gates[1:]
             gate_s, gate_cpu = min(g[1] for g in gates), min(g[4] for g in gates)
             gate_sdks = gates[0][2]
+            floors = [floor_s(env) for _ in range(reps)]
+            floor, floor_cpu = min(f[0] for f in floors), min(f[1] for f in floors)
             firsts = [first_request_s(root, env, parent) for _ in range(reps)]
             first, first_cpu = min(f[0] for f in firsts), min(f[1] for f in firsts)
             cache = str(Path(tmp) / "templates-timed")
@@ -245,6 +268,18 @@ def main() -> int:
                 f"{gate_s:.2f} s ({gate_cpu:.2f} s; {gate_sdks})",
                 f"<= {GATE_S} s (none)",
                 "pass" if gate_ok else "MISS",
+            ),
+            (
+                "the floor: `python -c` importing pydantic (one model), PyYAML, jinja2 (CPU)",
+                f"{floor:.2f} s ({floor_cpu:.2f} s)",
+                "",
+                "",
+            ),
+            (
+                "`evalgate gate` beyond the floor: evalgate's own share (CPU)",
+                f"{gate_s - floor:.2f} s ({gate_cpu - floor_cpu:.2f} s)",
+                "",
+                "",
             ),
             (
                 "`evalgate gate`, its template not yet compiled (once after installing)",
