@@ -1,7 +1,5 @@
 """Pydantic models that share one set of their field names (see :class:`Compact`)."""
 
-from __future__ import annotations
-
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager

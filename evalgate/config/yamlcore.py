@@ -56,6 +56,19 @@ def _safe_base() -> type[yaml.SafeLoader]:
     )
 
     def __init__(self: Any, stream: str | bytes) -> None:
+        if isinstance(stream, str):
+            # libyaml takes a text as UTF-8, which an unpaired surrogate (a JSON string can
+            # hold "\ud800") is not: refused as PyYAML's reader refuses it, a YAML error.
+            try:
+                stream.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise yaml.reader.ReaderError(
+                    "<unicode string>",
+                    exc.start,
+                    ord(stream[exc.start]),
+                    "unicode",
+                    "special characters are not allowed",
+                ) from None
         parser.__init__(self, stream)
         composer.__init__(self)
         constructor.__init__(self)

@@ -1,8 +1,6 @@
 """One decision per pull request: its suites' verdicts, their routes settled together so an
 unchanged prompt fails the pull request at most alpha of the time however many suites it has."""
 
-from __future__ import annotations
-
 from collections import defaultdict
 from collections.abc import Sequence
 

@@ -143,3 +143,39 @@ def test_a_run_file_is_told_by_its_first_bytes(tmp_path: Path) -> None:
     assert not starts_as_run(later)
     assert not starts_as_run(tmp_path)
     assert not starts_as_run(tmp_path / "missing.json")
+
+
+def test_the_gates_model_modules_hand_pydantic_evaluated_annotations(tmp_path: Path) -> None:
+    # Under `from __future__ import annotations` pydantic compiles and evaluates every field's
+    # annotation string as it builds a model: some 400 on each gate's start. A module a gate
+    # loads that defines models keeps its annotations evaluated (quoting a forward reference).
+    import __future__
+
+    from pydantic import BaseModel
+
+    root = copy_example(tmp_path / "shop")
+    config = root / "evalgate.yml"
+    for version in ("v2", "v3"):
+        assert main(["run", version, "--config", str(config)]) == 0
+    baseline, candidate = sorted((root / ".evalgate" / "runs").glob("*.json"))
+    package = Path(__file__).resolve().parents[2] / "evalgate"
+    names = tuple(
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for p in sorted(package.rglob("*.py"))
+        if p.name != "__main__.py"
+    )
+    gate = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)]
+    loaded = _child([*gate, "--config", str(config)], names)["loaded"]
+    assert isinstance(loaded, list) and "evalgate.config.models" in loaded
+    postponed = []
+    for name in loaded:
+        module = importlib.import_module(name)
+        defines = any(
+            isinstance(value, type)
+            and issubclass(value, BaseModel)
+            and value.__module__ == module.__name__
+            for value in vars(module).values()
+        )
+        if defines and vars(module).get("annotations") is __future__.annotations:
+            postponed.append(name)
+    assert postponed == [], postponed
