@@ -138,17 +138,39 @@ class RunOptions:
 
 def git_info(folder: Path) -> tuple[str | None, str | None]:
     """The commit and ref of the repository holding ``folder``, or (None, None)."""
+    return git_info_started(folder)()
 
-    def git(*argv: str) -> str | None:
+
+def git_info_started(folder: Path) -> Callable[[], tuple[str | None, str | None]]:
+    """:func:`git_info`, its two git processes started now and run while the caller goes on
+    (reading 20,000 cases, say); the returned function waits for them and gives the answer."""
+
+    def start(*argv: str) -> subprocess.Popen[str] | None:
         try:
-            done = subprocess.run(
-                ["git", *argv], cwd=folder, capture_output=True, text=True, timeout=10
+            return subprocess.Popen(
+                ["git", *argv],
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
             )
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
             return None
-        return done.stdout.strip() or None if done.returncode == 0 else None
 
-    return git("rev-parse", "HEAD"), git("rev-parse", "--abbrev-ref", "HEAD")
+    def answer(process: subprocess.Popen[str] | None) -> str | None:
+        if process is None:
+            return None
+        try:
+            out, _ = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            return None
+        return out.strip() or None if process.returncode == 0 else None
+
+    commit, ref = start("rev-parse", "HEAD"), start("rev-parse", "--abbrev-ref", "HEAD")
+    return lambda: (answer(commit), answer(ref))
 
 
 def build_backend(env: Mapping[str, str], loaded: LoadedConfig, settings: ModelSettings) -> Backend:
@@ -187,15 +209,18 @@ def plan_run(
     name, suite = loaded.suite(suite_name)
     prompt = options.prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
-    cases = load_suite_cases(
-        loaded,
-        suite,
-        list(options.case_files) if options.case_files is not None else None,
-        holdout_secret=secret,
-        on_note=world.warn,
-        assign=options.assign,
-    )
-    commit, ref = git_info(loaded.root)
+    git = git_info_started(loaded.root)  # git runs while the cases are read
+    try:
+        cases = load_suite_cases(
+            loaded,
+            suite,
+            list(options.case_files) if options.case_files is not None else None,
+            holdout_secret=secret,
+            on_note=world.warn,
+            assign=options.assign,
+        )
+    finally:
+        commit, ref = git()  # waited for either way: no git process outlives the plan
     spec = RunSpec(
         suite_name=name,
         suite=suite,

@@ -18,13 +18,8 @@ import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate import files
@@ -32,12 +27,21 @@ from evalgate.errors import UserError
 from evalgate.jsonl import append_record, parse_lines
 from evalgate.runs.schema import CaseResult, Outcome
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import (
+        X25519PrivateKey,
+        X25519PublicKey,
+    )
+
+# cryptography is imported by the functions that use a key: a run with no sealed holdout and
+# no holdout secret (every pull request's, every local one) never needs it.
+
 SECRET_PREFIX = "EVALGATE-HOLDOUT-KEY-1-"
 PUBLIC_PREFIX = "evalgate-holdout-pub-1 "
 _INFO = b"evalgate-holdout-v1"
 _NAMES_INFO = b"evalgate-holdout-names-v1"
 # The secret key's type, for modules that pass one along without importing cryptography.
-SecretKey = X25519PrivateKey
+SecretKey: TypeAlias = "X25519PrivateKey"
 
 
 # --- keyed names ---------------------------------------------------------------------------
@@ -58,6 +62,9 @@ class HoldoutKey:
         if secret is None:
             self._key = b"evalgate-holdout-unkeyed-v1"
         else:
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
             raw = secret.private_bytes(
                 serialization.Encoding.Raw,
                 serialization.PrivateFormat.Raw,
@@ -204,6 +211,9 @@ def _b64(data: bytes) -> str:
 
 def keygen() -> tuple[str, str]:
     """A new key pair: (secret key text for a CI secret, public key text for the repository)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
     secret = X25519PrivateKey.generate()
     raw_secret = secret.private_bytes(
         serialization.Encoding.Raw,
@@ -230,6 +240,8 @@ def _decode(text: str, prefix: str, what: str, fix: str) -> bytes:
 
 
 def load_public_key(text: str) -> X25519PublicKey:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+
     raw = _decode(
         text, PUBLIC_PREFIX, "holdout public key", "make one with `evalgate holdout keygen`"
     )
@@ -237,6 +249,8 @@ def load_public_key(text: str) -> X25519PublicKey:
 
 
 def load_secret_key(text: str) -> X25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
     raw = _decode(
         text,
         SECRET_PREFIX,
@@ -252,17 +266,25 @@ def is_key_of(secret: X25519PrivateKey, public: X25519PublicKey) -> bool:
 
 
 def _key(shared: bytes, epk: bytes, recipient: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=epk + recipient, info=_INFO).derive(
         shared
     )
 
 
 def _raw_public(key: X25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def seal(record: dict[str, Any], public: X25519PublicKey) -> str:
     """One sealed line for one case record."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
     ephemeral = X25519PrivateKey.generate()
     epk = _raw_public(ephemeral.public_key())
     key = _key(ephemeral.exchange(public), epk, _raw_public(public))
@@ -273,6 +295,10 @@ def seal(record: dict[str, Any], public: X25519PublicKey) -> str:
 
 
 def unseal(line: str, secret: X25519PrivateKey, where: str) -> dict[str, Any]:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
     box: Any = None
     version: Any = 1  # no version to read: damaged, as said below
     try:

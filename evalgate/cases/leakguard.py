@@ -44,8 +44,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import regex
-
 from evalgate.errors import UserError
 
 SHINGLE_WORDS = 8
@@ -60,9 +58,19 @@ MIN_REPLY_WORDS = SHINGLE_WORDS
 # definitions repeat in every request; a job's other texts are seen once or a few times.
 PIECES_KEPT = 4096
 
-_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
-_MARKS = regex.compile(r"\p{M}+")
-_NOT_WORD = regex.compile(r"[^\p{L}\p{N}\s]+")
+
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[Any, Any, Any]:
+    """Default-ignorables, marks, and what is neither a letter, a digit nor a space: compiled at
+    the first text read (importing ``regex`` is a tenth of a run's start-up, and a run without
+    a guard reads none)."""
+    import regex
+
+    return (
+        regex.compile(r"\p{Default_Ignorable_Code_Point}+"),
+        regex.compile(r"\p{M}+"),
+        regex.compile(r"[^\p{L}\p{N}\s]+"),
+    )
 
 
 class HoldoutLeak(UserError):
@@ -160,11 +168,12 @@ def reading() -> dict[int, str]:
 @lru_cache(maxsize=4096)
 def words(text: str) -> tuple[str, ...]:
     """The words of ``text`` as a reader sees them (see the module's docstring)."""
-    text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+    ignorable, marks, not_word = _patterns()
+    text = ignorable.sub("", unicodedata.normalize("NFKC", text))
     table = reading()
     text = unicodedata.normalize("NFD", text).translate(table).casefold().translate(table)
-    text = _MARKS.sub("", unicodedata.normalize("NFD", text)).casefold()
-    return tuple(_NOT_WORD.sub("", text).split())
+    text = marks.sub("", unicodedata.normalize("NFD", text)).casefold()
+    return tuple(not_word.sub("", text).split())
 
 
 def _grams(seq: Sequence[str], size: int) -> set[tuple[str, ...]]:

@@ -75,8 +75,31 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# What _CANONICAL.encode runs, made once: encode() builds it again at every call, which was
+# half the time of hashing a case. Without its markers (the check for a value that holds
+# itself): every record hashed has been through files.depth, which refuses one, and the C
+# encoder raises RecursionError on one all the same. _CANONICAL.encode where Python has no C
+# encoder.
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE = (
+    None
+    if _C_ENCODER is None
+    else _C_ENCODER(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+)
+
+
+def _canonical(record: Any) -> str:
+    return _CANONICAL.encode(record) if _ENCODE is None else "".join(_ENCODE(record, 0))
+
+
 def record_hash(record: dict[str, Any]) -> str:
-    return hashlib.sha256(_CANONICAL.encode(record).encode()).hexdigest()
+    return hashlib.sha256(_canonical(record).encode()).hexdigest()
 
 
 def _records_jsonl(path: Path, data: bytes) -> list[tuple[int, Any]]:
@@ -182,8 +205,11 @@ def _field(record: dict[str, Any], name: str, where: str, *, kinds: tuple[type, 
 
 def _label(record: dict[str, Any], name: str | None, where: str) -> str | None:
     """An optional label field (group, category, split): a string, an integer or null."""
-    if name is None or record.get(name) is None:
+    if name is None:
         return None
+    value = record.get(name)
+    if value is None or type(value) is str:  # the common cases, without a call
+        return value
     return str(_field(record, name, where, kinds=(str, int)))
 
 
@@ -191,7 +217,11 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
     if not isinstance(record, dict):
         raise CaseFileError(f"a case must be an object, found {type(record).__name__}", where=where)
     for key, value in record.items():
-        if isinstance(value, (dict, list)) and files.depth(value) >= files.MAX_DEPTH:
+        if (
+            type(value) is not str
+            and isinstance(value, (dict, list))
+            and files.depth(value) >= files.MAX_DEPTH
+        ):
             # Refused here, before any call: a run file could not hold it (nor could most APIs).
             raise CaseFileError(
                 f"field {key!r} nests lists and objects more than {files.MAX_DEPTH} levels deep "
@@ -205,7 +235,9 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             where=where,
             fix="add it, or map another field with fields.id in evalgate.yml",
         )
-    case_id = str(_field(record, fields.id, where, kinds=(str, int)))
+    case_id = record[fields.id]
+    if type(case_id) is not str:
+        case_id = str(_field(record, fields.id, where, kinds=(str, int)))
     if not case_id.strip():
         raise CaseFileError(f"field {fields.id!r} is empty", where=where)
     expected = record.get(fields.expected)
@@ -242,22 +274,32 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
             where=where,
             fix=f"allowed: {', '.join(SPLITS)}",
         )
-    messages = parse_messages(record.get(fields.messages), where) if fields.messages else ()
-    fixtures = parse_fixtures(record.get(fields.fixtures), where) if fields.fixtures else None
+    turns = record.get(fields.messages) if fields.messages else None
+    messages = () if turns is None else parse_messages(turns, where)
+    given = record.get(fields.fixtures) if fields.fixtures else None
+    fixtures = None if given is None else parse_fixtures(given, where)
     if fields.input is None:
         # The conversation and the fixtures are not template input (nor a report's excerpt).
         agent_keys = {fields.messages, fields.fixtures} - {None}
         inputs = {k: v for k, v in record.items() if k not in agent_keys}
     else:
-        missing = [name for name in fields.input if name not in record]
-        if missing:
-            raise CaseFileError(
-                f"case {case_id!r} lacks input field {missing[0]!r} (fields found: "
-                f"{field_names(record)})",
-                where=where,
-                fix="add it, or change fields.input in evalgate.yml",
-            )
-        inputs = {name: record[name] for name in fields.input}
+        inputs = {}
+        for name in fields.input:
+            if name not in record:
+                raise CaseFileError(
+                    f"case {case_id!r} lacks input field {name!r} (fields found: "
+                    f"{field_names(record)})",
+                    where=where,
+                    fix="add it, or change fields.input in evalgate.yml",
+                )
+            inputs[name] = record[name]
+    # The split field is where a case is kept, not what it says: writing it (split --apply,
+    # retire) must not make the case look edited to the gate, the ledger or the release.
+    hashed = _without(record, fields.split)
+    try:
+        digest = record_hash(hashed)
+    except (TypeError, ValueError, RecursionError):
+        digest = _hash_or_explain(hashed, case_id, where)
     # Every field is checked above (and the hash is a str): no second validation, see checked().
     return Case.checked(
         id=case_id,
@@ -268,9 +310,7 @@ def parse_case(record: Any, fields: Fields, where: str, *, need_expected: bool) 
         split=split,
         messages=messages,
         fixtures=fixtures,
-        # The split field is where a case is kept, not what it says: writing it (split --apply,
-        # retire) must not make the case look edited to the gate, the ledger or the release.
-        hash=_hash_or_explain(_without(record, fields.split), case_id, where),
+        hash=digest,
         source=where,
     )
 

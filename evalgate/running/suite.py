@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from evalgate import __version__, files
 from evalgate.backends.base import Backend, Message, Request
@@ -20,13 +20,15 @@ from evalgate.cases.templating import compile_template, render_template, render_
 from evalgate.config.load import LoadedConfig
 from evalgate.config.models import ScorerConfig, Suite, file_arguments
 from evalgate.errors import CaseFileError, ConfigError, UserError, did_you_mean
-from evalgate.running.batch import BatchExecutor
 from evalgate.running.execute import Budget, Cache, Job, ProgressCallback, execute
 from evalgate.runs.journal import Journal, places
 from evalgate.runs.resume import INTERRUPTED
 from evalgate.runs.schema import CaseResult, ModelInfo, Outcome, PromptInfo, Run
 from evalgate.scorers.base import build_scorer, needs_expected, read_files
 from evalgate.trajectory import AgentSpec, ToolSpec
+
+if TYPE_CHECKING:
+    from evalgate.running.batch import BatchExecutor  # imported by the runs that batch
 
 DEFAULT_SPLITS = frozenset({"dev", "regression"})
 
@@ -383,7 +385,8 @@ def run_suite(
             f"no cases in the split(s) {', '.join(sorted(spec.splits))}",
             fix="check the case files, the split policy, or the holdout key",
         )
-    whole_sha = public_cases_sha(cases, spec.holdout_key)
+    # The hash of the cases a shard is one of: only a shard's run file holds it.
+    whole_sha = public_cases_sha(cases, spec.holdout_key) if spec.shard is not None else None
     cases = cases_to_run(spec)
     scorer = build_scorer(suite.scorer, base_dir, judge)
     tools = tools_sha(suite, base_dir)
@@ -482,7 +485,7 @@ def _record(
     backend: Backend,
     base_dir: Path,
     cases: Sequence[Case],
-    whole_sha: str,
+    whole_sha: str | None,
     tools: str | None,
     results: list[CaseResult],
     batch: bool,
@@ -500,7 +503,7 @@ def _record(
         prompt=PromptInfo(name=spec.prompt.name, sha256=spec.prompt.sha256, path=spec.prompt.path),
         cases_sha256=public_cases_sha(cases, spec.holdout_key),
         shard=f"{spec.shard[0]}/{spec.shard[1]}" if spec.shard else None,
-        shard_of_sha256=whole_sha if spec.shard else None,
+        shard_of_sha256=whole_sha,
         case_files=spec.cases.file_hashes,
         model=ModelInfo(
             backend=suite.model.backend,
