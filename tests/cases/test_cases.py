@@ -354,6 +354,54 @@ def test_a_case_hash_is_of_its_content_not_its_formatting(write: Callable[..., P
     assert edited[0].hash != a.hash
 
 
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _dumped(value: object) -> str:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _JSON, max_size=6))
+def test_a_record_hash_is_sha256_of_json_dumps_canonical_text(record: dict[str, object]) -> None:
+    # The hash's encoder is built once, not by json.dumps: the text must be json.dumps's own,
+    # or every case of every saved run would look edited. Surrogates come from st.text() too.
+    try:
+        expected: object = hashlib.sha256(_dumped(record).encode()).hexdigest()
+    except (TypeError, ValueError) as exc:
+        expected = type(exc)
+    try:
+        got: object = record_hash(record)
+    except (TypeError, ValueError) as exc:
+        got = type(exc)
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"x": float("nan")},
+        {"x": [float("-inf")]},
+        {"x": {1, 2}},
+        {"x": b"bytes"},
+        {1: "int key beside", "a": "a str key"},
+        {"x": "\ud800"},
+    ],
+    ids=["nan", "infinity", "set", "bytes", "mixed-keys", "lone-surrogate"],
+)
+def test_a_record_hash_refuses_what_json_dumps_refuses(record: dict[object, object]) -> None:
+    with pytest.raises((TypeError, ValueError)) as dumps_error:
+        _dumped(record).encode()
+    with pytest.raises(dumps_error.type):
+        record_hash(record)  # type: ignore[arg-type]
+
+
 def test_file_hashes_are_of_the_bytes_keyed_by_relative_path(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

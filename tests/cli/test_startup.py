@@ -75,18 +75,24 @@ def _child(argv: list[str], watched: tuple[str, ...]) -> dict[str, object]:
     return report
 
 
-def test_gate_on_two_run_files_imports_no_sdk(tmp_path: Path) -> None:
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, list[str]]:
+    """The example's config, and the gate of its v2 run against its v3 run (on the fake)."""
     root = copy_example(tmp_path / "shop")
     config = root / "evalgate.yml"
     for version in ("v2", "v3"):
         assert main(["run", version, "--config", str(config)]) == 0
     baseline, candidate = sorted((root / ".evalgate" / "runs").glob("*.json"))
+    gate = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)]
+    return config, [*gate, "--config", str(config)]
+
+
+def test_gate_on_two_run_files_imports_no_sdk(two_runs: tuple[Path, list[str]]) -> None:
+    config, gate = two_runs
     # The suite as a real project has it: on the anthropic backend (the runs were saved with
     # the offline fake; the gate reads only the files).
     text = config.read_text(encoding="utf-8")
     config.write_text(text.replace("backend: fake", "backend: anthropic"), encoding="utf-8")
-    gate = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)]
-    gate += ["--config", str(config)]
     for form in ("text", "markdown", "json"):
         report = _child([*gate, "--format", form], NOT_FOR_A_GATE)
         assert report["code"] in (0, 1), report
@@ -145,7 +151,9 @@ def test_a_run_file_is_told_by_its_first_bytes(tmp_path: Path) -> None:
     assert not starts_as_run(tmp_path / "missing.json")
 
 
-def test_the_gates_model_modules_hand_pydantic_evaluated_annotations(tmp_path: Path) -> None:
+def test_the_gates_model_modules_hand_pydantic_evaluated_annotations(
+    two_runs: tuple[Path, list[str]],
+) -> None:
     # Under `from __future__ import annotations` pydantic compiles and evaluates every field's
     # annotation string as it builds a model: some 400 on each gate's start. A module a gate
     # loads that defines models keeps its annotations evaluated (quoting a forward reference).
@@ -153,19 +161,13 @@ def test_the_gates_model_modules_hand_pydantic_evaluated_annotations(tmp_path: P
 
     from pydantic import BaseModel
 
-    root = copy_example(tmp_path / "shop")
-    config = root / "evalgate.yml"
-    for version in ("v2", "v3"):
-        assert main(["run", version, "--config", str(config)]) == 0
-    baseline, candidate = sorted((root / ".evalgate" / "runs").glob("*.json"))
     package = Path(__file__).resolve().parents[2] / "evalgate"
     names = tuple(
         ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
         for p in sorted(package.rglob("*.py"))
         if p.name != "__main__.py"
     )
-    gate = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)]
-    loaded = _child([*gate, "--config", str(config)], names)["loaded"]
+    loaded = _child(two_runs[1], names)["loaded"]
     assert isinstance(loaded, list) and "evalgate.config.models" in loaded
     postponed = []
     for name in loaded:
@@ -179,3 +181,52 @@ def test_the_gates_model_modules_hand_pydantic_evaluated_annotations(tmp_path: P
         if defines and vars(module).get("annotations") is __future__.annotations:
             postponed.append(name)
     assert postponed == [], postponed
+
+
+# A run with no holdout secret, no guard and no batch (every local run, every pull request's on
+# the fake): the holdout's cryptography, the guard's Unicode regex and the batch runner are
+# each imported by what uses them.
+NOT_FOR_A_PLAIN_RUN = ("cryptography.hazmat", "regex", "evalgate.running.batch")
+
+
+def test_a_plain_run_imports_no_cryptography_regex_or_batch_runner(tmp_path: Path) -> None:
+    config = copy_example(tmp_path / "shop") / "evalgate.yml"
+    run = ["run", "v3", "--limit", "3", "--no-save", "--config", str(config)]
+    report = _child(run, NOT_FOR_A_PLAIN_RUN)
+    assert report["code"] == 0, report
+    assert report["loaded"] == []
+
+
+_COLLECTOR = (
+    "import gc, json, runpy, sys\n"
+    "sys.argv = ['evalgate', *sys.argv[1:]]\n"
+    "try:\n"
+    "    runpy.run_module('evalgate', run_name='__main__')\n"
+    "except SystemExit as exit:\n"
+    "    print(json.dumps({'code': exit.code, 'frozen': gc.get_freeze_count(),\n"
+    "                      'enabled': gc.isenabled()}))\n"
+)
+
+
+def test_a_command_line_freezes_its_imports_and_a_call_from_python_does_not(
+    two_runs: tuple[Path, list[str]],
+) -> None:
+    import gc
+
+    # `python -m evalgate` (and the console script) is one command a process: the objects its
+    # imports made are frozen, the collector on again for the command's own.
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECTOR, *two_runs[1]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["code"] in (0, 1), done.stderr
+    assert report["frozen"] > 10_000 and report["enabled"] is True
+    # main() called with its argv, as many times in one process as the tests call it: nothing
+    # frozen (a frozen object is never collected), the collector as it was.
+    frozen = gc.get_freeze_count()
+    assert main(two_runs[1]) in (0, 1)
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
