@@ -62,8 +62,7 @@ PIECES_KEPT = 4096
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[Any, Any, Any]:
     """Default-ignorables, marks, and what is neither a letter, a digit nor a space: compiled at
-    the first text read (importing ``regex`` is a tenth of a run's start-up, and a run without
-    a guard reads none)."""
+    the first text read: a run without a guard reads none, and need not import ``regex``."""
     import regex
 
     return (

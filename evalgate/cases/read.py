@@ -75,10 +75,6 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
 # What _CANONICAL.encode runs, made once: encode() builds it again at every call, which was
 # half the time of hashing a case. Without its markers (the check for a value that holds
 # itself): every record hashed has been through files.depth, which refuses one, and the C
@@ -89,7 +85,7 @@ _ENCODE = (
     None
     if _C_ENCODER is None
     else _C_ENCODER(
-        None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, False
+        None, _CANONICAL.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
     )
 )
 
