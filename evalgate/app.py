@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from evalgate.backends.base import Backend, BackendContext, backend_class
+from evalgate.backends.base import Backend, BackendContext, backend_class, prepare_backend
 from evalgate.backends.guarded import guarded
 from evalgate.cases.holdout import (
     HoldoutKey,
@@ -210,6 +210,7 @@ def plan_run(
     prompt = options.prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
     git = git_info_started(loaded.root)  # git runs while the cases are read
+    prepare_backend(suite.model.backend)  # and so does the backend's TLS context
     try:
         cases = load_suite_cases(
             loaded,

@@ -20,6 +20,7 @@ import errno
 import json
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
@@ -31,6 +32,7 @@ from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, pa
 from evalgate.backends.batch import BatchGone, BatchStatus
 from evalgate.backends.ratelimit import Pacer, Ticket
 from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.backends.tls import take_tls
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.redact import redacted_excerpt, upstream_error
@@ -189,6 +191,7 @@ class AnthropicBackend:
             limits=httpx2.Limits(
                 max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE
             ),
+            verify=take_tls(),  # made while the cases were read, when the run started it
         )
         self._client: anthropic.Anthropic | None = None
         self.context = context
@@ -218,11 +221,17 @@ class AnthropicBackend:
             if self._client is None:
                 import anthropic
 
+                # The SDK's own HTTP client, verifying with a context of ours: a CA bundle
+                # that cannot be read is then one error here, not one the SDK's half-made
+                # client raises again when it is collected.
+                http = anthropic.DefaultHttpxClient(verify=take_tls())
+                weakref.finalize(self, http.close)
                 self._client = anthropic.Anthropic(
                     api_key=self._key.get_secret_value(),
                     base_url=self._base_url,
                     max_retries=0,
                     timeout=self.options.timeout_s,
+                    http_client=http,
                 )
             return self._client
 

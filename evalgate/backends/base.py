@@ -159,6 +159,19 @@ def backend_extra(name: str) -> str | None:
     return entry[2] if entry else None
 
 
+# Backends whose HTTP client verifies with backends/tls.py's context.
+_TLS_BACKENDS = frozenset({"anthropic", "openai"})
+
+
+def prepare_backend(name: str) -> None:
+    """Start what building a backend of this name waits for, so that it is made while the
+    caller goes on (reading its cases): today, an API backend's TLS context."""
+    if name in _TLS_BACKENDS:
+        from evalgate.backends.tls import prepare_tls
+
+        prepare_tls()
+
+
 def backend_class(name: str) -> type[Any]:
     """Import a backend lazily, so that a missing optional extra is a one-line message."""
     try:

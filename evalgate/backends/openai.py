@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import weakref
 from typing import Any, ClassVar, cast
 
 import openai
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalgate.backends.agent import Turn, run_agent
 from evalgate.backends.base import BackendContext, ErrorKind, Reply, Request, parse_options
 from evalgate.backends.retry import Attempt, Retrier, RetryPolicy, kind_for_status
+from evalgate.backends.tls import take_tls
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
 from evalgate.redact import upstream_error
@@ -63,11 +65,16 @@ class OpenAIBackend:
                 f"the openai backend needs an API key: set {KEY_VARIABLE}",
                 fix="for a local server set options.key_required: false; or use `backend: fake`",
             )
+        # The SDK's own HTTP client, verifying with a context of ours (backends/tls.py): made
+        # while the cases were read, and a CA bundle that cannot be read is one error here.
+        http = openai.DefaultHttpxClient(verify=take_tls())
+        weakref.finalize(self, http.close)
         self.client = openai.OpenAI(
             api_key=key or "unused",
             base_url=self.options.base_url or context.env.get(BASE_URL_VARIABLE) or None,
             max_retries=0,
             timeout=self.options.timeout_s,
+            http_client=http,
         )
         self.retrier = Retrier(self.options.retry)
         self.context = context
