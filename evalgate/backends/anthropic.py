@@ -191,7 +191,7 @@ class AnthropicBackend:
             limits=httpx2.Limits(
                 max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE
             ),
-            verify=take_tls(),  # made while the cases were read, when the run started it
+            verify=take_tls(context.env),  # made while the cases were read, when the run started it
         )
         self._client: anthropic.Anthropic | None = None
         self.context = context
@@ -224,7 +224,7 @@ class AnthropicBackend:
                 # The SDK's own HTTP client, verifying with a context of ours: a CA bundle
                 # that cannot be read is then one error here, not one the SDK's half-made
                 # client raises again when it is collected.
-                http = anthropic.DefaultHttpxClient(verify=take_tls())
+                http = anthropic.DefaultHttpxClient(verify=take_tls(self.context.env))
                 weakref.finalize(self, http.close)
                 self._client = anthropic.Anthropic(
                     api_key=self._key.get_secret_value(),

@@ -163,13 +163,13 @@ def backend_extra(name: str) -> str | None:
 _TLS_BACKENDS = frozenset({"anthropic", "openai"})
 
 
-def prepare_backend(name: str) -> None:
+def prepare_backend(name: str, env: Mapping[str, str]) -> None:
     """Start what building a backend of this name waits for, so that it is made while the
     caller goes on (reading its cases): today, an API backend's TLS context."""
     if name in _TLS_BACKENDS:
         from evalgate.backends.tls import prepare_tls
 
-        prepare_tls()
+        prepare_tls(env)
 
 
 def backend_class(name: str) -> type[Any]:

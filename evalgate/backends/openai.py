@@ -67,7 +67,7 @@ class OpenAIBackend:
             )
         # The SDK's own HTTP client, verifying with a context of ours (backends/tls.py): made
         # while the cases were read, and a CA bundle that cannot be read is one error here.
-        http = openai.DefaultHttpxClient(verify=take_tls())
+        http = openai.DefaultHttpxClient(verify=take_tls(context.env))
         weakref.finalize(self, http.close)
         self.client = openai.OpenAI(
             api_key=key or "unused",

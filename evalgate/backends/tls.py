@@ -1,7 +1,10 @@
 """The TLS context an API backend's HTTP client verifies servers with.
 
 It is the context httpx2 would make for itself (httpcore2's default: the system's CA bundle,
-or the one ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name), with two differences:
+or the one ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name), with three differences:
+
+- The variables are read from the backend's environment, as its key and base URL are, not
+  from the process's.
 
 - :func:`prepare_tls` starts making it on a thread. Loading the CA bundle is about 40 ms of
   OpenSSL that releases the GIL, so it runs while the caller reads its cases; :func:`take_tls`
@@ -13,8 +16,8 @@ or the one ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name), with two differences:
 
 from __future__ import annotations
 
-import os
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -23,63 +26,70 @@ from evalgate.errors import BackendError
 if TYPE_CHECKING:
     import ssl
 
-# The variables httpcore2 reads, in the order it reads them.
+# The variables that name the CA bundle, in the order httpx2 reads them (the first one set).
 CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 _lock = threading.Lock()
 # The context on its way, and the variables it was started under.
-_prepared: tuple[Future[ssl.SSLContext], tuple[str | None, ...]] | None = None
+_prepared: tuple[Future[ssl.SSLContext], tuple[str, str] | None] | None = None
 
 
-def _variables() -> tuple[str | None, ...]:
-    return tuple(os.environ.get(name) for name in CA_VARIABLES)
+def _named(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The variable that names the CA bundle, and its value (None: the system's bundle)."""
+    return next(((name, env[name]) for name in CA_VARIABLES if env.get(name)), None)
 
 
-def _make() -> ssl.SSLContext:
-    import httpcore2
+def _make(named: tuple[str, str] | None) -> ssl.SSLContext:
+    """What httpx2 makes with ``trust_env``, from the caller's environment, not the process's."""
+    import ssl
 
-    return httpcore2.default_ssl_context()
+    import httpx2
+
+    if named is None:
+        return httpx2.create_ssl_context(verify=True, trust_env=False)
+    name, value = named
+    if name == "SSL_CERT_FILE":
+        return ssl.create_default_context(cafile=value)
+    return ssl.create_default_context(capath=value)
 
 
-def prepare_tls() -> None:
+def prepare_tls(env: Mapping[str, str]) -> None:
     """Start making the next context on a thread (nothing when one is already on its way)."""
     global _prepared
+    named = _named(env)
     with _lock:
         if _prepared is not None:
             return
         future: Future[ssl.SSLContext] = Future()
-        _prepared = future, _variables()
+        _prepared = future, named
 
     def work() -> None:
         try:
-            future.set_result(_make())
+            future.set_result(_make(named))
         except BaseException as exc:  # handed to take_tls(), which says what it was
             future.set_exception(exc)
 
     threading.Thread(target=work, name="evalgate-tls", daemon=True).start()
 
 
-def take_tls() -> ssl.SSLContext:
+def take_tls(env: Mapping[str, str]) -> ssl.SSLContext:
     """The context :func:`prepare_tls` started (waited for), or one made now when none was
     (or when the variables that name the CA bundle have changed since)."""
     global _prepared
+    named = _named(env)
     with _lock:
         prepared, _prepared = _prepared, None
     try:
-        if prepared is None or prepared[1] != _variables():
-            return _make()
+        if prepared is None or prepared[1] != named:
+            return _make(named)
         return prepared[0].result()
     except OSError as exc:  # ssl.SSLError among them
-        raise unreadable(exc) from None
+        raise unreadable(exc, named) from None
 
 
-def unreadable(exc: Exception) -> BackendError:
+def unreadable(exc: Exception, named: tuple[str, str] | None) -> BackendError:
     """What a CA bundle that OpenSSL cannot load is, said with the variable that named it."""
-    # httpcore2 reads the first of them that is set, and only that one.
-    named = next(
-        (f"{name}={os.environ[name]}" for name in CA_VARIABLES if os.environ.get(name)), None
-    )
-    where = named or "the system's CA bundle"
+    where = f"{named[0]}={named[1]}" if named else "the system's CA bundle"
     return BackendError(
         f"cannot load the certificates that verify the API's TLS ({where}): {exc}",
         fix="point SSL_CERT_FILE at a readable PEM bundle, or unset SSL_CERT_FILE and "

@@ -35,6 +35,9 @@ def nothing_prepared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     tls._prepared = None
 
 
+NO_VARIABLES: dict[str, str] = {}
+
+
 @pytest.fixture
 def made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ssl.SSLContext]]:
     """Every default context httpcore2 makes (httpx2's own included), with the thread that
@@ -57,16 +60,17 @@ def anthropic_backend(env: dict[str, str] | None = None) -> AnthropicBackend:
     return AnthropicBackend(settings, context)
 
 
-def openai_backend() -> OpenAIBackend:
+def openai_backend(env: dict[str, str] | None = None) -> OpenAIBackend:
     settings = ModelSettings(backend="openai", name="gpt-4o-mini")
-    return OpenAIBackend(settings, BackendContext(base_dir=Path("."), env={"OPENAI_API_KEY": "k"}))
+    context = BackendContext(base_dir=Path("."), env={"OPENAI_API_KEY": "k"} | (env or {}))
+    return OpenAIBackend(settings, context)
 
 
 def test_prepared_context_is_made_on_its_thread_and_is_httpx2s_default(
     made: list[tuple[str, ssl.SSLContext]],
 ) -> None:
-    tls.prepare_tls()
-    context = tls.take_tls()
+    tls.prepare_tls(NO_VARIABLES)
+    context = tls.take_tls(NO_VARIABLES)
     assert [(name, id(c)) for name, c in made] == [("evalgate-tls", id(context))]
     default = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     default.load_verify_locations(ssl.get_default_verify_paths().openssl_cafile)
@@ -77,9 +81,9 @@ def test_prepared_context_is_made_on_its_thread_and_is_httpx2s_default(
 
 def test_a_context_goes_to_one_client(made: list[tuple[str, ssl.SSLContext]]) -> None:
     """httpcore2 sets ALPN on the context of each connection: two clients never share one."""
-    tls.prepare_tls()
-    tls.prepare_tls()  # one already on its way: nothing more
-    first, second = tls.take_tls(), tls.take_tls()
+    tls.prepare_tls(NO_VARIABLES)
+    tls.prepare_tls(NO_VARIABLES)  # one already on its way: nothing more
+    first, second = tls.take_tls(NO_VARIABLES), tls.take_tls(NO_VARIABLES)
     assert first is not second
     assert [name for name, _ in made] == ["evalgate-tls", "MainThread"]
 
@@ -87,14 +91,14 @@ def test_a_context_goes_to_one_client(made: list[tuple[str, ssl.SSLContext]]) ->
 def test_without_preparing_the_context_is_made_where_it_is_taken(
     made: list[tuple[str, ssl.SSLContext]],
 ) -> None:
-    context = tls.take_tls()
+    context = tls.take_tls(NO_VARIABLES)
     assert made == [("MainThread", context)]
 
 
 def test_the_backends_clients_verify_with_contexts_of_ours(
     made: list[tuple[str, ssl.SSLContext]],
 ) -> None:
-    tls.prepare_tls()
+    tls.prepare_tls(NO_VARIABLES)
     backend = anthropic_backend()
     try:
         assert [name for name, _ in made] == ["evalgate-tls"]  # httpx2 made none of its own
@@ -102,7 +106,7 @@ def test_the_backends_clients_verify_with_contexts_of_ours(
         assert [name for name, _ in made] == ["evalgate-tls", "MainThread"]
     finally:
         backend.close()
-    tls.prepare_tls()
+    tls.prepare_tls(NO_VARIABLES)
     other = openai_backend()
     try:
         assert [name for name, _ in made][2:] == ["evalgate-tls"]
@@ -129,47 +133,54 @@ def assert_names_the_bundle(exc: BackendError, bundle: Path) -> None:
 
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "inline"])
 def test_an_unreadable_bundle_is_an_error_naming_its_variable(
-    bad_bundle: Path, prepared: bool, monkeypatch: pytest.MonkeyPatch
+    bad_bundle: Path, prepared: bool
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(bad_bundle))
-    monkeypatch.setenv("SSL_CERT_DIR", "/etc/ssl/certs")  # not read when SSL_CERT_FILE is set
+    # SSL_CERT_DIR is not read when SSL_CERT_FILE is set.
+    env = {"SSL_CERT_FILE": str(bad_bundle), "SSL_CERT_DIR": "/etc/ssl/certs"}
     if prepared:
-        tls.prepare_tls()
+        tls.prepare_tls(env)
     with pytest.raises(BackendError) as caught:
-        anthropic_backend()
+        anthropic_backend(env)
     assert_names_the_bundle(caught.value, bad_bundle)
     assert "SSL_CERT_DIR" not in caught.value.what
 
 
-def test_a_context_prepared_under_other_variables_is_not_used(
-    bad_bundle: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tls.prepare_tls()  # under the system's bundle
-    monkeypatch.setenv("SSL_CERT_FILE", str(bad_bundle))
+def test_a_context_prepared_under_other_variables_is_not_used(bad_bundle: Path) -> None:
+    tls.prepare_tls(NO_VARIABLES)  # under the system's bundle
     with pytest.raises(BackendError) as caught:
-        tls.take_tls()
+        tls.take_tls({"SSL_CERT_FILE": str(bad_bundle)})
     assert_names_the_bundle(caught.value, bad_bundle)
 
 
-def test_the_sdk_clients_and_openais_say_the_same(
+def test_the_variables_come_from_the_backends_environment_not_the_processs(
     bad_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The streaming path's SDK client makes its own context, as does the openai SDK's."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(bad_bundle))  # the process's: not the backend's
+    anthropic_backend().close()
+    monkeypatch.delenv("SSL_CERT_FILE")
+    with pytest.raises(BackendError) as caught:
+        anthropic_backend({"SSL_CERT_FILE": str(bad_bundle)})
+    assert_names_the_bundle(caught.value, bad_bundle)
+
+
+def test_the_sdk_clients_and_openais_say_the_same(bad_bundle: Path) -> None:
+    """The streaming path's SDK client takes a context of its own, as does the openai SDK's."""
+    env = {"SSL_CERT_FILE": str(bad_bundle)}
     backend = anthropic_backend()  # its own client made under the system's bundle
     try:
-        monkeypatch.setenv("SSL_CERT_FILE", str(bad_bundle))
+        backend.context.env.update(env)
         with pytest.raises(BackendError) as caught:
             _ = backend.client
         assert_names_the_bundle(caught.value, bad_bundle)
     finally:
         backend.close()
     with pytest.raises(BackendError) as caught:
-        openai_backend()
+        openai_backend(env)
     assert_names_the_bundle(caught.value, bad_bundle)
 
 
 def test_the_system_bundle_is_named_when_no_variable_is_set() -> None:
-    exc = tls.unreadable(ssl.SSLError("no certificate or crl found"))
+    exc = tls.unreadable(ssl.SSLError("no certificate or crl found"), None)
     assert "(the system's CA bundle)" in exc.what
 
 
