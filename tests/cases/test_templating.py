@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalgate.cases import templating
+from evalgate.cases.template_budget import MAX_OUTPUT
 from evalgate.cases.templating import compile_template, render_turn, syntax_error
 from evalgate.errors import UserError
 
@@ -87,3 +93,98 @@ def test_widths_and_sizes_a_prompt_needs_still_render() -> None:
     text = "{{ body|center(40) }}|{{ '{:>8.2f}'.format(3.14159) }}|{{ '%05d' % 42 }}|{{ 2 ** 64 }}"
     turn = render_turn(compile_template(text, "t"), {"body": "hello"}, "c")
     assert turn == f"{'hello':^40}|    3.14|00042|{2**64}"
+
+
+# --- the plain render: a template that only prints values by name -------------------------
+
+# JSON's values, as a case file gives them (no NaN: the reader refuses it).
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+_NAMES = ("message", "body", "input", "range")  # range: a case's field over jinja2's global
+_PLAIN_TEMPLATES = st.lists(
+    st.one_of(
+        st.sampled_from(_NAMES).map(lambda name: f"{{{{ {name} }}}}"),
+        st.sampled_from(_NAMES).map(lambda name: f"{{{{- {name} -}}}}"),
+        st.text(alphabet=st.characters(blacklist_characters="{}%#"), max_size=12),
+        st.just("\n"),
+        st.just("{# a comment #}"),
+        st.just("{% raw %}{{ not a name }}{% endraw %}"),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(source=_PLAIN_TEMPLATES, values=st.dictionaries(st.sampled_from(_NAMES), _JSON))
+def test_a_plain_template_renders_what_the_sandbox_renders(
+    source: str, values: dict[str, Any]
+) -> None:
+    template = compile_template(source, "t")
+    assert templating._PLAIN.get(template) is not None, source
+    context = dict(values)
+
+    def outcome(render: Any) -> tuple[str, str]:
+        try:
+            return "text", render()
+        except UserError as exc:
+            return "error", str(exc)
+
+    plain = outcome(lambda: templating.render_template(template, context, "c"))
+    sandboxed = outcome(lambda: templating._render_sandboxed(template, context, "c", False))
+    assert plain == sandboxed
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ body | upper }}",
+        "{{ body.strip() }}",
+        "{{ order.lines }}",
+        "{{ order['id'] }}",
+        "{% for x in items %}{{ x }}{% endfor %}",
+        "{% if body %}{{ body }}{% endif %}",
+        "{{ body ~ body }}",
+        "{{ 'text' }}",
+        "{% set x = body %}{{ x }}",
+        "{{ lipsum() }}",
+    ],
+)
+def test_a_template_that_does_more_than_print_names_renders_in_the_sandbox(source: str) -> None:
+    assert templating._PLAIN.get(compile_template(source, "t")) is None
+
+
+def test_a_plain_template_keeps_the_sandboxs_errors_and_its_cap() -> None:
+    """A missing value, a value over the output cap, and a name printed so often that the turn
+    is over it: the same one-line errors as the sandbox's."""
+    template = compile_template("<m>{{ message }}</m>", "t")
+    with pytest.raises(UserError, match="undefined value") as missing:
+        render_turn(template, {"body": "hi"}, "case c-1")
+    assert "'message' is undefined" in str(missing.value)
+    huge = "x" * (MAX_OUTPUT + 1)
+    with pytest.raises(UserError, match="over its budget"):
+        render_turn(template, {"message": huge}, "c")
+    often = compile_template("{{ message }}" * 300, "t")
+    with pytest.raises(UserError, match=f"more than {MAX_OUTPUT:,} characters"):
+        render_turn(often, {"message": "y" * 4000}, "c")
+    assert len(render_turn(often, {"message": "y" * 3000}, "c")) == 900_000
+
+
+def test_a_plain_template_names_no_holdout_value_in_its_error() -> None:
+    template = compile_template("{{ message }}", "t")
+    secret = "z" * (MAX_OUTPUT + 1)
+    with pytest.raises(UserError) as caught:
+        render_turn(template, {"message": secret}, "template (a holdout case)", holdout=True)
+    assert "zzzz" not in str(caught.value) and "OverBudget" in str(caught.value)
+
+
+def test_a_plain_template_reads_no_copy_and_changes_no_value() -> None:
+    order = {"lines": [{"sku": "a"}]}
+    turn = render_turn(compile_template("{{ order }}", "t"), {"order": order}, "c")
+    assert turn == '{"lines": [{"sku": "a"}]}' and order == {"lines": [{"sku": "a"}]}
