@@ -210,8 +210,8 @@ def plan_run(
     prompt = options.prompt or load_prompt(loaded, suite, version)
     secret = holdout_secret(world.env, suite) if "holdout" in options.splits else None
     git = git_info_started(loaded.root)  # git runs while the cases are read
-    prepare_backend(suite.model.backend, world.env)  # and so does the backend's TLS context
     try:
+        prepare_backend(suite.model.backend, world.env)  # and so does the backend's TLS context
         cases = load_suite_cases(
             loaded,
             suite,

@@ -69,7 +69,12 @@ def prepare_tls(env: Mapping[str, str]) -> None:
         except BaseException as exc:  # handed to take_tls(), which says what it was
             future.set_exception(exc)
 
-    threading.Thread(target=work, name="evalgate-tls", daemon=True).start()
+    try:
+        threading.Thread(target=work, name="evalgate-tls", daemon=True).start()
+    except RuntimeError:  # no thread to be had (a process limit): take_tls() makes it itself
+        with _lock:
+            if _prepared is not None and _prepared[0] is future:
+                _prepared = None
 
 
 def take_tls(env: Mapping[str, str]) -> ssl.SSLContext:
@@ -89,9 +94,14 @@ def take_tls(env: Mapping[str, str]) -> ssl.SSLContext:
 
 def unreadable(exc: Exception, named: tuple[str, str] | None) -> BackendError:
     """What a CA bundle that OpenSSL cannot load is, said with the variable that named it."""
-    where = f"{named[0]}={named[1]}" if named else "the system's CA bundle"
+    if named is None:
+        where, fix = "the system's CA bundle", "point SSL_CERT_FILE at a readable PEM bundle"
+    else:
+        where = f"{named[0]}={named[1]}"
+        fix = (
+            "point SSL_CERT_FILE at a readable PEM bundle, or unset SSL_CERT_FILE and "
+            "SSL_CERT_DIR to use the system's"
+        )
     return BackendError(
-        f"cannot load the certificates that verify the API's TLS ({where}): {exc}",
-        fix="point SSL_CERT_FILE at a readable PEM bundle, or unset SSL_CERT_FILE and "
-        "SSL_CERT_DIR to use the system's",
+        f"cannot load the certificates that verify the API's TLS ({where}): {exc}", fix=fix
     )

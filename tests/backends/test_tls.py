@@ -6,6 +6,8 @@ from __future__ import annotations
 import ssl
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ from conftest import shop_suite
 from evalgate import cli
 from evalgate.backends import tls
 from evalgate.backends.anthropic import AnthropicBackend
-from evalgate.backends.base import BackendContext
+from evalgate.backends.base import BackendContext, Message, Request
+from evalgate.backends.fake import load_rules
 from evalgate.backends.openai import OpenAIBackend
 from evalgate.config.models import ModelSettings
 from evalgate.errors import BackendError
@@ -26,13 +29,11 @@ KEY = "sk-ant-api03-" + "Tl5c0nt3xtK3y" * 6
 
 
 @pytest.fixture(autouse=True)
-def nothing_prepared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No context left over from another test, the CA variables unset, and none left after."""
+def nothing_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No context left over from another test, and the CA variables unset."""
     monkeypatch.setattr(tls, "_prepared", None)
     for name in tls.CA_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    yield
-    tls._prepared = None
 
 
 NO_VARIABLES: dict[str, str] = {}
@@ -182,6 +183,153 @@ def test_the_sdk_clients_and_openais_say_the_same(bad_bundle: Path) -> None:
 def test_the_system_bundle_is_named_when_no_variable_is_set() -> None:
     exc = tls.unreadable(ssl.SSLError("no certificate or crl found"), None)
     assert "(the system's CA bundle)" in exc.what
+    assert exc.fix == "point SSL_CERT_FILE at a readable PEM bundle"
+
+
+def test_no_thread_to_be_had_is_no_wait(
+    made: list[tuple[str, ssl.SSLContext]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process at its thread limit: nothing is left pending, the context is made inline."""
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        tls.prepare_tls(NO_VARIABLES)
+    assert tls._prepared is None
+    context = tls.take_tls(NO_VARIABLES)
+    assert made == [("MainThread", context)]
+
+
+def test_a_collected_backend_closes_the_sdks_client() -> None:
+    backend = anthropic_backend()
+    http = backend.client._client
+    backend._http.close()
+    del backend
+    assert http.is_closed
+
+
+# --- over TLS, end to end: the stand-in serving HTTPS under a CA of the test's own ----------
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A CA, and a certificate it signed for 127.0.0.1: (ca.pem, server.pem, server.key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder = tmp_path_factory.mktemp("tls")
+    now = datetime.now(UTC)
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("evalgate test CA"))
+        .issuer_name(name("evalgate test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(name("127.0.0.1"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+@pytest.fixture
+def https_server(certificates: tuple[Path, Path, Path]) -> Iterator[MessagesServer]:
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(certificates[1], certificates[2])
+    rules = load_rules(
+        {"rules_file": "fake-rules.yml"}, Path(__file__).parents[2] / "examples" / "bike-shop"
+    )
+    with MessagesServer(rules, tls=served) as server:
+        yield server
+
+
+def ask(backend: AnthropicBackend) -> tuple[str | None, str | None]:
+    request = Request(
+        system="Sort the message: complaint, status, booking, quote, parts or other.",
+        messages=(Message(role="user", content="<message>Is my bike ready?</message>"),),
+        model="claude-haiku-4-5",
+        max_tokens=64,
+    )
+    reply = backend.complete(request)
+    return reply.error_kind, reply.error
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_server_is_trusted_by_the_bundle_ssl_cert_file_names(
+    https_server: MessagesServer, certificates: tuple[Path, Path, Path], stream: bool
+) -> None:
+    env = {"ANTHROPIC_BASE_URL": https_server.url, "SSL_CERT_FILE": str(certificates[0])}
+    settings = ModelSettings(
+        backend="anthropic", name="claude-haiku-4-5", options={"stream": stream}
+    )
+    context = BackendContext(base_dir=Path("."), env={"ANTHROPIC_API_KEY": KEY} | env)
+    tls.prepare_tls(context.env)
+    backend = AnthropicBackend(settings, context)
+    try:
+        assert ask(backend) == (None, None)
+    finally:
+        backend.close()
+    assert len(https_server.requests) == 1
+
+
+def test_a_server_the_bundle_does_not_vouch_for_is_a_connection_error(
+    https_server: MessagesServer,
+) -> None:
+    """Under the system's bundle the test's CA is unknown: the call fails, it is not trusted."""
+    backend = anthropic_backend({"ANTHROPIC_BASE_URL": https_server.url})
+    try:
+        kind, error = ask(backend)
+    finally:
+        backend.close()
+    assert kind == "connection" and error is not None
+    assert "CERTIFICATE_VERIFY_FAILED" in error or "certificate verify failed" in error
+    assert https_server.requests == []
 
 
 @pytest.fixture

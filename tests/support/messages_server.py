@@ -69,6 +69,7 @@ import math
 import re
 import selectors
 import socket
+import ssl
 import threading
 import time
 import traceback
@@ -443,10 +444,12 @@ class MessagesServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_limit: int | None = 100_000,
+        tls: ssl.SSLContext | None = None,
         **overrides: Any,
     ) -> None:
         """``overrides`` are Knobs fields applied over ``knobs``. ``log_limit`` bounds how many
-        exchanges ``requests`` keeps (the counters in ``stats()`` count them all)."""
+        exchanges ``requests`` keeps (the counters in ``stats()`` count them all). ``tls``: a
+        server context to serve HTTPS with (each connection's handshake in its own thread)."""
         self.rules = rules
         base = knobs if knobs is not None else Knobs()
         self._knobs = (
@@ -464,6 +467,12 @@ class MessagesServer:
         self._reset_state()
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._httpd = _HTTPServer((host, port), self)
+        self._scheme = "http"
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self._scheme = "https"
         # serve() waits on the listening socket and this pair, so close() wakes it at once and
         # an idle server costs no CPU (serve_forever polls).
         self._wake_r, self._wake_w = socket.socketpair()
@@ -478,7 +487,7 @@ class MessagesServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     @property
     def host(self) -> str:
