@@ -8,9 +8,10 @@ stand-in, which runs in another process with no latency. A child's peak is its o
 (read from /proc/self/status as it exits), not ``ru_maxrss`` from wait4, which also counts
 the pages of the parent that forked it. Start-up is wall time from starting the child: to its
 exit for ``--version`` and for ``gate`` on two saved run files, and to the stand-in's first
-request for ``run`` (the SDK's import and the client's construction included). Beside each,
+request for ``run`` (a whole run, every case read and every turn rendered as before any
+run's first call; the stand-in refuses that request, so the run stops there). Beside each,
 the child's CPU time (user + system, from its rusage), which other processes on a shared
-machine stretch less than the wall time: for ``run`` that of the whole ``run --limit 1``. The
+machine stretch less than the wall time: for ``run`` that of the run to its refused call. The
 best of ``--startup-repeats`` is kept (the machine's load only ever adds to it). evalgate's
 bytecode is compiled first, as installing the package compiles it: an editable checkout under
 ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module on every start. The report
@@ -71,6 +72,11 @@ def serve(conn: Connection) -> None:
         while (order := conn.recv()) != "stop":
             if order == "reset":
                 server.reset()
+                conn.send(True)
+            elif order == "refuse":
+                # The next request is refused (401): a whole run stops at its first call.
+                server.reset()
+                server.script(["auth"])
                 conn.send(True)
             else:
                 first = [ex.t for ex in server.requests if ex.path.startswith("/v1/messages")]
@@ -157,14 +163,15 @@ def floor_s(env: dict[str, str]) -> tuple[float, float]:
 
 
 def first_request_s(cwd: Path, env: dict[str, str], conn: Connection) -> tuple[float, float]:
-    """Wall time from starting `evalgate run --limit 1` to the stand-in's first request, and
-    the CPU time of the whole run."""
-    conn.send("reset")
+    """Wall time from starting a whole `evalgate run` (every case read, every turn rendered,
+    as before any run's first call) to the stand-in's first request, which it refuses so that
+    the run stops there; and the CPU time of that process."""
+    conn.send("refuse")
     conn.recv()
     cpu = _children_cpu()
     started = time.monotonic()
     subprocess.run(
-        [sys.executable, "-m", "evalgate", "run", "v3", "--limit", "1", "--no-save"],
+        [sys.executable, "-m", "evalgate", "run", "v3", "--no-save"],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -298,7 +305,7 @@ def main() -> int:
                 for name in TEMPLATES
             ),
             (
-                "`evalgate run` to its first request (CPU of `run --limit 1`)",
+                "`evalgate run` to its first request, a whole run (CPU to that request)",
                 f"{first:.2f} s ({first_cpu:.2f} s)",
                 f"<= {FIRST_REQUEST_S} s",
                 "pass" if first_ok else "MISS",

@@ -283,6 +283,10 @@ class _Generator(CodeGenerator):
         self.write(f"), {escaped})")
 
 
+def _over_output() -> OverBudget:
+    return OverBudget(f"the template renders more than {MAX_OUTPUT:,} characters")
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _Generator
     intercepted_binops = frozenset({"*", "**", "+", "%"})
@@ -330,7 +334,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         for part in parts:
             size += len(part)
             if size > MAX_OUTPUT:
-                raise OverBudget(f"the template renders more than {MAX_OUTPUT:,} characters")
+                raise _over_output()
             kept.append(part)
         return str(tb.current().charge("".join(kept)))
 
@@ -395,14 +399,18 @@ def _render_plain(plain: _Plain, context: dict[str, Any]) -> str | None:
     """The render of a plain template, or None when it names a value the context lacks (an
     undefined value, or one of jinja2's globals: the sandbox's render says which)."""
     parts: list[str] = []
+    size = 0
     for named, text in plain:
-        if not named:
-            parts.append(text)
-        elif text in context:
-            parts.append(str(_finalize(context[text])))
-        else:
-            return None
-    return _ENV.concat(parts)
+        if named:
+            if text not in context:
+                return None
+            text = str(_finalize(context[text]))
+        size += len(text)
+        if size > MAX_OUTPUT:  # as it grows: a name printed a thousand times stops early
+            raise _over_output()
+        parts.append(text)
+    # Under the output cap, the budget's count of all a render builds cannot be passed.
+    return "".join(parts)
 
 
 def render_template(

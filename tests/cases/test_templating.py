@@ -188,3 +188,20 @@ def test_a_plain_template_reads_no_copy_and_changes_no_value() -> None:
     order = {"lines": [{"sku": "a"}]}
     turn = render_turn(compile_template("{{ order }}", "t"), {"order": order}, "c")
     assert turn == '{"lines": [{"sku": "a"}]}' and order == {"lines": [{"sku": "a"}]}
+
+
+def test_a_plain_template_printing_a_large_value_often_stops_at_the_cap() -> None:
+    """Each print of an object is a JSON text of its own: 2,000 prints of 600 kB would be 1.2 GB
+    if the turn were joined before it was measured."""
+    import tracemalloc
+
+    template = compile_template("{{ order }}" * 2000, "t")
+    order = {"lines": ["x" * 1000] * 600}
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match=f"more than {MAX_OUTPUT:,} characters"):
+            render_turn(template, {"order": order}, "c")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MAX_OUTPUT  # two prints and the error: not 2,000 prints
