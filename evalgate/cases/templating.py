@@ -404,7 +404,11 @@ def _render_plain(plain: _Plain, context: dict[str, Any]) -> str | None:
         if named:
             if text not in context:
                 return None
-            text = str(_finalize(context[text]))
+            value = context[text]
+            # A string short enough is its own text (what _finalize checks and gives back).
+            if type(value) is not str or len(value) + 3 > MAX_OUTPUT:
+                value = str(_finalize(value))
+            text = value
         size += len(text)
         if size > MAX_OUTPUT:  # as it grows: a name printed a thousand times stops early
             raise _over_output()

@@ -248,14 +248,19 @@ class Jobs(Sequence[Job]):
             holdout = case.split == "holdout"
             # Errors name a case by its job's id: a holdout case's id stays out of any message.
             name = key.case(case.id, case.hash) if holdout else case.id
-            # A holdout case is not named in a template error, nor are its values quoted.
-            where = (
-                f"{template_at} (a holdout case)"
-                if holdout
-                else f"{template_at} (case {name!r}, {case.source})"
-            )
             self._names.append(name)
-            self._turns.append(render_turn(template, case.input, where, holdout=holdout))
+            try:
+                turn = render_turn(template, case.input, template_at, holdout=holdout)
+            except UserError as exc:
+                # Where is said once it is wrong, not made for each of 20,000 cases. A holdout
+                # case is not named in a template error, nor are its values quoted.
+                where = (
+                    f"{template_at} (a holdout case)"
+                    if holdout
+                    else f"{template_at} (case {name!r}, {case.source})"
+                )
+                raise UserError(exc.what, where=where, fix=exc.fix) from None
+            self._turns.append(turn)
 
     def __len__(self) -> int:
         return len(self._cases) * self._repeats

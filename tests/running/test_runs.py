@@ -516,3 +516,61 @@ def test_listing_skips_corrupt_files(saved: Path) -> None:
         "bike-shop-v2-c",
     ]
     assert list(iter_runs(saved / "elsewhere")) == []
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("<m>{{ mesage }}</m>", "'mesage' is undefined"),  # plain: printed by name
+        ("{{ message | int(base=2) + missing }}", "'missing' is undefined"),  # the sandbox's
+    ],
+    ids=["plain", "sandboxed"],
+)
+def test_a_template_error_names_the_case_it_stopped_at(
+    tmp_path: Path, template: str, says: str
+) -> None:
+    """The first case the template fails on, by id and line, before any call; a holdout case
+    by neither."""
+    from conftest import shop_suite
+
+    loaded = shop_suite(
+        tmp_path / "s",
+        cases=3,
+        model={"backend": "fake", "name": "fake-1", "options": {"rules_file": "fake-rules.yml"}},
+    )
+    config = load_config(loaded.path)
+    suite = config.suite(None)[1].model_copy(update={"template": template})
+    spec = RunSpec(
+        suite_name="shop",
+        suite=suite,
+        prompt=load_prompt(config, suite, "v3"),
+        cases=load_suite_cases(config, suite),
+    )
+    calls: list[Request] = []
+
+    class Counting:
+        name = "counting"
+
+        def complete(self, request: Request) -> Reply:
+            calls.append(request)
+            return Reply(text="other")
+
+    with pytest.raises(UserError) as caught:
+        run_suite(spec, Counting(), tmp_path)  # type: ignore[arg-type]
+    cases_file = config.root / "cases.jsonl"
+    assert caught.value.where == f"template (case 'c0000', {cases_file}:1)"
+    assert says in caught.value.what and calls == []
+
+    held = spec.cases.cases[0].model_copy(update={"split": "holdout"})
+    sealed = replace_cases(spec, held)
+    with pytest.raises(UserError) as hidden:
+        run_suite(sealed, Counting(), tmp_path)  # type: ignore[arg-type]
+    assert hidden.value.where == "template (a holdout case)"
+    assert "c0000" not in str(hidden.value) and calls == []
+
+
+def replace_cases(spec: RunSpec, first: Any) -> RunSpec:
+    from dataclasses import replace
+
+    cases = spec.cases.model_copy(update={"cases": (first, *spec.cases.cases[1:])})
+    return replace(spec, cases=cases, splits=frozenset({"dev", "holdout"}))
