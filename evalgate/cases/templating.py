@@ -366,6 +366,11 @@ _Plain = tuple[tuple[bool, str], ...]
 _PLAIN: weakref.WeakKeyDictionary[jinja2.Template, _Plain] = weakref.WeakKeyDictionary()
 
 
+# Names the compiled template may bind itself, whatever the context holds ({{ self }} prints
+# jinja2's TemplateReference even when a case has a field "self"): left to the sandbox.
+_OWN = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
+
+
 def _plain(source: str) -> _Plain | None:
     """What a template prints, when it only prints values by name; otherwise None."""
     plan: list[tuple[bool, str]] = []
@@ -375,7 +380,7 @@ def _plain(source: str) -> _Plain | None:
         for child in node.nodes:
             if type(child) is nodes.TemplateData:
                 plan.append((False, child.data))
-            elif type(child) is nodes.Name and child.ctx == "load":
+            elif type(child) is nodes.Name and child.ctx == "load" and child.name not in _OWN:
                 plan.append((True, child.name))
             else:
                 return None
@@ -441,7 +446,8 @@ def _render_sandboxed(
     try:
         with tb.rendering(left) as budget:
             try:
-                return template.render(**copy.deepcopy(context))
+                # The values as one mapping: a field named "self" is not render()'s own.
+                return template.render(copy.deepcopy(context))
             finally:
                 _SPENT[template] = _SPENT.get(template, 0.0) + budget.elapsed
     except (Exception, OutOfTime) as exc:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -107,7 +108,8 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
-_NAMES = ("message", "body", "input", "range")  # range: a case's field over jinja2's global
+# range: a case's field over jinja2's global; self and loop: names jinja2 may bind itself.
+_NAMES = ("message", "body", "input", "range", "self", "loop")
 _PLAIN_TEMPLATES = st.lists(
     st.one_of(
         st.sampled_from(_NAMES).map(lambda name: f"{{{{ {name} }}}}"),
@@ -127,7 +129,8 @@ def test_a_plain_template_renders_what_the_sandbox_renders(
     source: str, values: dict[str, Any]
 ) -> None:
     template = compile_template(source, "t")
-    assert templating._PLAIN.get(template) is not None, source
+    own = re.search(r"\{\{-? (self|loop) -?\}\}", source) is not None
+    assert (templating._PLAIN.get(template) is None) == own, source
     context = dict(values)
 
     def outcome(render: Any) -> tuple[str, str]:
@@ -205,3 +208,10 @@ def test_a_plain_template_printing_a_large_value_often_stops_at_the_cap() -> Non
     finally:
         tracemalloc.stop()
     assert peak < 8 * MAX_OUTPUT  # two prints and the error: not 2,000 prints
+
+
+def test_a_field_named_self_is_a_value_like_any_other() -> None:
+    """render(**values) would take it for render()'s own argument and fail every case."""
+    values = {"self": "me", "body": "hi"}
+    assert render_turn(compile_template("{{ body | upper }}", "t"), values, "c") == "HI"
+    assert render_turn(compile_template("{{ body }}", "t"), values, "c") == "hi"
