@@ -84,11 +84,7 @@ class Budget:
 
     def _clock(self) -> None:
         if time.monotonic() - self.started > self.seconds:
-            self.over = (
-                f"it runs longer than {MAX_SECONDS:g} s"
-                if self.seconds == MAX_SECONDS
-                else f"its renders take longer than {MAX_TOTAL_SECONDS:g} s in all"
-            )
+            self.over = over_time(self.seconds)
 
     @property
     def elapsed(self) -> float:
@@ -104,13 +100,20 @@ def current() -> Budget:
     return _CURRENT.get() or Budget()
 
 
+def over_time(seconds: float) -> str:
+    """Why a render given ``seconds`` (its own limit, or what its template has left) stopped."""
+    if seconds == MAX_SECONDS:
+        return f"it runs longer than {MAX_SECONDS:g} s"
+    return f"its renders take longer than {MAX_TOTAL_SECONDS:g} s in all"
+
+
 @contextmanager
 def rendering(seconds: float = MAX_SECONDS) -> Iterator[Budget]:
     """Run a render under a new budget of at most ``seconds``, its template lines traced
     (steps and time)."""
     budget = Budget(seconds)
     if budget.seconds <= 0:
-        budget.over = f"its renders take longer than {MAX_TOTAL_SECONDS:g} s in all"
+        budget.over = over_time(budget.seconds)
         raise OutOfTime(budget.over)
     token = _CURRENT.set(budget)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import time
 import types
 import weakref
 from collections.abc import Callable, Iterable
@@ -361,14 +362,24 @@ _ENV = _Sandbox(
 # cap. Rendered so, without the tracer and the deep copy the sandbox needs, a turn takes a
 # twentieth of the time (the 20,000 turns a run renders before its first call: 2.1 s to
 # 0.1 s). The text is jinja2's own: a property test holds the two renders together.
-# Each entry: (True, a name) or (False, text).
-_Plain = tuple[tuple[bool, str], ...]
+class _Plain:
+    """A plain template's parts, each (True, a name) or (False, text), and the seconds all its
+    renders have taken (held to the sandbox's total)."""
+
+    __slots__ = ("parts", "spent")
+
+    def __init__(self, parts: tuple[tuple[bool, str], ...]) -> None:
+        self.parts = parts
+        self.spent = 0.0
+
+
 _PLAIN: weakref.WeakKeyDictionary[jinja2.Template, _Plain] = weakref.WeakKeyDictionary()
 
 
 # Names the compiled template may bind itself, whatever the context holds ({{ self }} prints
 # jinja2's TemplateReference even when a case has a field "self"): left to the sandbox.
 _OWN = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _plain(source: str) -> _Plain | None:
@@ -380,11 +391,17 @@ def _plain(source: str) -> _Plain | None:
         for child in node.nodes:
             if type(child) is nodes.TemplateData:
                 plan.append((False, child.data))
-            elif type(child) is nodes.Name and child.ctx == "load" and child.name not in _OWN:
+            elif (
+                type(child) is nodes.Name
+                and child.ctx == "load"
+                and child.name.isascii()  # Python folds "ﬁ" into "fi" in the compiled code
+                and child.name not in _OWN
+            ):
                 plan.append((True, child.name))
             else:
                 return None
-    return tuple(plan)
+    # A part is a step of the sandbox's tracer: one over its steps fails there, as it must.
+    return _Plain(tuple(plan)) if len(plan) <= tb.MAX_STEPS else None
 
 
 def compile_template(source: str, where: str) -> jinja2.Template:
@@ -402,22 +419,37 @@ def compile_template(source: str, where: str) -> jinja2.Template:
 
 def _render_plain(plain: _Plain, context: dict[str, Any]) -> str | None:
     """The render of a plain template, or None when it names a value the context lacks (an
-    undefined value, or one of jinja2's globals: the sandbox's render says which)."""
+    undefined value, or one of jinja2's globals: the sandbox's render says which). Held to the
+    sandbox's clock: seconds a render, and seconds for all renders of the template (one slow
+    on each of 20,000 cases), the clock read every 1,024 parts as the tracer reads it."""
+    started = time.monotonic()
+    seconds = min(tb.MAX_TOTAL_SECONDS - plain.spent, tb.MAX_SECONDS)
+    if seconds <= 0:
+        raise OutOfTime(tb.over_time(seconds))
     parts: list[str] = []
-    size = 0
-    for named, text in plain:
-        if named:
-            if text not in context:
-                return None
-            value = context[text]
-            # A string short enough is its own text (what _finalize checks and gives back).
-            if type(value) is not str or len(value) + 3 > MAX_OUTPUT:
-                value = str(_finalize(value))
-            text = value
-        size += len(text)
-        if size > MAX_OUTPUT:  # as it grows: a name printed a thousand times stops early
-            raise _over_output()
-        parts.append(text)
+    size = count = 0
+    try:
+        for named, text in plain.parts:
+            count += 1
+            if count & 1023 == 0 and time.monotonic() - started > seconds:
+                raise OutOfTime(tb.over_time(seconds))
+            if named:
+                if text not in context:
+                    return None
+                value = context[text]
+                if type(value) is not str or len(value) + 3 > MAX_OUTPUT:
+                    # A container is printed from a copy, as the sandbox prints it (a set's
+                    # order is its copy's); a short string is its own text, as _finalize gives.
+                    if type(value) not in _SCALARS:
+                        value = copy.deepcopy(value)
+                    value = str(_finalize(value))
+                text = value
+            size += len(text)
+            if size > MAX_OUTPUT:  # as it grows: a name printed a thousand times stops early
+                raise _over_output()
+            parts.append(text)
+    finally:
+        plain.spent += time.monotonic() - started
     # Under the output cap, the budget's count of all a render builds cannot be passed.
     return "".join(parts)
 
@@ -431,7 +463,7 @@ def render_template(
     if plain is not None:
         try:
             text = _render_plain(plain, context)
-        except Exception as exc:
+        except (Exception, OutOfTime) as exc:
             raise _failure(exc, where, holdout) from None
         if text is not None:
             return text

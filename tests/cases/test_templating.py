@@ -215,3 +215,37 @@ def test_a_field_named_self_is_a_value_like_any_other() -> None:
     values = {"self": "me", "body": "hi"}
     assert render_turn(compile_template("{{ body | upper }}", "t"), values, "c") == "HI"
     assert render_turn(compile_template("{{ body }}", "t"), values, "c") == "hi"
+
+
+def test_a_plain_template_slow_on_every_case_stops_in_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain render keeps the sandbox's clock: all renders of one template within their
+    total, each within its steps."""
+    from evalgate.cases import template_budget
+
+    monkeypatch.setattr(template_budget, "MAX_TOTAL_SECONDS", 0.3)
+    slow = compile_template("{{ n }}" * 20000, "t")  # 20,000 prints of a null: no output
+    assert templating._PLAIN.get(slow) is not None
+    with pytest.raises(UserError, match="in all"):
+        for _ in range(10_000):
+            render_turn(slow, {"n": None}, "c")
+    monkeypatch.setattr(template_budget, "MAX_STEPS", 100)
+    with pytest.raises(UserError, match="more than 100 steps"):
+        render_turn(compile_template("{{ n }}" * 200, "t"), {"n": None}, "c")
+
+
+def test_names_python_folds_together_are_left_to_the_sandbox() -> None:
+    """jinja2's compiled code names a value by a Python identifier, and Python folds "ﬁ" and
+    "𝐱" (NFKC) into "fi" and "x": the sandbox prints the same value for both."""
+    values = {"ﬁ": "A", "fi": "B", "𝐱": "C", "x": "D"}
+    template = compile_template("{{ ﬁ }}|{{ fi }}|{{ 𝐱 }}|{{ x }}", "t")
+    assert templating._PLAIN.get(template) is None
+    sandboxed = templating._render_sandboxed(template, values, "c", False)
+    assert render_turn(template, values, "c") == sandboxed
+
+
+def test_a_container_prints_from_a_copy_as_in_the_sandbox() -> None:
+    """A set (YAML's !!set, in an imported peer's vars) iterates in its copy's order."""
+    template = compile_template("{{ s }}|{{ nested }}", "t")
+    values = {"s": {8, 0, 16, 1, 24}, "nested": [{8, 0, 16, 1, 24}]}
+    plain = templating.render_template(template, values, "c")
+    assert plain == templating._render_sandboxed(template, values, "c", False)
