@@ -564,3 +564,20 @@ def test_close_is_prompt_with_open_connections_and_sleepers() -> None:
         assert time.monotonic() - started < 1.0
         with pytest.raises(anthropic.APIConnectionError):
             ask(c, "book")
+
+
+def test_a_client_that_resets_its_connection_is_no_fault_of_the_stand_in(
+    srv: MessagesServer,
+) -> None:
+    """A client's timeout closes its connection with the answer unread (the kernel sends a
+    reset): the stand-in counts it and notes no error of its own (the fixture checks)."""
+    import socket
+    import struct
+
+    with socket.create_connection((srv.host, srv.port)) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Le")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + 5
+    while srv.stats().resets == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert srv.stats().resets == 1

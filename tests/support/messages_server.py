@@ -70,6 +70,7 @@ import re
 import selectors
 import socket
 import ssl
+import sys
 import threading
 import time
 import traceback
@@ -297,6 +298,8 @@ class Stats:
     internal_errors: int
     batches: int = 0
     """Message batches created."""
+    resets: int = 0
+    """Connections the client reset or broke off mid-exchange (not the stand-in's faults)."""
 
 
 @dataclass
@@ -418,6 +421,11 @@ class _HTTPServer(ThreadingHTTPServer):
         self.server_port = int(port)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exception(), ConnectionResetError | BrokenPipeError):
+            # The client went away mid-exchange (its timeout closed the connection with the
+            # answer unread, say): what a server meets, not a fault of the stand-in's.
+            self.app._note_reset()
+            return
         self.app._note_error(traceback.format_exc())
 
 
@@ -554,6 +562,7 @@ class MessagesServer:
                 cache_read_input_tokens=self._tokens["cache_read"],
                 internal_errors=len(self._errors),
                 batches=len(self._batches),
+                resets=self._resets,
             )
 
     def end_batches(self) -> None:
@@ -612,6 +621,7 @@ class MessagesServer:
         self._by_path: Counter[str] = Counter()
         self._tokens: Counter[str] = Counter()
         self._connections = 0
+        self._resets = 0
         self._max_in_flight = self._in_flight
         self._flips = 0
         self._cache_writes = 0
@@ -648,6 +658,10 @@ class MessagesServer:
     def _note_error(self, text: str) -> None:
         with self._lock:
             self._errors.append(text)
+
+    def _note_reset(self) -> None:
+        with self._lock:
+            self._resets += 1
 
     # ------------------------------------------------------------------ handling
 
